@@ -1,0 +1,111 @@
+// A recipe: the TOML file parsed once into typed, validated structs. Nothing below recipe/ sees
+// a string that should have been an enum. Defaults here are the defaults users get; docs in
+// README.md ("Recipe reference") list them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace laconic {
+
+enum class ModelKind { mlp };
+enum class Activation { relu, gelu };
+enum class DataKind { fashion_mnist };
+enum class OptimizerKind { sgd };
+enum class DecayKind { constant, cosine };
+enum class BackendKind { auto_, threads };
+enum class DeviceKind { cpu };  // "cuda" arrives with the CUDA trainer path
+enum class SyncKind { allreduce };
+
+struct RunConfig {
+  std::string name = "run";       // run directory name under out_dir
+  std::uint64_t seed = 0;
+  std::string out_dir = "runs";
+};
+
+struct ModelConfig {
+  ModelKind name = ModelKind::mlp;
+  std::vector<int> hidden = {512, 256};  // hidden layer widths
+  Activation activation = Activation::relu;
+  float dropout = 0.0f;                   // after each hidden activation, in [0, 1)
+  bool layernorm = false;                 // layernorm after each hidden linear, before activation
+};
+
+struct DataConfig {
+  DataKind name = DataKind::fashion_mnist;
+  std::string path = "/usr/share/datasets/fashion-mnist";
+};
+
+struct TrainConfig {
+  std::int64_t steps = 0;    // optimizer steps; 0 = derive from epochs
+  double epochs = 0.0;       // used when steps == 0
+  int micro_batch = 64;      // examples per rank per step
+  int grad_accum = 1;        // micro-batches per optimizer step
+  std::int64_t eval_every = 0;  // steps between evaluations (0 = only at the end)
+  std::int64_t log_every = 50;  // steps between log lines / metrics.jsonl records
+};
+
+struct OptimizerConfig {
+  OptimizerKind name = OptimizerKind::sgd;
+  double lr = 0.1;           // peak learning rate
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+
+struct ScheduleConfig {
+  std::int64_t warmup_steps = 0;  // linear warmup from 0 to lr
+  DecayKind decay = DecayKind::constant;
+  double min_lr_ratio = 0.0;      // cosine decays to lr * min_lr_ratio at the last step
+};
+
+struct DistributedConfig {
+  BackendKind backend = BackendKind::auto_;
+  DeviceKind device = DeviceKind::cpu;
+  int world_size = 1;
+  double timeout_s = 300.0;
+};
+
+struct SyncConfig {
+  SyncKind strategy = SyncKind::allreduce;
+  double bucket_mb = 25.0;
+};
+
+struct Recipe {
+  std::string path;  // the file it was read from ("" when built in code)
+  RunConfig run;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  DistributedConfig distributed;
+  SyncConfig sync;
+};
+
+// Reads and validates a recipe, then applies CLI overrides of the form "section.key=value"
+// (value in TOML syntax, bare strings allowed: "sync.strategy=allreduce", "model.hidden=[256,128]").
+// Throws InputError with a one-line message: "FILE:LINE:COL: KEY: expected WHAT, got GOT
+// (valid: CHOICES)" for bad recipes; "--KEY=VALUE: ..." for bad overrides.
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Parses recipe text (name is used in messages as the file name).
+Recipe parse_recipe(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides = {});
+
+// The fully resolved recipe as TOML (every key, defaults included); parse_recipe() of it gives
+// back an equal Recipe. Written to the run directory as recipe.resolved.toml.
+std::string to_toml(const Recipe& recipe);
+
+// Enum <-> name, shared by parsing, printing and messages.
+const char* name_of(ModelKind);
+const char* name_of(Activation);
+const char* name_of(DataKind);
+const char* name_of(OptimizerKind);
+const char* name_of(DecayKind);
+const char* name_of(BackendKind);
+const char* name_of(DeviceKind);
+const char* name_of(SyncKind);
+
+}  // namespace laconic
