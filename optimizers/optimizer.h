@@ -1,0 +1,30 @@
+// Optimizers update the flat parameter buffer from the flat gradient buffer, view by view, so
+// that each tensor's group (decay / no_decay) can be honoured. State lives in flat buffers laid
+// out like the parameters, exposed for checkpoints.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "framework/core/params.h"
+
+namespace laconic {
+
+// A named flat state buffer (e.g. "momentum"), laid out like ParamStore::params().
+struct StateTensor {
+  std::string name;
+  std::span<float> data;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update with learning rate lr; reads store.grads(), writes store.params().
+  virtual void step(ParamStore& store, double lr) = 0;
+  virtual std::string describe() const = 0;
+  // Every buffer of state, for saving and loading (checkpoints write and read these in place).
+  virtual std::vector<StateTensor> state() = 0;
+};
+
+}  // namespace laconic
