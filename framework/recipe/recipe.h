@@ -22,6 +22,8 @@ struct RunConfig {
   std::string name = "run";       // run directory name under out_dir
   std::uint64_t seed = 0;
   std::string out_dir = "runs";
+
+  bool operator==(const RunConfig&) const = default;
 };
 
 struct ModelConfig {
@@ -30,11 +32,15 @@ struct ModelConfig {
   Activation activation = Activation::relu;
   float dropout = 0.0f;                   // after each hidden activation, in [0, 1)
   bool layernorm = false;                 // layernorm after each hidden linear, before activation
+
+  bool operator==(const ModelConfig&) const = default;
 };
 
 struct DataConfig {
   DataKind name = DataKind::fashion_mnist;
   std::string path = "/usr/share/datasets/fashion-mnist";
+
+  bool operator==(const DataConfig&) const = default;
 };
 
 struct TrainConfig {
@@ -44,6 +50,8 @@ struct TrainConfig {
   int grad_accum = 1;        // micro-batches per optimizer step
   std::int64_t eval_every = 0;  // steps between evaluations (0 = only at the end)
   std::int64_t log_every = 50;  // steps between log lines / metrics.jsonl records
+
+  bool operator==(const TrainConfig&) const = default;
 };
 
 struct OptimizerConfig {
@@ -52,12 +60,16 @@ struct OptimizerConfig {
   double momentum = 0.9;
   bool nesterov = false;
   double weight_decay = 0.0;
+
+  bool operator==(const OptimizerConfig&) const = default;
 };
 
 struct ScheduleConfig {
   std::int64_t warmup_steps = 0;  // linear warmup from 0 to lr
   DecayKind decay = DecayKind::constant;
   double min_lr_ratio = 0.0;      // cosine decays to lr * min_lr_ratio at the last step
+
+  bool operator==(const ScheduleConfig&) const = default;
 };
 
 struct DistributedConfig {
@@ -65,11 +77,15 @@ struct DistributedConfig {
   DeviceKind device = DeviceKind::cpu;
   int world_size = 1;
   double timeout_s = 300.0;
+
+  bool operator==(const DistributedConfig&) const = default;
 };
 
 struct SyncConfig {
   SyncKind strategy = SyncKind::allreduce;
   double bucket_mb = 25.0;
+
+  bool operator==(const SyncConfig&) const = default;
 };
 
 struct Recipe {
@@ -82,6 +98,9 @@ struct Recipe {
   ScheduleConfig schedule;
   DistributedConfig distributed;
   SyncConfig sync;
+
+  // Field-wise (path included): to_toml() round trips and resume checks compare recipes.
+  bool operator==(const Recipe&) const = default;
 };
 
 // Reads and validates a recipe, then applies CLI overrides of the form "section.key=value"

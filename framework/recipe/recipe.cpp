@@ -1,0 +1,583 @@
+// Recipe parsing, overrides and printing, all driven by one schema table (schema() below): each
+// entry binds a TOML key path to a Recipe member with its validation bound. The member's C++ type
+// picks a Codec that knows how to read, check, print and describe that kind of value, so adding a
+// key is one line in schema() and nothing else.
+#include "framework/recipe/recipe.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <toml++/toml.h>
+
+#include "framework/core/check.h"
+
+namespace laconic {
+namespace {
+
+// ---- enum names: one table per enum, indexed by the enumerator's value ----
+
+constexpr std::array kModelNames{"mlp"};
+constexpr std::array kActivationNames{"relu", "gelu"};
+constexpr std::array kDataNames{"fashion_mnist"};
+constexpr std::array kOptimizerNames{"sgd"};
+constexpr std::array kDecayNames{"constant", "cosine"};
+constexpr std::array kBackendNames{"auto", "threads"};  // auto_ is spelled "auto" in recipes
+constexpr std::array kDeviceNames{"cpu"};
+constexpr std::array kSyncNames{"allreduce"};
+
+std::span<const char* const> names(ModelKind) { return kModelNames; }
+std::span<const char* const> names(Activation) { return kActivationNames; }
+std::span<const char* const> names(DataKind) { return kDataNames; }
+std::span<const char* const> names(OptimizerKind) { return kOptimizerNames; }
+std::span<const char* const> names(DecayKind) { return kDecayNames; }
+std::span<const char* const> names(BackendKind) { return kBackendNames; }
+std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
+std::span<const char* const> names(SyncKind) { return kSyncNames; }
+
+template <typename E>
+const char* enum_name(E value) {
+  const auto all = names(value);
+  const auto index = static_cast<std::size_t>(value);
+  LC_CHECK(index < all.size(), "enum value ", index, " has no name");
+  return all[index];
+}
+
+// ---- text helpers ----
+
+// A TOML basic string on one line: used both in to_toml() and in messages, which must stay one line.
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// Shortest text that reads back to the same value (std::to_chars guarantees the round trip), always
+// spelled as a TOML float so that printing 2.0 does not turn a float key into an integer one.
+template <std::floating_point T>
+std::string format_float(T v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);
+  LC_CHECK(res.ec == std::errc(), "to_chars failed");
+  std::string s(buf, res.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+template <typename Range, typename Fn>
+std::string join(const Range& items, std::string_view sep, Fn&& fn) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += sep;
+    out += fn(item);
+  }
+  return out;
+}
+
+// How a value the user wrote is echoed back in "got ..." (one line, TOML-like).
+std::string describe(const toml::node& node) {
+  if (const auto* s = node.as_string()) return quote(s->get());
+  if (const auto* i = node.as_integer()) return std::to_string(i->get());
+  if (const auto* f = node.as_floating_point()) return format_float(f->get());
+  if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+  if (const auto* a = node.as_array())
+    return "[" + join(*a, ", ", [](const toml::node& n) { return describe(n); }) + "]";
+  if (node.is_table()) return "a table";
+  std::ostringstream os;  // dates and times
+  node.visit([&os](const auto& v) { os << v; });
+  return os.str();
+}
+
+// Levenshtein distance, for "did you mean" suggestions.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate nearest to `word`, if it is near enough to be a plausible typo.
+std::optional<std::string> closest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance && d < std::max(word.size(), c.size())) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+// ---- value bounds ----
+
+// An interval on the number line; integer, float and list-of-integer keys share it.
+struct Bound {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false;
+  bool hi_open = false;
+
+  bool admits(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  // " >= 1", " > 0", " in [0, 1)", or "" when unbounded.
+  std::string text() const {
+    const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
+    auto num = [](double v) {
+      char buf[32];
+      return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    };
+    if (has_lo && has_hi)
+      return detail::concat(" in ", lo_open ? "(" : "[", num(lo), ", ", num(hi), hi_open ? ")" : "]");
+    if (has_lo) return detail::concat(lo_open ? " > " : " >= ", num(lo));
+    if (has_hi) return detail::concat(hi_open ? " < " : " <= ", num(hi));
+    return "";
+  }
+};
+
+constexpr Bound at_least(double lo) { return {.lo = lo}; }
+constexpr Bound above(double lo) { return {.lo = lo, .lo_open = true}; }
+constexpr Bound closed(double lo, double hi) { return {.lo = lo, .hi = hi}; }
+constexpr Bound half_open(double lo, double hi) { return {.lo = lo, .hi = hi, .hi_open = true}; }
+
+// ---- codecs: one per C++ member type ----
+//   expected(bound)  what a valid value looks like, for messages
+//   read(node, bound) the checked value, or nullopt when the node is the wrong type or out of bound
+//   write(value)     TOML text that read() accepts back as the same value
+
+template <typename T>
+struct Codec;
+
+template <typename T>
+concept Integer = std::integral<T> && !std::same_as<T, bool>;
+
+template <Integer T>
+struct Codec<T> {
+  static std::string expected(const Bound& b) { return "an integer" + b.text(); }
+  static std::optional<T> read(const toml::node& node, const Bound& b) {
+    const auto* v = node.as_integer();  // floats are rejected: 64.0 is not a batch size
+    if (!v || !std::in_range<T>(v->get()) || !b.admits(static_cast<double>(v->get())))
+      return std::nullopt;
+    return static_cast<T>(v->get());
+  }
+  static std::string write(T v) { return std::to_string(v); }
+};
+
+template <std::floating_point T>
+struct Codec<T> {
+  static std::string expected(const Bound& b) { return "a number" + b.text(); }
+  static std::optional<T> read(const toml::node& node, const Bound& b) {
+    double v = 0;
+    if (const auto* f = node.as_floating_point()) {
+      v = f->get();
+    } else if (const auto* i = node.as_integer()) {
+      v = static_cast<double>(i->get());  // steps-like integers are fine where a float is expected
+    } else {
+      return std::nullopt;
+    }
+    const T narrowed = static_cast<T>(v);
+    if (!std::isfinite(narrowed) || !b.admits(v)) return std::nullopt;
+    return narrowed;
+  }
+  static std::string write(T v) { return format_float(v); }
+};
+
+template <>
+struct Codec<bool> {
+  static std::string expected(const Bound&) { return "a boolean (true or false)"; }
+  static std::optional<bool> read(const toml::node& node, const Bound&) {
+    return node.value_exact<bool>();
+  }
+  static std::string write(bool v) { return v ? "true" : "false"; }
+};
+
+template <>
+struct Codec<std::string> {
+  static std::string expected(const Bound&) { return "a non-empty string"; }
+  static std::optional<std::string> read(const toml::node& node, const Bound&) {
+    const auto* s = node.as_string();
+    if (!s || s->get().empty()) return std::nullopt;
+    return s->get();
+  }
+  static std::string write(const std::string& v) { return quote(v); }
+};
+
+template <>
+struct Codec<std::vector<int>> {
+  static std::string expected(const Bound& b) { return "a non-empty array of integers" + b.text(); }
+  static std::optional<std::vector<int>> read(const toml::node& node, const Bound& b) {
+    const auto* a = node.as_array();
+    if (!a || a->empty()) return std::nullopt;
+    std::vector<int> out;
+    for (const auto& item : *a) {
+      const auto v = Codec<int>::read(item, b);
+      if (!v) return std::nullopt;
+      out.push_back(*v);
+    }
+    return out;
+  }
+  static std::string write(const std::vector<int>& v) {
+    return "[" + join(v, ", ", Codec<int>::write) + "]";
+  }
+};
+
+template <typename E>
+  requires std::is_enum_v<E>
+struct Codec<E> {
+  static std::string expected(const Bound&) {
+    return "one of " + join(names(E{}), ", ", [](const char* n) { return quote(n); });
+  }
+  static std::optional<E> read(const toml::node& node, const Bound&) {
+    const auto* s = node.as_string();
+    if (!s) return std::nullopt;
+    const auto all = names(E{});
+    const auto it = std::find(all.begin(), all.end(), std::string_view(s->get()));
+    if (it == all.end()) return std::nullopt;
+    return static_cast<E>(it - all.begin());
+  }
+  static std::string write(E v) { return quote(enum_name(v)); }
+};
+
+// ---- the schema ----
+
+struct Field {
+  std::string_view section;
+  std::string_view key;
+  Bound bound;
+  std::string (*expected)(const Bound&);
+  bool (*read)(const toml::node&, const Bound&, Recipe&);  // false: rejected, recipe untouched
+  std::string (*write)(const Recipe&);
+
+  std::string path() const { return detail::concat(section, ".", key); }
+};
+
+// Adds the keys of one section: Part is the Recipe member holding it, Member a member of that.
+template <auto Part>
+struct SectionBuilder {
+  std::string_view name;
+  std::vector<Field>& out;
+
+  template <auto Member>
+  SectionBuilder& add(std::string_view key, Bound bound = {}) {
+    using T = std::remove_cvref_t<decltype((std::declval<Recipe&>().*Part).*Member)>;
+    out.push_back(Field{
+        name, key, bound, &Codec<T>::expected,
+        [](const toml::node& node, const Bound& b, Recipe& r) {
+          auto v = Codec<T>::read(node, b);
+          if (v) (r.*Part).*Member = std::move(*v);
+          return v.has_value();
+        },
+        [](const Recipe& r) { return Codec<T>::write((r.*Part).*Member); }});
+    return *this;
+  }
+};
+
+// Every recipe key, in the order to_toml() prints them. Ranges are the ones documented in recipe.h.
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> f;
+    SectionBuilder<&Recipe::run>{"run", f}
+        .add<&RunConfig::name>("name")
+        .add<&RunConfig::seed>("seed", at_least(0))
+        .add<&RunConfig::out_dir>("out_dir");
+    SectionBuilder<&Recipe::model>{"model", f}
+        .add<&ModelConfig::name>("name")
+        .add<&ModelConfig::hidden>("hidden", at_least(1))
+        .add<&ModelConfig::activation>("activation")
+        .add<&ModelConfig::dropout>("dropout", half_open(0, 1))
+        .add<&ModelConfig::layernorm>("layernorm");
+    SectionBuilder<&Recipe::data>{"data", f}
+        .add<&DataConfig::name>("name")
+        .add<&DataConfig::path>("path");
+    SectionBuilder<&Recipe::train>{"train", f}
+        .add<&TrainConfig::steps>("steps", at_least(0))
+        .add<&TrainConfig::epochs>("epochs", at_least(0))
+        .add<&TrainConfig::micro_batch>("micro_batch", at_least(1))
+        .add<&TrainConfig::grad_accum>("grad_accum", at_least(1))
+        .add<&TrainConfig::eval_every>("eval_every", at_least(0))
+        .add<&TrainConfig::log_every>("log_every", at_least(1));
+    SectionBuilder<&Recipe::optimizer>{"optimizer", f}
+        .add<&OptimizerConfig::name>("name")
+        .add<&OptimizerConfig::lr>("lr", above(0))
+        .add<&OptimizerConfig::momentum>("momentum", half_open(0, 1))
+        .add<&OptimizerConfig::nesterov>("nesterov")
+        .add<&OptimizerConfig::weight_decay>("weight_decay", at_least(0));
+    SectionBuilder<&Recipe::schedule>{"schedule", f}
+        .add<&ScheduleConfig::warmup_steps>("warmup_steps", at_least(0))
+        .add<&ScheduleConfig::decay>("decay")
+        .add<&ScheduleConfig::min_lr_ratio>("min_lr_ratio", closed(0, 1));
+    SectionBuilder<&Recipe::distributed>{"distributed", f}
+        .add<&DistributedConfig::backend>("backend")
+        .add<&DistributedConfig::device>("device")
+        .add<&DistributedConfig::world_size>("world_size", closed(1, 1024))
+        .add<&DistributedConfig::timeout_s>("timeout_s", above(0));
+    SectionBuilder<&Recipe::sync>{"sync", f}
+        .add<&SyncConfig::strategy>("strategy")
+        .add<&SyncConfig::bucket_mb>("bucket_mb", above(0));
+    return f;
+  }();
+  return fields;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const auto& f : schema())
+    if (out.empty() || out.back() != f.section) out.emplace_back(f.section);
+  return out;
+}
+
+std::vector<std::string> keys_in(std::string_view section) {
+  std::vector<std::string> out;
+  for (const auto& f : schema())
+    if (f.section == section) out.emplace_back(f.key);
+  return out;
+}
+
+const Field* find_field(std::string_view path) {
+  for (const auto& f : schema())
+    if (f.path() == path) return &f;
+  return nullptr;
+}
+
+bool is_section(std::string_view name) {
+  const auto all = section_names();
+  return std::find(all.begin(), all.end(), name) != all.end();
+}
+
+std::string unknown_section_message(std::string_view section) {
+  const auto all = section_names();
+  const auto guess = closest(section, all);
+  return detail::concat("unknown section [", section, "] (",
+                        guess ? "did you mean [" + *guess + "]? " : "",
+                        "valid sections: ", join(all, ", ", std::identity{}), ")");
+}
+
+// For a path whose section exists (or that has no section at all, like a top-level "steps = 1").
+std::string unknown_key_message(std::string_view path) {
+  const auto dot = path.find('.');
+  const std::string_view section = dot == std::string_view::npos ? "" : path.substr(0, dot);
+  const std::string_view key = dot == std::string_view::npos ? path : path.substr(dot + 1);
+  if (!section.empty() && !is_section(section)) return unknown_section_message(section);
+
+  // A typo inside the section first; else the same key in another section ("train.lr").
+  std::optional<std::string> guess;
+  if (!section.empty())
+    if (auto k = closest(key, keys_in(section))) guess = detail::concat(section, ".", *k);
+  if (!guess)
+    for (const auto& f : schema())
+      if (f.key == key) guess = f.path();
+  const std::string valid =
+      section.empty() ? "top-level entries must be sections: " + join(section_names(), ", ", std::identity{})
+                      : detail::concat("valid keys in [", section, "]: ",
+                                       join(keys_in(section), ", ", std::identity{}));
+  return detail::concat("unknown key '", path, "' (", guess ? "did you mean '" + *guess + "'? " : "",
+                        valid, ")");
+}
+
+// ---- loading ----
+
+std::string at(std::string_view file, const toml::source_region& where) {
+  return detail::concat(file, ":", where.begin.line, ":", where.begin.column);
+}
+
+// The recipe being built, with where each value came from so that cross-field errors can point
+// at the line (or override) that set it.
+struct Draft {
+  Recipe recipe;
+  std::string file;
+  std::vector<std::string> origin;        // per schema() index; "" = default
+  std::vector<int> order;                 // per schema() index; when it was set (0 = never)
+  std::vector<std::pair<std::string, std::string>> sections;  // section -> "FILE:LINE:COL"
+  int next = 1;
+
+  explicit Draft(std::string name) : file(std::move(name)), origin(schema().size()), order(schema().size()) {
+    recipe.path = file;
+  }
+};
+
+// Sets one field from a TOML node. `where` prefixes errors: "FILE:L:C" (then the key is named)
+// or "--key=value" (which names it already).
+void assign(Draft& d, const Field& f, const toml::node& node, const std::string& where, bool name_key) {
+  if (!f.read(node, f.bound, d.recipe))
+    LC_INPUT_ERROR(where, ": ", name_key ? f.path() + ": " : "", "expected ", f.expected(f.bound),
+                   ", got ", describe(node));
+  const auto index = static_cast<std::size_t>(&f - schema().data());
+  d.origin[index] = where;
+  d.order[index] = d.next++;
+}
+
+void apply_table(Draft& d, const toml::table& root) {
+  for (const auto& [section, node] : root) {
+    const std::string where = at(d.file, section.source());
+    const auto* table = node.as_table();
+    if (!table) {
+      if (is_section(section.str()))
+        LC_INPUT_ERROR(where, ": ", section.str(), ": expected a table, got ", describe(node));
+      LC_INPUT_ERROR(where, ": ", unknown_key_message(section.str()));
+    }
+    if (!is_section(section.str()))
+      LC_INPUT_ERROR(at(d.file, node.source()), ": ", unknown_section_message(section.str()));
+    d.sections.emplace_back(section.str(), at(d.file, node.source()));
+    for (const auto& [key, value] : *table) {
+      const std::string path = detail::concat(section.str(), ".", key.str());
+      const Field* f = find_field(path);
+      if (!f) LC_INPUT_ERROR(at(d.file, key.source()), ": ", unknown_key_message(path));
+      assign(d, *f, value, at(d.file, key.source()), true);
+    }
+  }
+}
+
+// "section.key=value": value in TOML syntax, or a bare string when it is not valid TOML or when
+// only its bare-string reading fits the key (--run.name=2024).
+void apply_override(Draft& d, const std::string& text) {
+  const std::string where = "--" + text;
+  const auto eq = text.find('=');
+  if (eq == std::string::npos) LC_INPUT_ERROR(where, ": expected section.key=value");
+  const std::string path = text.substr(0, eq);
+  const std::string value = text.substr(eq + 1);
+  const Field* f = find_field(path);
+  if (!f) LC_INPUT_ERROR(where, ": ", unknown_key_message(path));
+
+  toml::table parsed;
+  try {
+    parsed = toml::parse("x = " + value, std::string_view("override"));
+  } catch (const toml::parse_error&) {
+    parsed.clear();
+  }
+  const toml::value<std::string> bare(value);
+  const toml::node* node = parsed.size() == 1 ? parsed.get("x") : nullptr;
+  if (node && f->read(*node, f->bound, d.recipe)) {
+    assign(d, *f, *node, where, false);  // re-reads: cheap, and records the origin in one place
+  } else if (f->read(bare, f->bound, d.recipe)) {
+    assign(d, *f, bare, where, false);
+  } else {
+    assign(d, *f, node ? *node : static_cast<const toml::node&>(bare), where, false);  // throws
+  }
+}
+
+// Where to point a cross-field error: the latest of the given keys to be set, else their section,
+// else the file.
+std::string locate(const Draft& d, std::initializer_list<std::string_view> paths) {
+  int best = 0;
+  std::string where;
+  for (const auto path : paths) {
+    const auto index = static_cast<std::size_t>(find_field(path) - schema().data());
+    if (d.order[index] > best) {
+      best = d.order[index];
+      where = d.origin[index];
+    }
+  }
+  if (!where.empty()) return where;
+  const auto section = paths.begin()->substr(0, paths.begin()->find('.'));
+  for (const auto& [name, loc] : d.sections)
+    if (name == section) return loc;
+  return d.file;
+}
+
+void check_cross_fields(const Draft& d) {
+  const Recipe& r = d.recipe;
+  if (r.train.steps == 0 && r.train.epochs == 0)
+    LC_INPUT_ERROR(locate(d, {"train.steps", "train.epochs"}),
+                   ": train.steps, train.epochs: expected train.steps >= 1 or train.epochs > 0, "
+                   "got both 0");
+  if (r.optimizer.nesterov && r.optimizer.momentum == 0)
+    LC_INPUT_ERROR(locate(d, {"optimizer.nesterov", "optimizer.momentum"}),
+                   ": optimizer.nesterov: expected optimizer.momentum > 0 with nesterov = true, got "
+                   "optimizer.momentum = ",
+                   format_float(r.optimizer.momentum));
+}
+
+}  // namespace
+
+Recipe parse_recipe(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides) {
+  Draft d(name);
+  try {
+    apply_table(d, toml::parse(text, std::string_view(name)));
+  } catch (const toml::parse_error& e) {
+    LC_INPUT_ERROR(at(name, e.source()), ": TOML syntax error: ", e.description());
+  }
+  for (const auto& o : overrides) apply_override(d, o);
+  check_cross_fields(d);
+  return d.recipe;
+}
+
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) LC_INPUT_ERROR(path, ": cannot open recipe: ", std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(file);
+  const int err = errno;  // fclose may clobber it
+  std::fclose(file);
+  if (failed) LC_INPUT_ERROR(path, ": cannot read recipe: ", std::strerror(err));
+  return parse_recipe(text, path, overrides);
+}
+
+std::string to_toml(const Recipe& recipe) {
+  std::string out =
+      "# Laconic recipe, fully resolved: every key with the value the run used (defaults included).\n";
+  if (!recipe.path.empty()) out += "# Source: " + recipe.path + "\n";
+  std::string_view section;
+  for (const auto& f : schema()) {
+    if (f.section != section) {
+      section = f.section;
+      out += detail::concat("\n[", section, "]\n");
+    }
+    out += detail::concat(f.key, " = ", f.write(recipe), "\n");
+  }
+  return out;
+}
+
+const char* name_of(ModelKind v) { return enum_name(v); }
+const char* name_of(Activation v) { return enum_name(v); }
+const char* name_of(DataKind v) { return enum_name(v); }
+const char* name_of(OptimizerKind v) { return enum_name(v); }
+const char* name_of(DecayKind v) { return enum_name(v); }
+const char* name_of(BackendKind v) { return enum_name(v); }
+const char* name_of(DeviceKind v) { return enum_name(v); }
+const char* name_of(SyncKind v) { return enum_name(v); }
+
+}  // namespace laconic

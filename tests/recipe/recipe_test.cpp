@@ -1,0 +1,377 @@
+#include "framework/recipe/recipe.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "framework/core/check.h"
+
+namespace laconic {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RecipeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           (std::string("laconic_recipe_") + info->name() + "_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes a recipe file and returns its path.
+  std::string write(const std::string& text, const std::string& name = "r.toml") const {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // The InputError message of load_recipe(path, overrides); fails the test when it succeeds.
+  static std::string error_of(const std::string& path, const std::vector<std::string>& overrides = {}) {
+    try {
+      load_recipe(path, overrides);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected an InputError for " << path;
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+constexpr const char* kMinimal = "[train]\nsteps = 10\n";
+constexpr const char* kTrainKeys = "steps, epochs, micro_batch, grad_accum, eval_every, log_every";
+
+TEST_F(RecipeTest, NearlyEmptyFileGivesDefaults) {
+  const std::string path = write(kMinimal);
+  const Recipe r = load_recipe(path);
+  Recipe expected;
+  expected.path = path;
+  expected.train.steps = 10;
+  EXPECT_EQ(r, expected);
+  EXPECT_EQ(r.model.hidden, (std::vector<int>{512, 256}));
+  EXPECT_EQ(r.distributed.backend, BackendKind::auto_);
+  EXPECT_DOUBLE_EQ(r.optimizer.lr, 0.1);
+}
+
+TEST_F(RecipeTest, FullRecipeParses) {
+  const Recipe r = load_recipe(write(R"(# every section
+[run]
+name = "big"
+seed = 42
+out_dir = "/tmp/out"
+
+[model]
+name = "mlp"
+hidden = [1024, 64, 8]
+activation = "gelu"
+dropout = 0.25
+layernorm = true
+
+[data]
+name = "fashion_mnist"
+path = "/data/fm"
+
+[train]
+epochs = 2.5
+micro_batch = 32
+grad_accum = 4
+eval_every = 100
+log_every = 10
+
+[optimizer]
+name = "sgd"
+lr = 1          # an integer is fine where a number is expected
+momentum = 0.0
+nesterov = false
+weight_decay = 5e-4
+
+[schedule]
+warmup_steps = 500
+decay = "cosine"
+min_lr_ratio = 1
+
+[distributed]
+backend = "threads"
+device = "cpu"
+world_size = 1024
+timeout_s = 30
+
+[sync]
+strategy = "allreduce"
+bucket_mb = 0.5
+)"));
+  EXPECT_EQ(r.run.name, "big");
+  EXPECT_EQ(r.run.seed, 42u);
+  EXPECT_EQ(r.run.out_dir, "/tmp/out");
+  EXPECT_EQ(r.model.hidden, (std::vector<int>{1024, 64, 8}));
+  EXPECT_EQ(r.model.activation, Activation::gelu);
+  EXPECT_EQ(r.model.dropout, 0.25f);
+  EXPECT_TRUE(r.model.layernorm);
+  EXPECT_EQ(r.data.path, "/data/fm");
+  EXPECT_EQ(r.train.steps, 0);
+  EXPECT_EQ(r.train.epochs, 2.5);
+  EXPECT_EQ(r.train.micro_batch, 32);
+  EXPECT_EQ(r.train.grad_accum, 4);
+  EXPECT_EQ(r.train.eval_every, 100);
+  EXPECT_EQ(r.train.log_every, 10);
+  EXPECT_EQ(r.optimizer.lr, 1.0);
+  EXPECT_EQ(r.optimizer.momentum, 0.0);
+  EXPECT_EQ(r.optimizer.weight_decay, 5e-4);
+  EXPECT_EQ(r.schedule.warmup_steps, 500);
+  EXPECT_EQ(r.schedule.decay, DecayKind::cosine);
+  EXPECT_EQ(r.schedule.min_lr_ratio, 1.0);
+  EXPECT_EQ(r.distributed.backend, BackendKind::threads);
+  EXPECT_EQ(r.distributed.world_size, 1024);
+  EXPECT_EQ(r.distributed.timeout_s, 30.0);
+  EXPECT_EQ(r.sync.bucket_mb, 0.5);
+}
+
+TEST_F(RecipeTest, EnumNames) {
+  EXPECT_STREQ(name_of(ModelKind::mlp), "mlp");
+  EXPECT_STREQ(name_of(Activation::gelu), "gelu");
+  EXPECT_STREQ(name_of(DataKind::fashion_mnist), "fashion_mnist");
+  EXPECT_STREQ(name_of(OptimizerKind::sgd), "sgd");
+  EXPECT_STREQ(name_of(DecayKind::cosine), "cosine");
+  EXPECT_STREQ(name_of(BackendKind::auto_), "auto");
+  EXPECT_STREQ(name_of(BackendKind::threads), "threads");
+  EXPECT_STREQ(name_of(DeviceKind::cpu), "cpu");
+  EXPECT_STREQ(name_of(SyncKind::allreduce), "allreduce");
+}
+
+TEST_F(RecipeTest, UnknownKeySuggestsTheNearestKey) {
+  const std::string path = write("[train]\nsteps = 1\n  micro_bach = 4\n");
+  EXPECT_EQ(error_of(path), path + ":3:3: unknown key 'train.micro_bach' (did you mean "
+                                   "'train.micro_batch'? valid keys in [train]: " + kTrainKeys + ")");
+}
+
+TEST_F(RecipeTest, KeyInTheWrongSectionSuggestsItsHome) {
+  const std::string path = write("[train]\nsteps = 1\nlr = 0.5\n");
+  EXPECT_EQ(error_of(path), path + ":3:1: unknown key 'train.lr' (did you mean 'optimizer.lr'? "
+                                   "valid keys in [train]: " + kTrainKeys + ")");
+}
+
+TEST_F(RecipeTest, UnknownSection) {
+  const std::string path = write("[train]\nsteps = 1\n\n[trian]\nsteps = 2\n");
+  EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
+                                   "sections: run, model, data, train, optimizer, schedule, "
+                                   "distributed, sync)");
+  const std::string top = write("steps = 1\n", "top.toml");
+  const std::string msg = error_of(top);
+  EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
+      << msg;
+  const std::string scalar = write("train = 3\n", "scalar.toml");
+  EXPECT_EQ(error_of(scalar), scalar + ":1:1: train: expected a table, got 3");
+}
+
+TEST_F(RecipeTest, WrongTypeNamesKeyExpectationAndValue) {
+  const std::string path = write("[run]\nseed = 1\n\n[train]\nsteps = 1\n\nmicro_batch = \"64\"\n");
+  EXPECT_EQ(error_of(path), path + ":7:1: train.micro_batch: expected an integer >= 1, got \"64\"");
+  const std::string b = write("[model]\nlayernorm = 1\n[train]\nsteps = 1\n", "b.toml");
+  EXPECT_EQ(error_of(b), b + ":2:1: model.layernorm: expected a boolean (true or false), got 1");
+}
+
+TEST_F(RecipeTest, FloatWhereIntegerExpectedIsRejected) {
+  const std::string path = write("[train]\nsteps = 1\nmicro_batch = 64.0\n");
+  EXPECT_EQ(error_of(path), path + ":3:1: train.micro_batch: expected an integer >= 1, got 64.0");
+}
+
+TEST_F(RecipeTest, IntegerWhereNumberExpectedIsAccepted) {
+  const Recipe r = load_recipe(write("[train]\nepochs = 3\n[optimizer]\nlr = 2\n"));
+  EXPECT_EQ(r.train.epochs, 3.0);
+  EXPECT_EQ(r.optimizer.lr, 2.0);
+}
+
+TEST_F(RecipeTest, BadEnumListsTheChoices) {
+  const std::string path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"allreduc\"\n");
+  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", got \"allreduc\"");
+  const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"mpi\"\n", "b.toml");
+  EXPECT_EQ(error_of(b),
+            b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", got \"mpi\"");
+}
+
+TEST_F(RecipeTest, OutOfRangeValuesAreRejected) {
+  struct Case {
+    const char* section;
+    const char* line;
+    const char* expected;  // the message tail after "KEY: "
+  };
+  const Case cases[] = {
+      {"train", "micro_batch = 0", "train.micro_batch: expected an integer >= 1, got 0"},
+      {"train", "grad_accum = 0", "train.grad_accum: expected an integer >= 1, got 0"},
+      {"train", "log_every = 0", "train.log_every: expected an integer >= 1, got 0"},
+      {"train", "eval_every = -1", "train.eval_every: expected an integer >= 0, got -1"},
+      {"train", "steps = -1", "train.steps: expected an integer >= 0, got -1"},
+      {"train", "epochs = -0.5", "train.epochs: expected a number >= 0, got -0.5"},
+      {"train", "micro_batch = 3000000000", "train.micro_batch: expected an integer >= 1, got 3000000000"},
+      {"distributed", "world_size = 0", "distributed.world_size: expected an integer in [1, 1024], got 0"},
+      {"distributed", "world_size = 1025", "distributed.world_size: expected an integer in [1, 1024], got 1025"},
+      {"distributed", "timeout_s = 0", "distributed.timeout_s: expected a number > 0, got 0"},
+      {"optimizer", "lr = 0.0", "optimizer.lr: expected a number > 0, got 0.0"},
+      {"optimizer", "lr = inf", "optimizer.lr: expected a number > 0, got inf"},
+      {"optimizer", "lr = nan", "optimizer.lr: expected a number > 0, got nan"},
+      {"optimizer", "momentum = 1.0", "optimizer.momentum: expected a number in [0, 1), got 1.0"},
+      {"optimizer", "weight_decay = -0.1", "optimizer.weight_decay: expected a number >= 0, got -0.1"},
+      {"model", "dropout = 1", "model.dropout: expected a number in [0, 1), got 1"},
+      {"model", "hidden = []", "model.hidden: expected a non-empty array of integers >= 1, got []"},
+      {"model", "hidden = [8, 0]", "model.hidden: expected a non-empty array of integers >= 1, got [8, 0]"},
+      {"model", "hidden = [8, 2.0]", "model.hidden: expected a non-empty array of integers >= 1, got [8, 2.0]"},
+      {"schedule", "warmup_steps = -1", "schedule.warmup_steps: expected an integer >= 0, got -1"},
+      {"schedule", "min_lr_ratio = 1.5", "schedule.min_lr_ratio: expected a number in [0, 1], got 1.5"},
+      {"sync", "bucket_mb = 0", "sync.bucket_mb: expected a number > 0, got 0"},
+      {"run", "seed = -1", "run.seed: expected an integer >= 0, got -1"},
+      {"run", "name = \"\"", "run.name: expected a non-empty string, got \"\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.line);
+    const std::string section = c.section;
+    const std::string train = section == "train" ? "" : "[train]\nsteps = 1\n";
+    const std::string path = write(train + "[" + section + "]\n" + c.line + "\n");
+    const int line = section == "train" ? 2 : 4;
+    EXPECT_EQ(error_of(path), path + ":" + std::to_string(line) + ":1: " + c.expected);
+  }
+}
+
+TEST_F(RecipeTest, BoundaryValuesAreAccepted) {
+  const Recipe r = load_recipe(write(
+      "[train]\nsteps = 1\neval_every = 0\n[optimizer]\nmomentum = 0\n[model]\ndropout = 0\nhidden = [1]\n"
+      "[schedule]\nmin_lr_ratio = 0\n[distributed]\nworld_size = 1\n"));
+  EXPECT_EQ(r.optimizer.momentum, 0.0);
+  EXPECT_EQ(r.model.hidden, std::vector<int>{1});
+  EXPECT_EQ(r.distributed.world_size, 1);
+}
+
+TEST_F(RecipeTest, CrossFieldChecks) {
+  const std::string none = write("[run]\nseed = 1\n[train]\nmicro_batch = 8\n");
+  EXPECT_EQ(error_of(none), none + ":3:1: train.steps, train.epochs: expected train.steps >= 1 or "
+                                   "train.epochs > 0, got both 0");
+  const std::string explicit_zero = write("[train]\nsteps = 0\n", "zero.toml");
+  EXPECT_EQ(error_of(explicit_zero).rfind(explicit_zero + ":2:1: train.steps, train.epochs:", 0), 0u);
+  const std::string empty = write("", "empty.toml");
+  EXPECT_EQ(error_of(empty).rfind(empty + ": train.steps, train.epochs:", 0), 0u);
+
+  const std::string nesterov = write("[train]\nsteps = 1\n[optimizer]\nmomentum = 0.0\nnesterov = true\n",
+                                     "nesterov.toml");
+  EXPECT_EQ(error_of(nesterov), nesterov + ":5:1: optimizer.nesterov: expected optimizer.momentum > 0 "
+                                           "with nesterov = true, got optimizer.momentum = 0.0");
+  EXPECT_TRUE(load_recipe(nesterov, {"optimizer.momentum=0.9"}).optimizer.nesterov);
+  // The override that broke the pair is the place to point at.
+  const std::string ok = write("[train]\nsteps = 1\n[optimizer]\nnesterov = true\n", "ok.toml");
+  EXPECT_EQ(error_of(ok, {"optimizer.momentum=0"}).rfind("--optimizer.momentum=0: optimizer.nesterov:", 0),
+            0u);
+}
+
+TEST_F(RecipeTest, SyntaxErrorHasFileLineColumn) {
+  const std::string path = write("[train]\nsteps = = 2\n");
+  const std::string msg = error_of(path);
+  EXPECT_EQ(msg.rfind(path + ":2:9: TOML syntax error: ", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_THROW(parse_recipe("[train]\nsteps = 1\nsteps = 2\n", "dup.toml"), InputError);
+}
+
+TEST_F(RecipeTest, MissingFile) {
+  const std::string path = (dir_ / "nope.toml").string();
+  EXPECT_EQ(error_of(path), path + ": cannot open recipe: No such file or directory");
+}
+
+TEST_F(RecipeTest, OverridesWinOverTheFile) {
+  const std::string path =
+      write("[train]\nsteps = 10\nmicro_batch = 16\n[model]\nhidden = [4]\n[run]\nname = \"file\"\n");
+  const Recipe r = load_recipe(path, {"train.micro_batch=128", "model.hidden=[256, 128]",
+                                      "sync.strategy=allreduce", "distributed.backend=threads",
+                                      "run.name=2024", "optimizer.lr=1", "data.path=/a b/c",
+                                      "run.out_dir=\"quoted\"", "train.micro_batch=64"});
+  EXPECT_EQ(r.train.steps, 10);
+  EXPECT_EQ(r.train.micro_batch, 64);  // the last override of a key wins
+  EXPECT_EQ(r.model.hidden, (std::vector<int>{256, 128}));
+  EXPECT_EQ(r.distributed.backend, BackendKind::threads);
+  EXPECT_EQ(r.run.name, "2024");  // not an integer: run.name is a string key
+  EXPECT_EQ(r.optimizer.lr, 1.0);
+  EXPECT_EQ(r.data.path, "/a b/c");
+  EXPECT_EQ(r.run.out_dir, "quoted");
+  // Overrides may supply what the file lacks.
+  EXPECT_EQ(parse_recipe("", "empty.toml", {"train.epochs=1.5"}).train.epochs, 1.5);
+}
+
+TEST_F(RecipeTest, BadOverrides) {
+  const std::string path = write(kMinimal);
+  EXPECT_EQ(error_of(path, {"train.micro_batch=abc"}),
+            "--train.micro_batch=abc: expected an integer >= 1, got \"abc\"");
+  EXPECT_EQ(error_of(path, {"train.micro_batch=1.5"}),
+            "--train.micro_batch=1.5: expected an integer >= 1, got 1.5");
+  EXPECT_EQ(error_of(path, {"sync.strategy=allreduc"}),
+            "--sync.strategy=allreduc: expected one of \"allreduce\", got \"allreduc\"");
+  EXPECT_EQ(error_of(path, {"train.nosuch=1"}),
+            std::string("--train.nosuch=1: unknown key 'train.nosuch' (valid keys in [train]: ") +
+                kTrainKeys + ")");
+  EXPECT_EQ(error_of(path, {"train.micro_bach=1"}).rfind(
+                "--train.micro_bach=1: unknown key 'train.micro_bach' (did you mean 'train.micro_batch'?", 0),
+            0u);
+  EXPECT_EQ(error_of(path, {"trian.steps=1"}).rfind("--trian.steps=1: unknown section [trian] (did you mean [train]?", 0),
+            0u);
+  EXPECT_EQ(error_of(path, {"train.steps"}), "--train.steps: expected section.key=value");
+}
+
+// A Recipe where every field differs from its default, with floats that print awkwardly.
+Recipe unusual_recipe() {
+  Recipe r;
+  r.run = {"we\"ird\\name\tx", 18446744073709551ull, "out dir/ü"};
+  r.model = {ModelKind::mlp, {3, 1, 4096}, Activation::gelu, 0.1f, true};
+  r.data = {DataKind::fashion_mnist, "/tmp/data"};
+  r.train = {12345, 1.0 / 3.0, 7, 3, 11, 13};
+  r.optimizer = {OptimizerKind::sgd, 2.0, 0.30000000000000004, true, 1e-7};
+  r.schedule = {17, DecayKind::cosine, 1e-300};
+  r.distributed = {BackendKind::threads, DeviceKind::cpu, 5, 12.5};
+  r.sync = {SyncKind::allreduce, 1e20};
+  return r;
+}
+
+TEST_F(RecipeTest, ToTomlRoundTrips) {
+  const Recipe r = unusual_recipe();
+  const std::string text = to_toml(r);
+  Recipe back = parse_recipe(text, "resolved.toml");
+  EXPECT_EQ(back.path, "resolved.toml");
+  back.path = r.path;
+  EXPECT_EQ(back, r) << text;
+  // Floats stay floats, whole or not, so a float key never reads back as an integer one.
+  EXPECT_NE(text.find("\nlr = 2.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nbackend = \"threads\"\n"), std::string::npos) << text;
+  EXPECT_EQ(text.rfind("#", 0), 0u) << "starts with a header comment";
+  // Sections in the fixed order.
+  EXPECT_LT(text.find("[run]"), text.find("[model]"));
+  EXPECT_LT(text.find("[distributed]"), text.find("[sync]"));
+}
+
+// Every line to_toml() writes is also a valid override, and applying them all reproduces the recipe.
+TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
+  const Recipe r = unusual_recipe();
+  std::istringstream in(to_toml(r));
+  std::vector<std::string> overrides;
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    const auto eq = line.find(" = ");
+    overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
+  }
+  EXPECT_EQ(overrides.size(), 30u);
+  Recipe back = parse_recipe("", "empty.toml", overrides);
+  back.path = r.path;
+  EXPECT_EQ(back, r);
+}
+
+}  // namespace
+}  // namespace laconic
