@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace laconic {
 
@@ -64,6 +65,8 @@ class Communicator {
 
  private:
   ByteCounters counters_;
+  // The ring all-reduce's receive buffer (one chunk), kept so repeated all-reduces allocate nothing.
+  std::vector<float> reduce_scratch_;
 };
 
 }  // namespace laconic

@@ -1,0 +1,33 @@
+// Binomial-tree broadcast. Ranks are renumbered relative to the root, v = (r - root) mod N.
+//   Receive: rank v != 0 receives from parent v - lowbit(v) (lowbit = its lowest set bit).
+//   Send:    then, for m = highest power of two below lowbit(v) (root: below N) down to 1,
+//            sends to v + m when v + m < N. The data reaches everyone in ceil(log2 N) rounds.
+// Bytes on the wire for S bytes (S > 0; S == 0 or N == 1 sends nothing):
+//   recv(root) = 0, recv(v != 0) = S; sent(v) = children(v) * S, children(root) = ceil(log2 N);
+//   summed over ranks: sent = recv = (N-1)*S, messages = N-1.
+// Cost: ceil(log2 N)·(α + Sβ).
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/communicator.h"
+
+namespace laconic {
+
+class BroadcastTree {
+ public:
+  BroadcastTree(Communicator& comm, void* data, std::size_t bytes, int root);
+  void run();
+
+ private:
+  int to_rank(int v) const { return (v + root_) % n_; }
+
+  Communicator& comm_;
+  void* data_;
+  std::size_t bytes_;
+  int root_;
+  int n_;
+  int v_;  // this rank relative to the root
+};
+
+}  // namespace laconic
