@@ -1,0 +1,18 @@
+// CUDA kernels with exactly the signatures of the CPU reference (ops_decl.inc), on device pointers.
+// Every function runs on the default (legacy) stream and returns without synchronising; errors
+// from the launch are thrown as laconic::Error (sticky asynchronous errors surface at the next
+// checked call). This header is plain C++ (no CUDA headers), so host code above ops/ can call
+// the kernels without being compiled by nvcc; it is only built when LACONIC_HAVE_CUDA is set.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace laconic::ops::cuda {
+#include "framework/ops/ops_decl.inc"
+
+// True when the CUDA runtime sees at least one device. False (never throws) when
+// cudaGetDeviceCount fails, e.g. "CUDA driver version is insufficient" on a machine with the
+// toolkit but no GPU driver, or when it reports 0 devices. Tests GTEST_SKIP on false.
+bool cuda_device_available();
+}  // namespace laconic::ops::cuda

@@ -1,0 +1,392 @@
+// Parity of every CUDA kernel (ops/cuda) with the CPU reference (ops::cpu, the specification) on
+// random inputs, including odd sizes (1, 33, 257) that do not fill a warp or a block. Each check
+// prints the max abs difference. Tolerances: float rounding only (the GPU sums in a different
+// order, and its erff/expf differ from libm by an ulp or two); dropout masks must match bit for
+// bit. Every test skips (never passes silently) when there is no CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "framework/core/rng.h"
+#include "framework/ops/cuda/cuda_check.h"
+#include "framework/ops/cuda/ops_cuda.h"
+#include "framework/ops/ops.h"
+
+namespace laconic {
+namespace {
+
+namespace cpu = ops::cpu;
+namespace gpu = ops::cuda;
+using gpu::DeviceBuffer;
+
+#define LC_REQUIRE_DEVICE() \
+  if (!::laconic::ops::cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device"
+
+// N(0, sd^2) values from the counter-based generator: reproducible, distinct per `stream`.
+std::vector<float> randn(std::size_t n, std::uint64_t stream, float sd = 1.0f) {
+  const std::uint64_t key = rng::key({rng::kTest, stream});
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = sd * rng::normal(key, i);
+  return v;
+}
+
+std::vector<std::int32_t> randint(std::size_t n, std::uint64_t stream, std::uint64_t hi) {
+  const std::uint64_t key = rng::key({rng::kTest, stream});
+  std::vector<std::int32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::int32_t>(rng::below(key, i, hi));
+  return v;
+}
+
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& host) {
+  return DeviceBuffer<T>(std::span<const T>(host));
+}
+
+// Max |got - want| and max |want|; prints and records the former under `what`.
+struct Diff {
+  double max_abs = 0.0;
+  double max_ref = 0.0;
+};
+Diff compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  Diff d;
+  for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const double g = got[i], w = want[i];
+    if (std::isnan(w) != std::isnan(g)) d.max_abs = std::numeric_limits<double>::infinity();
+    else if (!std::isnan(w)) d.max_abs = std::max(d.max_abs, std::abs(g - w));
+    d.max_ref = std::max(d.max_ref, std::abs(w));
+  }
+  std::cout << "[ parity   ] " << what << " max_abs_diff=" << d.max_abs << " (max |ref|=" << d.max_ref
+            << ")\n";
+  ::testing::Test::RecordProperty(what, std::to_string(d.max_abs));
+  return d;
+}
+// Elementwise kernels: ~1e-6 relative to the magnitude of the reference.
+void expect_close(const std::string& what, const std::vector<float>& got,
+                  const std::vector<float>& want, double rel = 1e-6) {
+  const Diff d = compare(what, got, want);
+  EXPECT_LE(d.max_abs, rel * std::max(1.0, d.max_ref)) << what;
+}
+
+const std::size_t kSizes[] = {0, 1, 33, 257, 100003};
+
+// ---- gemm ---------------------------------------------------------------------------------------
+struct GemmCase {
+  int m, n, k;
+};
+
+TEST(CudaOps, GemmMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  const GemmCase cases[] = {{1, 1, 1}, {33, 17, 257}, {257, 33, 64}, {64, 64, 64}, {1, 257, 33},
+                            {128, 1, 513}};
+  const float coeffs[][2] = {{1.0f, 0.0f}, {0.5f, 1.0f}, {-2.0f, 0.25f}};
+  std::uint64_t stream = 0;
+  for (const auto& [m, n, k] : cases)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (const auto& ab : coeffs) {
+          const auto a = randn(static_cast<std::size_t>(m) * k, ++stream);
+          const auto b = randn(static_cast<std::size_t>(k) * n, ++stream);
+          auto c = randn(static_cast<std::size_t>(m) * n, ++stream);
+          auto da = to_device(a), db = to_device(b), dc = to_device(c);
+          gpu::gemm(dc.data(), da.data(), db.data(), m, n, k, ta, tb, ab[0], ab[1]);
+          cpu::gemm(c.data(), a.data(), b.data(), m, n, k, ta, tb, ab[0], ab[1]);
+          const std::string what = "gemm m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                                   " k=" + std::to_string(k) + " ta=" + std::to_string(ta) +
+                                   " tb=" + std::to_string(tb) + " alpha=" + std::to_string(ab[0]) +
+                                   " beta=" + std::to_string(ab[1]);
+          // ~1e-4 relative to the largest entry: plain FP32 (no TF32) on both sides.
+          const Diff d = compare(what, dc.download(), c);
+          EXPECT_LE(d.max_abs, 1e-4 * std::max(1.0, d.max_ref)) << what;
+        }
+}
+
+TEST(CudaOps, GemmEmptyAndZeroAlpha) {
+  LC_REQUIRE_DEVICE();
+  // k == 0 and alpha == 0: C = beta C, A and B unread (null here); beta == 0 clears NaNs.
+  std::vector<float> c = {1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f, 4.0f};
+  auto dc = to_device(c);
+  gpu::gemm(dc.data(), nullptr, nullptr, 2, 2, 0, false, false, 1.0f, 0.0f);
+  expect_close("gemm k=0 beta=0", dc.download(), {0.0f, 0.0f, 0.0f, 0.0f});
+  dc.upload(std::span<const float>(c));
+  gpu::gemm(dc.data(), nullptr, nullptr, 2, 2, 5, false, false, 0.0f, 2.0f);
+  const auto got = dc.download();
+  EXPECT_EQ(got[0], 2.0f);
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(got[3], 8.0f);
+  gpu::gemm(nullptr, nullptr, nullptr, 0, 3, 3, false, false, 1.0f, 0.0f);  // no-op
+  LC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// ---- bias ---------------------------------------------------------------------------------------
+TEST(CudaOps, AddBiasAndBiasGradMatchCpu) {
+  LC_REQUIRE_DEVICE();
+  const int shapes[][2] = {{1, 1}, {33, 1}, {1, 257}, {33, 257}, {1000, 33}, {4097, 64}};
+  std::uint64_t stream = 100;
+  for (const auto& [rows, cols] : shapes) {
+    const std::string tag = " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+    auto y = randn(static_cast<std::size_t>(rows) * cols, ++stream);
+    const auto bias = randn(cols, ++stream);
+    auto dy = to_device(y), dbias = to_device(bias);
+    gpu::add_bias(dy.data(), dbias.data(), rows, cols);
+    cpu::add_bias(y.data(), bias.data(), rows, cols);
+    expect_close("add_bias" + tag, dy.download(), y);
+
+    // bias_grad accumulates into a non-zero dbias.
+    auto db = randn(cols, ++stream);
+    auto ddb = to_device(db);
+    gpu::bias_grad(ddb.data(), dy.data(), rows, cols);
+    cpu::bias_grad(db.data(), y.data(), rows, cols);
+    // A sum over `rows` terms: rounding grows with the row count.
+    const Diff d = compare("bias_grad" + tag, ddb.download(), db);
+    EXPECT_LE(d.max_abs, 1e-6 * std::sqrt(static_cast<double>(rows)) * 8 * std::max(1.0, d.max_ref));
+  }
+}
+
+// ---- activations ---------------------------------------------------------------------------------
+TEST(CudaOps, ReluMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  std::uint64_t stream = 200;
+  for (std::size_t n : kSizes) {
+    const std::string tag = " n=" + std::to_string(n);
+    const auto x = randn(n, ++stream), g = randn(n, ++stream);
+    std::vector<float> y(n), dx(n);
+    auto dxb = to_device(x), dyb = DeviceBuffer<float>(n), dg = to_device(g);
+    gpu::relu_forward(dyb.data(), dxb.data(), n);
+    cpu::relu_forward(y.data(), x.data(), n);
+    expect_close("relu_forward" + tag, dyb.download(), y, 0.0);
+    // Backward in place (dx aliases dy, as the contract allows).
+    gpu::relu_backward(dg.data(), dg.data(), dyb.data(), n);
+    cpu::relu_backward(dx.data(), g.data(), y.data(), n);
+    expect_close("relu_backward (in place)" + tag, dg.download(), dx, 0.0);
+  }
+}
+
+TEST(CudaOps, GeluMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  std::uint64_t stream = 300;
+  for (std::size_t n : kSizes) {
+    const std::string tag = " n=" + std::to_string(n);
+    const auto x = randn(n, ++stream, 3.0f), g = randn(n, ++stream);
+    std::vector<float> y(n), dx(n);
+    auto dxb = to_device(x), dyb = DeviceBuffer<float>(n), dg = to_device(g);
+    gpu::gelu_forward(dyb.data(), dxb.data(), n);
+    cpu::gelu_forward(y.data(), x.data(), n);
+    expect_close("gelu_forward" + tag, dyb.download(), y, 2e-6);
+    gpu::gelu_backward(dg.data(), dg.data(), dxb.data(), n);
+    cpu::gelu_backward(dx.data(), g.data(), x.data(), n);
+    expect_close("gelu_backward (in place)" + tag, dg.download(), dx, 2e-6);
+  }
+}
+
+// ---- layernorm -----------------------------------------------------------------------------------
+TEST(CudaOps, LayerNormMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  const int shapes[][2] = {{1, 1}, {1, 33}, {33, 257}, {257, 33}, {64, 768}, {3, 1025}};
+  const float eps = 1e-5f;
+  std::uint64_t stream = 400;
+  for (const auto& [rows, cols] : shapes) {
+    const std::string tag = " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+    const std::size_t n = static_cast<std::size_t>(rows) * cols;
+    auto x = randn(n, ++stream, 2.0f);
+    for (auto& v : x) v += 0.5f;  // a non-zero mean, so the centring matters
+    const auto gamma = randn(cols, ++stream), beta = randn(cols, ++stream);
+    const auto dy = randn(n, ++stream);
+    std::vector<float> y(n), mean(rows), rstd(rows), dx(n);
+    auto dgamma = randn(cols, ++stream), dbeta = randn(cols, ++stream);  // accumulated into
+
+    auto d_x = to_device(x), d_gamma = to_device(gamma), d_beta = to_device(beta),
+         d_dy = to_device(dy), d_dgamma = to_device(dgamma), d_dbeta = to_device(dbeta);
+    DeviceBuffer<float> d_y(n), d_mean(rows), d_rstd(rows), d_dx(n);
+    gpu::layernorm_forward(d_y.data(), d_mean.data(), d_rstd.data(), d_x.data(), d_gamma.data(),
+                           d_beta.data(), rows, cols, eps);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(),
+                           rows, cols, eps);
+    expect_close("layernorm_forward y" + tag, d_y.download(), y, 1e-5);
+    expect_close("layernorm_forward mean" + tag, d_mean.download(), mean, 1e-5);
+    expect_close("layernorm_forward rstd" + tag, d_rstd.download(), rstd, 1e-5);
+
+    // Backward from the CPU's saved statistics, so only the backward itself is compared.
+    d_mean.upload(std::span<const float>(mean));
+    d_rstd.upload(std::span<const float>(rstd));
+    gpu::layernorm_backward(d_dx.data(), d_dgamma.data(), d_dbeta.data(), d_dy.data(), d_x.data(),
+                            d_mean.data(), d_rstd.data(), d_gamma.data(), rows, cols);
+    cpu::layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(),
+                            mean.data(), rstd.data(), gamma.data(), rows, cols);
+    expect_close("layernorm_backward dx" + tag, d_dx.download(), dx, 1e-5);
+    expect_close("layernorm_backward dgamma" + tag, d_dgamma.download(), dgamma, 1e-5);
+    expect_close("layernorm_backward dbeta" + tag, d_dbeta.download(), dbeta, 1e-5);
+  }
+}
+
+// ---- embedding -----------------------------------------------------------------------------------
+TEST(CudaOps, EmbeddingMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  const int shapes[][3] = {{1, 1, 1}, {33, 7, 33}, {257, 100, 64}, {4096, 257, 33}};  // n, vocab, dim
+  std::uint64_t stream = 500;
+  for (const auto& [n, vocab, dim] : shapes) {
+    const std::string tag = " n=" + std::to_string(n) + " vocab=" + std::to_string(vocab) +
+                            " dim=" + std::to_string(dim);
+    const auto ids = randint(n, ++stream, vocab);  // n > vocab: ids repeat, atomics collide
+    const auto table = randn(static_cast<std::size_t>(vocab) * dim, ++stream);
+    const auto dy = randn(static_cast<std::size_t>(n) * dim, ++stream);
+    auto dtable = randn(table.size(), ++stream);
+    std::vector<float> y(static_cast<std::size_t>(n) * dim);
+
+    auto d_ids = to_device(ids);
+    auto d_table = to_device(table), d_dy = to_device(dy), d_dtable = to_device(dtable);
+    DeviceBuffer<float> d_y(y.size());
+    gpu::embedding_forward(d_y.data(), d_ids.data(), d_table.data(), n, dim);
+    cpu::embedding_forward(y.data(), ids.data(), table.data(), n, dim);
+    expect_close("embedding_forward" + tag, d_y.download(), y, 0.0);
+    gpu::embedding_backward(d_dtable.data(), d_dy.data(), d_ids.data(), n, dim);
+    cpu::embedding_backward(dtable.data(), dy.data(), ids.data(), n, dim);
+    expect_close("embedding_backward" + tag, d_dtable.download(), dtable, 1e-5);
+  }
+}
+
+// ---- dropout -------------------------------------------------------------------------------------
+TEST(CudaOps, DropoutMaskIsBitwiseCpu) {
+  LC_REQUIRE_DEVICE();
+  const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f};
+  std::uint64_t stream = 600;
+  for (std::size_t n : kSizes)
+    for (float p : ps) {
+      const std::string tag = " n=" + std::to_string(n) + " p=" + std::to_string(p);
+      const std::uint64_t key = rng::key({42, 3, 17, rng::kDropout});
+      // Inputs that are never zero, so a zero output means exactly "dropped".
+      auto x = randn(n, ++stream);
+      for (auto& v : x) v = v >= 0.0f ? v + 0.1f : v - 0.1f;
+      std::vector<float> y(n), dx(n);
+      auto d_x = to_device(x);
+      DeviceBuffer<float> d_y(n), d_dx(n);
+      gpu::dropout_forward(d_y.data(), d_x.data(), n, p, key);
+      cpu::dropout_forward(y.data(), x.data(), n, p, key);
+      const auto got = d_y.download();
+      std::size_t mask_mismatch = 0, value_mismatch = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        mask_mismatch += (got[i] == 0.0f) != (y[i] == 0.0f);
+        value_mismatch += got[i] != y[i];  // same float ops on both sides: bitwise
+      }
+      std::cout << "[ parity   ] dropout" << tag << " mask_mismatch=" << mask_mismatch
+                << " value_mismatch=" << value_mismatch << "\n";
+      EXPECT_EQ(mask_mismatch, 0u) << tag;
+      EXPECT_EQ(value_mismatch, 0u) << tag;
+
+      gpu::dropout_backward(d_dx.data(), d_x.data(), n, p, key);
+      cpu::dropout_backward(dx.data(), x.data(), n, p, key);
+      expect_close("dropout_backward" + tag, d_dx.download(), dx, 0.0);
+    }
+}
+
+// ---- softmax cross-entropy -----------------------------------------------------------------------
+TEST(CudaOps, SoftmaxXentMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  const int shapes[][2] = {{1, 1}, {1, 33}, {33, 257}, {257, 33}, {16, 30522}, {5, 1}};
+  const int ignore_index = -100;
+  std::uint64_t stream = 700;
+  for (const auto& [rows, classes] : shapes)
+    for (float sd : {1.0f, 40.0f}) {  // sd 40: exp overflows unless the max is subtracted
+      const std::string tag = " rows=" + std::to_string(rows) +
+                              " classes=" + std::to_string(classes) + " sd=" + std::to_string(sd);
+      const std::size_t n = static_cast<std::size_t>(rows) * classes;
+      const auto logits = randn(n, ++stream, sd);
+      auto targets = randint(rows, ++stream, classes);
+      for (int r = 0; r < rows; r += 3) targets[r] = ignore_index;  // every third row ignored
+      int kept = 0;
+      for (auto t : targets) kept += t != ignore_index;
+      const float scale = kept > 0 ? 1.0f / kept : 0.0f;
+
+      std::vector<float> losses(rows), probs(n), dlogits(n);
+      auto d_logits = to_device(logits);
+      auto d_targets = to_device(targets);
+      DeviceBuffer<float> d_losses(rows), d_probs(n), d_dlogits(n);
+      gpu::softmax_xent_forward(d_losses.data(), d_probs.data(), d_logits.data(), d_targets.data(),
+                                rows, classes, ignore_index);
+      cpu::softmax_xent_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows,
+                                classes, ignore_index);
+      expect_close("softmax_xent_forward probs" + tag, d_probs.download(), probs, 1e-5);
+      expect_close("softmax_xent_forward losses" + tag, d_losses.download(), losses, 1e-5);
+      for (float l : d_losses.download()) EXPECT_TRUE(std::isfinite(l)) << tag;
+
+      d_probs.upload(std::span<const float>(probs));  // backward on identical inputs
+      gpu::softmax_xent_backward(d_dlogits.data(), d_probs.data(), d_targets.data(), rows, classes,
+                                 ignore_index, scale);
+      cpu::softmax_xent_backward(dlogits.data(), probs.data(), targets.data(), rows, classes,
+                                 ignore_index, scale);
+      expect_close("softmax_xent_backward" + tag, d_dlogits.download(), dlogits, 0.0);
+    }
+}
+
+// ---- argmax --------------------------------------------------------------------------------------
+TEST(CudaOps, ArgmaxRowsMatchesCpuWithTies) {
+  LC_REQUIRE_DEVICE();
+  const int shapes[][2] = {{1, 1}, {33, 1}, {33, 257}, {257, 33}, {4, 30522}};
+  std::uint64_t stream = 800;
+  for (const auto& [rows, cols] : shapes) {
+    const std::string tag = " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+    // Small integers: many ties, so "first maximum" is exercised.
+    const auto ints = randint(static_cast<std::size_t>(rows) * cols, ++stream, 5);
+    std::vector<float> x(ints.begin(), ints.end());
+    if (rows > 2 && cols > 2) {
+      x[static_cast<std::size_t>(1) * cols + 0] = std::numeric_limits<float>::quiet_NaN();
+      x[static_cast<std::size_t>(2) * cols + 1] = std::numeric_limits<float>::quiet_NaN();
+    }
+    std::vector<std::int32_t> out(rows);
+    auto d_x = to_device(x);
+    DeviceBuffer<std::int32_t> d_out(rows);
+    gpu::argmax_rows(d_out.data(), d_x.data(), rows, cols);
+    cpu::argmax_rows(out.data(), x.data(), rows, cols);
+    const auto got = d_out.download();
+    std::size_t wrong = 0;
+    for (int r = 0; r < rows; ++r) wrong += got[r] != out[r];
+    std::cout << "[ parity   ] argmax_rows" << tag << " wrong=" << wrong << "\n";
+    EXPECT_EQ(got, out) << tag;
+  }
+}
+
+// ---- elementwise helpers --------------------------------------------------------------------------
+TEST(CudaOps, FillScaleAxpyMatchCpu) {
+  LC_REQUIRE_DEVICE();
+  std::uint64_t stream = 900;
+  for (std::size_t n : kSizes) {
+    const std::string tag = " n=" + std::to_string(n);
+    auto y = randn(n, ++stream);
+    const auto x = randn(n, ++stream);
+    auto d_y = to_device(y), d_x = to_device(x);
+    gpu::scale(d_y.data(), -1.75f, n);
+    cpu::scale(y.data(), -1.75f, n);
+    expect_close("scale" + tag, d_y.download(), y, 0.0);
+    gpu::axpy(d_y.data(), 0.3f, d_x.data(), n);
+    cpu::axpy(y.data(), 0.3f, x.data(), n);
+    // The GPU may contract y + a*x into one fma (one rounding instead of two).
+    expect_close("axpy" + tag, d_y.download(), y, 1e-6);
+    gpu::fill(d_y.data(), 2.5f, n);
+    cpu::fill(y.data(), 2.5f, n);
+    expect_close("fill" + tag, d_y.download(), y, 0.0);
+  }
+}
+
+TEST(CudaOps, ErrorsAreThrownNotIgnored) {
+  LC_REQUIRE_DEVICE();
+  EXPECT_THROW(gpu::dropout_forward(nullptr, nullptr, 1, 1.0f, 0), Error);
+  EXPECT_THROW(gpu::gemm(nullptr, nullptr, nullptr, -1, 1, 1, false, false, 1.0f, 0.0f), Error);
+  // A runtime failure surfaces as laconic::Error with the CUDA error name.
+  try {
+    LC_CUDA_CHECK(cudaSetDevice(1 << 20));  // cudaErrorInvalidDevice: not sticky
+    ADD_FAILURE() << "expected a CUDA error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaErrorInvalidDevice"), std::string::npos) << e.what();
+  }
+  (void)cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace laconic
