@@ -1,0 +1,37 @@
+#include "framework/nn/dropout.h"
+
+#include "framework/core/check.h"
+#include "framework/core/rng.h"
+#include "framework/nn/buffer.h"
+#include "framework/ops/ops.h"
+
+namespace laconic::nn {
+
+Dropout::Dropout(const DropoutOptions& opts) : opts_(opts) {
+  LC_CHECK(opts.features > 0, "Dropout: features=", opts.features);
+  LC_CHECK(opts.p >= 0.0f && opts.p < 1.0f, "Dropout: p=", opts.p, " is outside [0, 1)");
+}
+
+std::uint64_t Dropout::key(const StepInfo& step) const {
+  return rng::key({step.seed, static_cast<std::uint64_t>(step.rank),
+                   static_cast<std::uint64_t>(step.step), rng::kDropout, opts_.layer_id});
+}
+
+const float* Dropout::forward(const float* x, int rows, const StepInfo& step) {
+  n_ = static_cast<std::size_t>(rows) * opts_.features;
+  active_ = step.train && opts_.p > 0.0f;
+  if (!active_) return x;
+  key_ = key(step);
+  float* y = grow(y_, n_);
+  ops::cpu::dropout_forward(y, x, n_, opts_.p, key_);
+  return y;
+}
+
+const float* Dropout::backward(const float* dy) {
+  if (!active_) return dy;
+  float* dx = grow(dx_, n_);
+  ops::cpu::dropout_backward(dx, dy, n_, opts_.p, key_);
+  return dx;
+}
+
+}  // namespace laconic::nn

@@ -1,0 +1,49 @@
+// Inverted dropout (Srivastava et al. 2014) with a counter-based mask: the mask is a pure function
+// of (seed, rank, step, layer), regenerated in backward instead of stored, and identical on any
+// device that implements rng::uniform.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace laconic::nn {
+
+// Where in a run a forward pass happens: what stochastic layers key their randomness on.
+// (Mirrors laconic::ForwardOptions, which nn cannot include: models depend on nn.)
+struct StepInfo {
+  bool train = true;
+  std::uint64_t seed = 0;
+  int rank = 0;
+  std::int64_t step = 0;
+};
+
+struct DropoutOptions {
+  int features = 0;
+  float p = 0.0f;             // drop probability, in [0, 1)
+  std::uint64_t layer_id = 0; // distinguishes the masks of different dropout layers in one model
+};
+
+class Dropout {
+ public:
+  explicit Dropout(const DropoutOptions& opts);
+
+  // key = rng::key({seed, rank, step, rng::kDropout, layer_id}).
+  std::uint64_t key(const StepInfo& step) const;
+
+  // x: [rows, features] -> y. Outside training (or with p == 0) this is the identity and returns
+  // x itself without copying; otherwise y is owned by the layer.
+  const float* forward(const float* x, int rows, const StepInfo& step);
+  // dy -> dx with the same mask and scale (or dy itself when forward was the identity).
+  const float* backward(const float* dy);
+
+ private:
+  DropoutOptions opts_;
+  bool active_ = false;  // whether the last forward applied a mask
+  std::uint64_t key_ = 0;
+  std::size_t n_ = 0;
+  std::vector<float> y_;
+  std::vector<float> dx_;
+};
+
+}  // namespace laconic::nn

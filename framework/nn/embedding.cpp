@@ -1,0 +1,35 @@
+#include "framework/nn/embedding.h"
+
+#include "framework/core/check.h"
+#include "framework/nn/buffer.h"
+#include "framework/nn/init.h"
+#include "framework/ops/ops.h"
+
+namespace laconic::nn {
+
+Embedding::Embedding(ParamStore& store, const std::string& name, const EmbeddingOptions& opts)
+    : store_(&store), opts_(opts) {
+  LC_CHECK(opts.vocab > 0 && opts.dim > 0, "Embedding '", name, "': vocab=", opts.vocab, " dim=", opts.dim);
+  table_ = store.add(name + ".weight", {opts.vocab, opts.dim}, ParamGroup::decay);
+}
+
+void Embedding::init(std::uint64_t seed) { init_normal(*store_, table_, opts_.init_std, seed); }
+
+const float* Embedding::forward(const std::int32_t* ids, int n) {
+  // The kernel indexes the table unchecked (as the CUDA one must); out-of-range ids stop here.
+  for (int i = 0; i < n; ++i)
+    LC_CHECK(ids[i] >= 0 && ids[i] < opts_.vocab, "embedding id ", ids[i], " at ", i,
+             " is outside [0, ", opts_.vocab, ")");
+  float* y = grow(y_, static_cast<std::size_t>(n) * opts_.dim);
+  ops::cpu::embedding_forward(y, ids, store_->param(table_), n, opts_.dim);
+  ids_ = ids;
+  n_ = n;
+  return y;
+}
+
+void Embedding::backward(const float* dy) {
+  LC_CHECK(ids_ != nullptr, "Embedding::backward() without forward()");
+  ops::cpu::embedding_backward(store_->grad(table_), dy, ids_, n_, opts_.dim);
+}
+
+}  // namespace laconic::nn

@@ -1,0 +1,47 @@
+#include "framework/nn/linear.h"
+
+#include <cmath>
+
+#include "framework/core/check.h"
+#include "framework/nn/buffer.h"
+#include "framework/nn/init.h"
+#include "framework/ops/ops.h"
+
+namespace laconic::nn {
+
+Linear::Linear(ParamStore& store, const std::string& name, const LinearOptions& opts)
+    : store_(&store), opts_(opts) {
+  LC_CHECK(opts.in > 0 && opts.out > 0, "Linear '", name, "': sizes in=", opts.in, " out=", opts.out);
+  weight_ = store.add(name + ".weight", {opts.out, opts.in}, ParamGroup::decay);
+  if (opts.bias) bias_ = store.add(name + ".bias", {opts.out}, ParamGroup::no_decay);
+}
+
+void Linear::init(std::uint64_t seed) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(opts_.in));
+  init_uniform(*store_, weight_, bound, seed);
+  if (opts_.bias) init_uniform(*store_, bias_, bound, seed);
+}
+
+const float* Linear::forward(const float* x, int rows) {
+  float* y = grow(y_, static_cast<std::size_t>(rows) * opts_.out);
+  // y[rows, out] = x[rows, in] * W[out, in]^T
+  ops::cpu::gemm(y, x, store_->param(weight_), rows, opts_.out, opts_.in, false, true, 1.0f, 0.0f);
+  if (opts_.bias) ops::cpu::add_bias(y, store_->param(bias_), rows, opts_.out);
+  x_ = x;
+  rows_ = rows;
+  return y;
+}
+
+const float* Linear::backward(const float* dy) {
+  LC_CHECK(x_ != nullptr, "Linear::backward() without forward()");
+  // dW[out, in] += dy[rows, out]^T * x[rows, in]
+  ops::cpu::gemm(store_->grad(weight_), dy, x_, opts_.out, opts_.in, rows_, true, false, 1.0f, 1.0f);
+  if (opts_.bias) ops::cpu::bias_grad(store_->grad(bias_), dy, rows_, opts_.out);
+  if (!opts_.input_grad) return nullptr;
+  // dx[rows, in] = dy[rows, out] * W[out, in]
+  float* dx = grow(dx_, static_cast<std::size_t>(rows_) * opts_.in);
+  ops::cpu::gemm(dx, dy, store_->param(weight_), rows_, opts_.in, opts_.out, false, false, 1.0f, 0.0f);
+  return dx;
+}
+
+}  // namespace laconic::nn

@@ -1,0 +1,51 @@
+// Fully connected layer, PyTorch layout: weight [out, in], y = x W^T + b.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/core/params.h"
+
+namespace laconic::nn {
+
+struct LinearOptions {
+  int in = 0;
+  int out = 0;
+  bool bias = true;
+  // Off for a first layer whose input is data: backward() then skips the dX GEMM (a third of
+  // the layer's backward work) and returns nullptr.
+  bool input_grad = true;
+};
+
+class Linear {
+ public:
+  // Declares "<name>.weight" [out, in] (decay) and "<name>.bias" [out] (no_decay) in `store`.
+  Linear(ParamStore& store, const std::string& name, const LinearOptions& opts);
+
+  // PyTorch's default (kaiming_uniform with a = sqrt 5): weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)).
+  void init(std::uint64_t seed);
+
+  // x: [rows, in] -> y: [rows, out] (owned by the layer). x must stay valid until backward().
+  const float* forward(const float* x, int rows);
+  // dy: [rows, out] -> dx: [rows, in] (owned; nullptr without input_grad).
+  // Accumulates dW += dy^T x and db += sum_rows dy.
+  const float* backward(const float* dy);
+
+  const LinearOptions& options() const { return opts_; }
+  std::size_t weight_view() const { return weight_; }
+  std::size_t bias_view() const { return bias_; }
+
+ private:
+  ParamStore* store_;
+  LinearOptions opts_;
+  std::size_t weight_ = 0;
+  std::size_t bias_ = 0;
+  const float* x_ = nullptr;  // input of the last forward
+  int rows_ = 0;
+  std::vector<float> y_;
+  std::vector<float> dx_;
+};
+
+}  // namespace laconic::nn

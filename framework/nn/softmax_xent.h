@@ -1,0 +1,43 @@
+// Softmax cross-entropy loss, averaged over the rows whose target is not ignore_index.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace laconic::nn {
+
+struct SoftmaxCrossEntropyOptions {
+  int classes = 0;
+  int ignore_index = -1;  // rows with this target count for nothing (padding, unmasked tokens)
+};
+
+struct LossResult {
+  double loss = 0.0;         // mean over counted rows (0 when none)
+  std::int64_t counted = 0;  // rows with target != ignore_index
+  std::int64_t correct = 0;  // counted rows whose argmax logit is the target
+};
+
+class SoftmaxCrossEntropy {
+ public:
+  explicit SoftmaxCrossEntropy(const SoftmaxCrossEntropyOptions& opts);
+
+  // logits: [rows, classes], targets: [rows] in [0, classes) or ignore_index.
+  // targets must stay valid until backward().
+  LossResult forward(const float* logits, const std::int32_t* targets, int rows);
+  // Gradient of the mean loss: dlogits = (softmax - onehot) / counted; 0 on ignored rows. Owned.
+  const float* backward();
+
+  const float* probs() const { return probs_.data(); }
+
+ private:
+  SoftmaxCrossEntropyOptions opts_;
+  const std::int32_t* targets_ = nullptr;
+  int rows_ = 0;
+  std::int64_t counted_ = 0;
+  std::vector<float> probs_;   // [rows, classes]
+  std::vector<float> losses_;  // [rows]
+  std::vector<std::int32_t> argmax_;
+  std::vector<float> dlogits_;
+};
+
+}  // namespace laconic::nn

@@ -1,0 +1,235 @@
+// CPU reference kernels: the specification that ops/cuda must match (signatures in ops_decl.inc).
+// Loops are written plainly so the compiler can vectorise them; GEMM goes through Eigen on mapped
+// row-major buffers (no copies, no temporaries of ours).
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "framework/core/check.h"
+#include "framework/core/rng.h"
+#include "framework/ops/ops.h"
+
+namespace laconic::ops::cpu {
+
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMajor>;
+using Map = Eigen::Map<RowMajor>;
+
+// C = alpha * opA * opB + beta * C for Eigen expressions opA [m,k], opB [k,n]. beta == 0 assigns,
+// so whatever C held before (even NaN) never reaches the result, as BLAS specifies.
+template <typename A, typename B>
+void gemm_into(Map& c, const A& a, const B& b, float alpha, float beta) {
+  if (beta == 0.0f) {
+    c.noalias() = alpha * a * b;
+    return;
+  }
+  if (beta != 1.0f) c *= beta;
+  c.noalias() += alpha * a * b;
+}
+
+}  // namespace
+
+void gemm(float* c, const float* a, const float* b, int m, int n, int k, bool trans_a, bool trans_b,
+          float alpha, float beta) {
+  LC_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size m=", m, " n=", n, " k=", k);
+  if (m == 0 || n == 0) return;
+  Map cm(c, m, n);
+  // BLAS semantics: with alpha == 0 or k == 0, A and B are not read (they may hold anything).
+  if (alpha == 0.0f || k == 0) {
+    if (beta == 0.0f)
+      cm.setZero();
+    else if (beta != 1.0f)
+      cm *= beta;
+    return;
+  }
+  // A stored [m,k] or, transposed, [k,m]; B stored [k,n] or, transposed, [n,k].
+  const ConstMap am(a, trans_a ? k : m, trans_a ? m : k);
+  const ConstMap bm(b, trans_b ? n : k, trans_b ? k : n);
+  if (!trans_a && !trans_b) gemm_into(cm, am, bm, alpha, beta);
+  if (!trans_a && trans_b) gemm_into(cm, am, bm.transpose(), alpha, beta);
+  if (trans_a && !trans_b) gemm_into(cm, am.transpose(), bm, alpha, beta);
+  if (trans_a && trans_b) gemm_into(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+
+void add_bias(float* y, const float* bias, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = y + static_cast<std::size_t>(r) * cols;
+    for (int c = 0; c < cols; ++c) row[c] += bias[c];
+  }
+}
+
+void bias_grad(float* dbias, const float* dy, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* row = dy + static_cast<std::size_t>(r) * cols;
+    for (int c = 0; c < cols; ++c) dbias[c] += row[c];
+  }
+}
+
+void relu_forward(float* y, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void relu_backward(float* dx, const float* dy, const float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+namespace {
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1 / sqrt(2 pi), the normal pdf at 0
+}  // namespace
+
+void gelu_forward(float* y, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
+void gelu_backward(float* dx, const float* dy, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                       const float* beta, int rows, int cols, float eps) {
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * cols;
+    float* yr = y + static_cast<std::size_t>(r) * cols;
+    // Two passes (mean, then squared deviations): stable where E[x^2] - E[x]^2 would cancel.
+    float m = 0.0f;
+    for (int c = 0; c < cols; ++c) m += xr[c];
+    m *= inv_cols;
+    float v = 0.0f;
+    for (int c = 0; c < cols; ++c) {
+      const float d = xr[c] - m;
+      v += d * d;
+    }
+    const float s = 1.0f / std::sqrt(v * inv_cols + eps);
+    for (int c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * s * gamma[c] + beta[c];
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+
+// With xhat = (x - mean) * rstd and g = dy * gamma (per row, N = cols):
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// (the standard derivation, e.g. llm.c layernorm_backward); dgamma += dy * xhat, dbeta += dy.
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* mean, const float* rstd, const float* gamma, int rows, int cols) {
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t off = static_cast<std::size_t>(r) * cols;
+    const float* xr = x + off;
+    const float* dyr = dy + off;
+    float* dxr = dx + off;
+    const float m = mean[r];
+    const float s = rstd[r];
+    float g_mean = 0.0f;
+    float gx_mean = 0.0f;
+    for (int c = 0; c < cols; ++c) {
+      const float xhat = (xr[c] - m) * s;
+      const float g = dyr[c] * gamma[c];
+      g_mean += g;
+      gx_mean += g * xhat;
+      dgamma[c] += dyr[c] * xhat;
+      dbeta[c] += dyr[c];
+    }
+    g_mean *= inv_cols;
+    gx_mean *= inv_cols;
+    for (int c = 0; c < cols; ++c) {
+      const float xhat = (xr[c] - m) * s;
+      dxr[c] = s * (dyr[c] * gamma[c] - g_mean - xhat * gx_mean);
+    }
+  }
+}
+
+void embedding_forward(float* y, const std::int32_t* ids, const float* table, int n, int dim) {
+  for (int i = 0; i < n; ++i)
+    std::copy_n(table + static_cast<std::size_t>(ids[i]) * dim, dim, y + static_cast<std::size_t>(i) * dim);
+}
+
+void embedding_backward(float* dtable, const float* dy, const std::int32_t* ids, int n, int dim) {
+  for (int i = 0; i < n; ++i) {
+    float* row = dtable + static_cast<std::size_t>(ids[i]) * dim;
+    const float* g = dy + static_cast<std::size_t>(i) * dim;
+    for (int c = 0; c < dim; ++c) row[c] += g[c];
+  }
+}
+
+void dropout_forward(float* y, const float* x, std::size_t n, float p, std::uint64_t key) {
+  LC_CHECK(p >= 0.0f && p < 1.0f, "dropout probability ", p, " is outside [0, 1)");
+  const float keep_scale = 1.0f / (1.0f - p);
+  for (std::size_t i = 0; i < n; ++i) y[i] = rng::uniform(key, i) >= p ? x[i] * keep_scale : 0.0f;
+}
+
+void dropout_backward(float* dx, const float* dy, std::size_t n, float p, std::uint64_t key) {
+  // The forward map is y = x * mask / (1 - p), so its transpose is the same map applied to dy.
+  dropout_forward(dx, dy, n, p, key);
+}
+
+void softmax_xent_forward(float* losses, float* probs, const float* logits,
+                          const std::int32_t* targets, int rows, int classes, int ignore_index) {
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t off = static_cast<std::size_t>(r) * classes;
+    const float* z = logits + off;
+    float* pr = probs + off;
+    const std::int32_t t = targets[r];
+    LC_CHECK(t == ignore_index || (t >= 0 && t < classes), "target ", t, " in row ", r,
+             " is outside [0, ", classes, ") and is not ignore_index ", ignore_index);
+    // Subtracting the row max keeps exp() in range (every exponent <= 0, the largest is 1).
+    float zmax = -std::numeric_limits<float>::infinity();
+    for (int c = 0; c < classes; ++c) zmax = std::max(zmax, z[c]);
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      pr[c] = std::exp(z[c] - zmax);
+      sum += pr[c];
+    }
+    const float inv = 1.0f / sum;
+    for (int c = 0; c < classes; ++c) pr[c] *= inv;
+    // -log p[t] = log(sum) - (z[t] - zmax): finite even when p[t] underflows to 0.
+    losses[r] = t == ignore_index ? 0.0f : std::log(sum) - (z[t] - zmax);
+  }
+}
+
+void softmax_xent_backward(float* dlogits, const float* probs, const std::int32_t* targets,
+                           int rows, int classes, int ignore_index, float scale) {
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t off = static_cast<std::size_t>(r) * classes;
+    float* d = dlogits + off;
+    const std::int32_t t = targets[r];
+    if (t == ignore_index) {
+      std::fill_n(d, classes, 0.0f);
+      continue;
+    }
+    const float* pr = probs + off;
+    for (int c = 0; c < classes; ++c) d[c] = scale * pr[c];
+    d[t] -= scale;
+  }
+}
+
+void argmax_rows(std::int32_t* out, const float* x, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * cols;
+    int best = 0;
+    for (int c = 1; c < cols; ++c)
+      if (xr[c] > xr[best]) best = c;
+    out[r] = best;
+  }
+}
+
+void fill(float* x, float value, std::size_t n) { std::fill_n(x, n, value); }
+
+void scale(float* x, float alpha, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+void axpy(float* y, float alpha, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+}  // namespace laconic::ops::cpu

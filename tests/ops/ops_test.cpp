@@ -1,0 +1,278 @@
+// Closed-form checks of the CPU reference kernels (the specification the CUDA kernels must match).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "framework/core/rng.h"
+#include "framework/ops/ops.h"
+
+namespace laconic::ops::cpu {
+namespace {
+
+std::vector<float> random_vector(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
+  const std::uint64_t key = rng::key({seed, rng::kTest});
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * rng::normal(key, i);
+  return v;
+}
+
+// The definition, in double: C = alpha * op(A) op(B) + beta * C.
+std::vector<float> naive_gemm(const std::vector<float>& c0, const std::vector<float>& a,
+                              const std::vector<float>& b, int m, int n, int k, bool ta, bool tb,
+                              float alpha, float beta) {
+  std::vector<float> c(c0.size());
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (int p = 0; p < k; ++p) {
+        const double av = ta ? a[static_cast<std::size_t>(p) * m + i] : a[static_cast<std::size_t>(i) * k + p];
+        const double bv = tb ? b[static_cast<std::size_t>(j) * k + p] : b[static_cast<std::size_t>(p) * n + j];
+        s += av * bv;
+      }
+      const std::size_t ij = static_cast<std::size_t>(i) * n + j;
+      c[ij] = static_cast<float>(alpha * s + (beta == 0.0f ? 0.0 : beta * double(c0[ij])));
+    }
+  return c;
+}
+
+struct GemmCase {
+  int m, n, k;
+  float alpha, beta;
+};
+
+TEST(Gemm, MatchesNaiveForAllTransposesAndScalings) {
+  const GemmCase cases[] = {{1, 1, 1, 1.0f, 0.0f},   {1, 7, 3, 1.0f, 1.0f},  {5, 1, 9, 0.5f, 2.0f},
+                            {3, 4, 1, -1.0f, 0.0f},  {7, 5, 3, 2.0f, -0.5f}, {33, 17, 65, 1.0f, 1.0f},
+                            {64, 130, 97, 1.0f, 0.0f}};
+  int seed = 0;
+  for (const auto& cs : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const auto a = random_vector(static_cast<std::size_t>(cs.m) * cs.k, ++seed);
+        const auto b = random_vector(static_cast<std::size_t>(cs.k) * cs.n, ++seed);
+        const auto c0 = random_vector(static_cast<std::size_t>(cs.m) * cs.n, ++seed);
+        auto c = c0;
+        gemm(c.data(), a.data(), b.data(), cs.m, cs.n, cs.k, ta, tb, cs.alpha, cs.beta);
+        const auto want = naive_gemm(c0, a, b, cs.m, cs.n, cs.k, ta, tb, cs.alpha, cs.beta);
+        for (std::size_t i = 0; i < c.size(); ++i)
+          ASSERT_NEAR(c[i], want[i], 1e-4f * (1.0f + std::abs(want[i])))
+              << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " ta=" << ta << " tb=" << tb
+              << " alpha=" << cs.alpha << " beta=" << cs.beta << " at " << i;
+      }
+}
+
+TEST(Gemm, BetaZeroOverwritesNaN) {
+  const int m = 9, n = 11, k = 5;  // covers Eigen's small (coefficient-wise) product path
+  for (int big : {1, 8}) {
+    const int mm = m * big, nn = n * big, kk = k * big;  // and its blocked GEMM path
+    const auto a = random_vector(static_cast<std::size_t>(mm) * kk, 1);
+    const auto b = random_vector(static_cast<std::size_t>(kk) * nn, 2);
+    std::vector<float> c(static_cast<std::size_t>(mm) * nn, std::numeric_limits<float>::quiet_NaN());
+    gemm(c.data(), a.data(), b.data(), mm, nn, kk, false, false, 1.0f, 0.0f);
+    for (float v : c) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+TEST(Gemm, AlphaZeroOrEmptyKScalesCOnly) {
+  std::vector<float> a(6, std::numeric_limits<float>::quiet_NaN());  // must not be read
+  std::vector<float> c = {1, 2, 3, 4};
+  gemm(c.data(), a.data(), a.data(), 2, 2, 3, false, false, 0.0f, 3.0f);
+  EXPECT_EQ(c, (std::vector<float>{3, 6, 9, 12}));
+  gemm(c.data(), nullptr, nullptr, 2, 2, 0, false, false, 1.0f, 0.0f);
+  EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST(Bias, AddAndGradient) {
+  std::vector<float> y = {1, 2, 3, 4, 5, 6};  // [2, 3]
+  const std::vector<float> bias = {10, 20, 30};
+  add_bias(y.data(), bias.data(), 2, 3);
+  EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  std::vector<float> db = {1, 1, 1};
+  bias_grad(db.data(), y.data(), 2, 3);  // accumulates column sums
+  EXPECT_EQ(db, (std::vector<float>{26, 48, 70}));
+}
+
+TEST(Relu, ForwardAndBackward) {
+  const std::vector<float> x = {-2, -0.0f, 0.5f, 3};
+  std::vector<float> y(4), dx(4);
+  relu_forward(y.data(), x.data(), 4);
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 0.5f, 3}));
+  const std::vector<float> dy = {1, 2, 3, 4};
+  relu_backward(dx.data(), dy.data(), y.data(), 4);
+  EXPECT_EQ(dx, (std::vector<float>{0, 0, 3, 4}));
+  // dx may alias dy.
+  std::vector<float> d = dy;
+  relu_backward(d.data(), d.data(), y.data(), 4);
+  EXPECT_EQ(d, dx);
+}
+
+TEST(Gelu, KnownValuesAndDerivative) {
+  // GELU(x) = x Phi(x): Phi(0) = 1/2, Phi(1) = 0.841344746, Phi(-1) = 0.158655254.
+  const std::vector<float> x = {0.0f, 1.0f, -1.0f, 6.0f, -6.0f};
+  std::vector<float> y(x.size());
+  gelu_forward(y.data(), x.data(), x.size());
+  EXPECT_FLOAT_EQ(y[0], 0.0f);
+  EXPECT_NEAR(y[1], 0.841344746f, 1e-6f);
+  EXPECT_NEAR(y[2], -0.158655254f, 1e-6f);
+  EXPECT_NEAR(y[3], 6.0f, 1e-6f);
+  EXPECT_NEAR(y[4], 0.0f, 1e-6f);
+  // d/dx GELU = Phi(x) + x phi(x): at 0 it is 1/2; at 1, 0.841344746 + 0.241970725.
+  std::vector<float> dy(x.size(), 2.0f), dx(x.size());
+  gelu_backward(dx.data(), dy.data(), x.data(), x.size());
+  EXPECT_NEAR(dx[0], 2 * 0.5f, 1e-6f);
+  EXPECT_NEAR(dx[1], 2 * (0.841344746f + 0.241970725f), 1e-5f);
+  EXPECT_NEAR(dx[2], 2 * (0.158655254f - 0.241970725f), 1e-5f);
+}
+
+TEST(LayerNorm, UnitGainGivesZeroMeanUnitVariance) {
+  const int rows = 5, cols = 37;
+  auto x = random_vector(static_cast<std::size_t>(rows) * cols, 7, 3.0f);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) x[static_cast<std::size_t>(r) * cols + c] += 100.0f * r;  // offsets
+  const std::vector<float> gamma(cols, 1.0f), beta(cols, 0.0f);
+  std::vector<float> y(x.size()), mean(rows), rstd(rows);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), rows, cols,
+                    1e-5f);
+  for (int r = 0; r < rows; ++r) {
+    double m = 0.0, v = 0.0, xm = 0.0;
+    for (int c = 0; c < cols; ++c) {
+      m += y[static_cast<std::size_t>(r) * cols + c];
+      xm += x[static_cast<std::size_t>(r) * cols + c];
+    }
+    m /= cols;
+    for (int c = 0; c < cols; ++c) v += std::pow(y[static_cast<std::size_t>(r) * cols + c] - m, 2);
+    v /= cols;
+    EXPECT_NEAR(m, 0.0, 1e-5) << "row " << r;
+    EXPECT_NEAR(v, 1.0, 1e-3) << "row " << r;  // var/(var+eps) with var ~ 9
+    EXPECT_NEAR(mean[r], xm / cols, 1e-3 * (1 + std::abs(xm / cols)));
+  }
+}
+
+TEST(LayerNorm, GammaBetaAffineAndBackwardAccumulates) {
+  // One row [1, 3]: mean 2, var 1, xhat = [-1, 1] (eps 0). y = xhat * gamma + beta.
+  const std::vector<float> x = {1, 3}, gamma = {2, 3}, beta = {10, 20};
+  std::vector<float> y(2), mean(1), rstd(1);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), 1, 2, 0.0f);
+  EXPECT_FLOAT_EQ(y[0], 8.0f);
+  EXPECT_FLOAT_EQ(y[1], 23.0f);
+  EXPECT_FLOAT_EQ(rstd[0], 1.0f);
+  const std::vector<float> dy = {1, 1};
+  std::vector<float> dx(2, 123.0f), dgamma = {1, 1}, dbeta = {1, 1};
+  layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(), mean.data(),
+                     rstd.data(), gamma.data(), 1, 2);
+  EXPECT_EQ(dgamma, (std::vector<float>{0, 2}));  // 1 + dy * xhat
+  EXPECT_EQ(dbeta, (std::vector<float>{2, 2}));   // 1 + dy
+  // With two features xhat is +-1 whatever x is, so y does not depend on x: dx = 0.
+  EXPECT_NEAR(dx[0], 0.0f, 1e-6f);
+  EXPECT_NEAR(dx[1], 0.0f, 1e-6f);
+}
+
+TEST(Embedding, GatherAndScatterAdd) {
+  const std::vector<float> table = {0, 1, 10, 11, 20, 21};  // [3, 2]
+  const std::vector<std::int32_t> ids = {2, 0, 2};
+  std::vector<float> y(6);
+  embedding_forward(y.data(), ids.data(), table.data(), 3, 2);
+  EXPECT_EQ(y, (std::vector<float>{20, 21, 0, 1, 20, 21}));
+  std::vector<float> dtable(6, 1.0f);
+  const std::vector<float> dy = {1, 2, 3, 4, 5, 6};
+  embedding_backward(dtable.data(), dy.data(), ids.data(), 3, 2);
+  EXPECT_EQ(dtable, (std::vector<float>{4, 5, 1, 1, 7, 9}));  // repeated id 2 sums both rows
+}
+
+TEST(Dropout, KeepsAboutOneMinusPScaledAndReproducible) {
+  const std::size_t n = 100000;
+  const float p = 0.3f;
+  const std::vector<float> x(n, 1.0f);
+  std::vector<float> y(n), y2(n), y3(n);
+  const std::uint64_t key = rng::key({42, 0, 7, rng::kDropout, 1});
+  dropout_forward(y.data(), x.data(), n, p, key);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (y[i] != 0.0f) {
+      ++kept;
+      ASSERT_FLOAT_EQ(y[i], 1.0f / (1.0f - p));
+    }
+    ASSERT_EQ(y[i] != 0.0f, rng::uniform(key, i) >= p) << i;
+  }
+  // Binomial(n, 0.7): sd = sqrt(n * 0.21) ~ 145; allow 5 sd.
+  EXPECT_NEAR(static_cast<double>(kept), 0.7 * n, 5 * 145.0);
+  dropout_forward(y2.data(), x.data(), n, p, key);
+  EXPECT_EQ(y, y2);
+  dropout_forward(y3.data(), x.data(), n, p, rng::key({42, 0, 8, rng::kDropout, 1}));
+  EXPECT_NE(y, y3);
+  // backward applies the same mask and scale to dy.
+  std::vector<float> dy(n, 2.0f), dx(n);
+  dropout_backward(dx.data(), dy.data(), n, p, key);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(dx[i], 2.0f * y[i]);
+  // p = 0 is the identity.
+  dropout_forward(y2.data(), x.data(), n, 0.0f, key);
+  EXPECT_EQ(y2, x);
+}
+
+TEST(SoftmaxXent, ProbabilitiesLossAndGradient) {
+  const int rows = 4, classes = 5;
+  auto logits = random_vector(rows * classes, 3, 2.0f);
+  logits[7] = 1000.0f;  // large logits must not overflow
+  const std::vector<std::int32_t> targets = {3, 2, -1, 0};
+  std::vector<float> probs(logits.size()), losses(rows, 99.0f);
+  softmax_xent_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows, classes, -1);
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int c = 0; c < classes; ++c) sum += probs[r * classes + c];
+    EXPECT_NEAR(sum, 1.0, 1e-6) << r;
+    if (targets[r] == -1) {
+      EXPECT_EQ(losses[r], 0.0f);
+    } else {
+      // -log softmax computed in double from the logits.
+      double zmax = -1e30, s = 0.0;
+      for (int c = 0; c < classes; ++c) zmax = std::max(zmax, double(logits[r * classes + c]));
+      for (int c = 0; c < classes; ++c) s += std::exp(logits[r * classes + c] - zmax);
+      const double want = std::log(s) - (logits[r * classes + targets[r]] - zmax);
+      EXPECT_NEAR(losses[r], want, 1e-5) << r;
+      EXPECT_NEAR(losses[r], -std::log(std::max(1e-30, double(probs[r * classes + targets[r]]))), 1e-4)
+          << r;
+    }
+  }
+  // Row 1 has target 2 and logit 1000 there: p = 1, loss = 0.
+  EXPECT_NEAR(losses[1], 0.0f, 1e-6f);
+  std::vector<float> d(logits.size(), 7.0f);
+  const float scale = 1.0f / 3.0f;
+  softmax_xent_backward(d.data(), probs.data(), targets.data(), rows, classes, -1, scale);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < classes; ++c) {
+      const float want = targets[r] == -1 ? 0.0f : scale * (probs[r * classes + c] - (c == targets[r]));
+      EXPECT_NEAR(d[r * classes + c], want, 1e-7f) << r << "," << c;
+    }
+}
+
+TEST(SoftmaxXent, UniformLogitsGiveLogClasses) {
+  const std::vector<float> logits(10, 0.25f);
+  const std::vector<std::int32_t> t = {4};
+  std::vector<float> probs(10), loss(1);
+  softmax_xent_forward(loss.data(), probs.data(), logits.data(), t.data(), 1, 10, -1);
+  EXPECT_NEAR(loss[0], std::log(10.0f), 1e-6f);
+  for (float p : probs) EXPECT_NEAR(p, 0.1f, 1e-7f);
+}
+
+TEST(ArgmaxRows, FirstMaximum) {
+  const std::vector<float> x = {1, 3, 3, 0, /**/ -5, -6, -7, -8, /**/ 0, 0, 0, 1};
+  std::vector<std::int32_t> out(3);
+  argmax_rows(out.data(), x.data(), 3, 4);
+  EXPECT_EQ(out, (std::vector<std::int32_t>{1, 0, 3}));
+}
+
+TEST(Elementwise, FillScaleAxpy) {
+  std::vector<float> x(5), y = {1, 2, 3, 4, 5};
+  fill(x.data(), 2.0f, 5);
+  EXPECT_EQ(x, (std::vector<float>(5, 2.0f)));
+  scale(y.data(), -2.0f, 5);
+  EXPECT_EQ(y, (std::vector<float>{-2, -4, -6, -8, -10}));
+  axpy(y.data(), 0.5f, x.data(), 5);
+  EXPECT_EQ(y, (std::vector<float>{-1, -3, -5, -7, -9}));
+}
+
+}  // namespace
+}  // namespace laconic::ops::cpu
