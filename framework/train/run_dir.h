@@ -1,0 +1,32 @@
+// The run directory: recipe.resolved.toml, metrics.jsonl, summary.json. Whole files are written
+// atomically (temporary name, fsync, rename), so a crash never leaves a half-written summary.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace laconic {
+
+// Writes `content` to `path` atomically. Throws Error naming the path on failure.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Creates the directory (and parents). Throws InputError naming it if that fails.
+void make_directories(const std::string& path);
+
+// Appends one line per record and flushes it, so `tail -f metrics.jsonl` follows a live run.
+class JsonlWriter {
+ public:
+  JsonlWriter() = default;
+  explicit JsonlWriter(const std::string& path);  // truncates
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+  ~JsonlWriter();
+  void write_line(const std::string& line);
+  bool open() const { return file_ != nullptr; }
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace laconic

@@ -1,0 +1,370 @@
+#include "framework/train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "collectives/threads/threads_communicator.h"
+#include "compression/reducer.h"
+#include "framework/core/check.h"
+#include "framework/core/timer.h"
+#include "framework/data/image_batch.h"
+#include "framework/data/sampler.h"
+#include "framework/models/mlp.h"
+#include "framework/sync/sync_strategy.h"
+#include "framework/train/run_dir.h"
+#include "optimizers/schedule.h"
+#include "optimizers/sgd.h"
+
+namespace laconic {
+namespace {
+
+std::unique_ptr<Model> make_model(const Recipe& r, const ImageDataset& d) {
+  MlpOptions o;
+  o.inputs = d.features();
+  o.hidden = r.model.hidden;
+  o.classes = d.classes;
+  o.activation = r.model.activation == Activation::gelu ? MlpActivation::gelu : MlpActivation::relu;
+  o.dropout = r.model.dropout;
+  o.layernorm = r.model.layernorm;
+  return std::make_unique<Mlp>(o);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
+  return std::make_unique<Sgd>(SgdOptions{c.momentum, c.nesterov, c.weight_decay});
+}
+
+std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c) {
+  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb},
+                                        std::make_unique<DenseReducer>());
+}
+
+LrSchedule make_schedule(const Recipe& r, std::int64_t steps) {
+  ScheduleOptions s;
+  s.peak_lr = r.optimizer.lr;
+  s.warmup_steps = r.schedule.warmup_steps;
+  s.total_steps = steps;
+  s.decay = r.schedule.decay == DecayKind::cosine ? LrDecay::cosine : LrDecay::constant;
+  s.min_ratio = r.schedule.min_lr_ratio;
+  return LrSchedule(s);
+}
+
+struct EvalResult {
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
+};
+
+// Full pass over `d` in fixed chunks, dropout off. Buffers grow once at the first evaluation.
+EvalResult evaluate(Model& model, const ImageDataset& d, Batch& scratch) {
+  constexpr int kChunk = 1000;
+  double loss_sum = 0;
+  std::int64_t counted = 0, correct = 0;
+  ForwardOptions fo;
+  fo.train = false;
+  for (std::int64_t begin = 0; begin < d.size(); begin += kChunk) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, d.size() - begin));
+    slice(scratch, d, begin, n);
+    const ForwardResult r = model.forward(scratch, fo);
+    loss_sum += static_cast<double>(r.loss) * static_cast<double>(r.counted);
+    counted += r.counted;
+    correct += r.correct;
+  }
+  if (counted == 0) return {};
+  return {loss_sum / static_cast<double>(counted), static_cast<double>(correct) / static_cast<double>(counted)};
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000.0 && u < 4) b /= 1000.0, ++u;
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(b < 10 ? 2 : 1) << b << ' ' << units[u];
+  return os.str();
+}
+
+std::string human_seconds(double s) {
+  std::ostringstream os;
+  if (s < 60) os << std::fixed << std::setprecision(1) << s << "s";
+  else os << static_cast<long>(s) / 60 << "m" << std::setw(2) << std::setfill('0') << static_cast<long>(s) % 60 << "s";
+  return os.str();
+}
+
+// Rank 0's reporting: log lines, metrics.jsonl, the live progress line.
+class Reporter {
+ public:
+  Reporter(const TrainOptions& opts, const TrainPlan& plan) : opts_(opts), plan_(plan) {
+    if (!opts.run_dir.empty()) metrics_ = std::make_unique<JsonlWriter>(opts.run_dir + "/metrics.jsonl");
+  }
+
+  struct Record {
+    std::int64_t step = 0;  // optimizer steps completed
+    double loss = 0, lr = 0;
+    ByteCounters bytes;
+    double comm_s = 0, compute_s = 0, wall_s = 0;
+    double examples_per_s = 0;
+    const EvalResult* eval = nullptr;
+  };
+
+  void record(const Record& r) {
+    nlohmann::json j;
+    j["step"] = r.step;
+    j["epoch"] = epoch(r.step);
+    j["loss"] = r.loss;
+    j["lr"] = r.lr;
+    j["bytes_sent"] = r.bytes.sent;
+    j["bytes_recv"] = r.bytes.recv;
+    j["comm_s"] = r.comm_s;
+    j["compute_s"] = r.compute_s;
+    j["wall_s"] = r.wall_s;
+    j["examples_per_s"] = r.examples_per_s;
+    if (r.eval) {
+      j["eval_loss"] = r.eval->loss;
+      j["eval_accuracy"] = r.eval->accuracy;
+    }
+    if (metrics_) metrics_->write_line(j.dump());
+    if (!opts_.log) return;
+    std::ostringstream line;
+    line << "step " << std::setw(width()) << r.step << "/" << plan_.steps << " | epoch " << std::fixed
+         << std::setprecision(2) << epoch(r.step) << " | loss " << std::setprecision(4) << r.loss
+         << " | lr " << std::setprecision(5) << r.lr << " | " << std::setprecision(0) << r.examples_per_s
+         << " ex/s | sent " << human_bytes(static_cast<double>(r.bytes.sent)) << " | comm "
+         << std::setprecision(0) << 100.0 * r.comm_s / std::max(1e-9, r.wall_s) << "%";
+    if (r.eval)
+      line << " | eval loss " << std::setprecision(4) << r.eval->loss << " acc " << std::setprecision(2)
+           << 100.0 * r.eval->accuracy << "%";
+    clear_progress();
+    *opts_.log << line.str() << std::endl;
+  }
+
+  // Rewrites one terminal line in place, at most ~10 times a second.
+  void progress(std::int64_t step, double wall_s) {
+    if (!opts_.log || !opts_.progress_line || wall_s - last_progress_ < 0.1) return;
+    last_progress_ = wall_s;
+    const double frac = static_cast<double>(step) / static_cast<double>(plan_.steps);
+    constexpr int kBar = 30;
+    const int filled = static_cast<int>(frac * kBar);
+    const double eta = step > 0 ? wall_s / static_cast<double>(step) * static_cast<double>(plan_.steps - step) : 0;
+    *opts_.log << "\r\033[K[" << std::string(filled, '#') << std::string(kBar - filled, '.') << "] " << step
+               << "/" << plan_.steps << " " << std::fixed << std::setprecision(1) << 100 * frac << "% eta "
+               << human_seconds(eta) << std::flush;
+    progress_shown_ = true;
+  }
+
+ private:
+  double epoch(std::int64_t step) const {
+    return static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, plan_.steps_per_epoch));
+  }
+  int width() const { return static_cast<int>(std::to_string(plan_.steps).size()); }
+  void clear_progress() {
+    if (progress_shown_) *opts_.log << "\r\033[K";
+    progress_shown_ = false;
+  }
+
+  const TrainOptions& opts_;
+  const TrainPlan& plan_;
+  std::unique_ptr<JsonlWriter> metrics_;
+  double last_progress_ = -1;
+  bool progress_shown_ = false;
+};
+
+// One rank's replica and loop.
+class Worker {
+ public:
+  Worker(const Recipe& r, const TrainData& data, const TrainPlan& plan, const TrainOptions& opts,
+         Communicator& comm)
+      : r_(r), data_(data), plan_(plan), opts_(opts), comm_(comm),
+        model_(make_model(r, *data.train)),
+        optimizer_(make_optimizer(r.optimizer)),
+        sync_(make_sync(r.sync)),
+        schedule_(make_schedule(r, plan.steps)),
+        sampler_(SamplerOptions{data.train->size(), r.run.seed, comm.size(), comm.rank(),
+                                r.train.micro_batch}) {}
+
+  TrainSummary run() {
+    ParamStore& store = model_->params();
+    model_->init(r_.run.seed);
+    sync_->start(store, comm_);
+    const bool lead = comm_.rank() == 0;
+    std::unique_ptr<Reporter> reporter;
+    if (lead) reporter = std::make_unique<Reporter>(opts_, plan_);
+
+    Stopwatch wall;
+    double comm_s = 0, compute_s = 0, interval_loss = 0, last_loss = 0;
+    std::int64_t interval_steps = 0, last_log_step = 0;
+    double last_log_wall = 0;
+    const int accum = r_.train.grad_accum;
+    EvalResult last_eval;
+
+    for (std::int64_t step = 0; step < plan_.steps; ++step) {
+      Stopwatch t;
+      store.zero_grad();
+      double loss = 0;
+      for (int a = 0; a < accum; ++a) {
+        gather(batch_, *data_.train, sampler_.next());
+        ForwardOptions fo;
+        fo.train = true;
+        fo.seed = r_.run.seed;
+        fo.rank = comm_.rank();
+        fo.step = step * accum + a;
+        loss += model_->forward(batch_, fo).loss;
+        model_->backward();
+      }
+      if (accum > 1) {  // the mean over the accumulated micro-batches
+        const float inv = 1.0f / static_cast<float>(accum);
+        for (float& g : store.grads()) g *= inv;
+      }
+      compute_s += t.seconds();
+      t.reset();
+      sync_->after_backward(store, comm_, step);
+      comm_s += t.seconds();
+      t.reset();
+      const double lr = schedule_.at(step);
+      optimizer_->step(store, lr);
+      compute_s += t.seconds();
+      t.reset();
+      sync_->after_update(store, comm_, step);
+      comm_s += t.seconds();
+      if (opts_.on_step) opts_.on_step(comm_.rank(), step, store);
+
+      interval_loss += loss / accum;
+      ++interval_steps;
+      if (!lead) continue;
+      const std::int64_t done = step + 1;
+      const bool last = done == plan_.steps;
+      const bool eval_now = data_.test && (last || (r_.train.eval_every > 0 && done % r_.train.eval_every == 0));
+      if (eval_now) last_eval = evaluate(*model_, *data_.test, eval_batch_);
+      if (last || eval_now || done % r_.train.log_every == 0) {
+        const double now = wall.seconds();
+        last_loss = interval_loss / static_cast<double>(interval_steps);
+        Reporter::Record rec;
+        rec.step = done;
+        rec.loss = last_loss;
+        rec.lr = lr;
+        rec.bytes = comm_.bytes();
+        rec.comm_s = comm_s;
+        rec.compute_s = compute_s;
+        rec.wall_s = now;
+        rec.examples_per_s = static_cast<double>((done - last_log_step) * plan_.global_batch) /
+                             std::max(1e-9, now - last_log_wall);
+        rec.eval = eval_now ? &last_eval : nullptr;
+        reporter->record(rec);
+        interval_loss = 0;
+        interval_steps = 0;
+        last_log_step = done;
+        last_log_wall = now;
+      } else {
+        reporter->progress(done, wall.seconds());
+      }
+    }
+
+    TrainSummary s;
+    s.steps = plan_.steps;
+    s.final_loss = last_loss;
+    s.eval_loss = last_eval.loss;
+    s.eval_accuracy = last_eval.accuracy;
+    s.bytes_sent = comm_.bytes().sent;
+    s.bytes_recv = comm_.bytes().recv;
+    const ReducerStats rs = sync_->reducer_stats();
+    s.compression_ratio = rs.payload_bytes ? static_cast<double>(rs.input_bytes) / static_cast<double>(rs.payload_bytes) : 1.0;
+    s.comm_s = comm_s;
+    s.compute_s = compute_s;
+    s.wall_s = wall.seconds();
+    if (lead) s.final_params.assign(store.params().begin(), store.params().end());
+    return s;
+  }
+
+ private:
+  const Recipe& r_;
+  const TrainData& data_;
+  const TrainPlan& plan_;
+  const TrainOptions& opts_;
+  Communicator& comm_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<SyncStrategy> sync_;
+  LrSchedule schedule_;
+  ShardedSampler sampler_;
+  Batch batch_, eval_batch_;
+};
+
+std::string summary_json(const TrainSummary& s) {
+  nlohmann::json j;
+  j["steps"] = s.steps;
+  j["final_loss"] = s.final_loss;
+  j["eval_loss"] = s.eval_loss;
+  j["eval_accuracy"] = s.eval_accuracy;
+  j["bytes_sent"] = s.bytes_sent;
+  j["bytes_recv"] = s.bytes_recv;
+  j["compression_ratio"] = s.compression_ratio;
+  j["comm_s"] = s.comm_s;
+  j["compute_s"] = s.compute_s;
+  j["wall_s"] = s.wall_s;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+TrainData load_data(const Recipe& recipe) {
+  TrainData d;
+  d.train = std::make_shared<ImageDataset>(load_fashion_mnist(recipe.data.path, Split::train));
+  d.test = std::make_shared<ImageDataset>(load_fashion_mnist(recipe.data.path, Split::test));
+  return d;
+}
+
+TrainPlan make_plan(const Recipe& r, const TrainData& data) {
+  LC_CHECK(data.train, "no training data");
+  TrainPlan p;
+  p.global_batch = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum * r.distributed.world_size;
+  p.steps_per_epoch = data.train->size() / p.global_batch;
+  if (p.steps_per_epoch == 0)
+    LC_INPUT_ERROR(r.path, ": the global batch (micro_batch ", r.train.micro_batch, " x grad_accum ",
+                   r.train.grad_accum, " x world_size ", r.distributed.world_size, " = ", p.global_batch,
+                   ") is larger than the training set (", data.train->size(), " examples)");
+  p.steps = r.train.steps > 0 ? r.train.steps
+                              : static_cast<std::int64_t>(std::ceil(r.train.epochs * static_cast<double>(p.steps_per_epoch)));
+  p.steps = std::max<std::int64_t>(1, p.steps);
+  const auto model = make_model(r, *data.train);
+  p.parameters = static_cast<std::int64_t>(model->params().size());
+  p.model = model->describe();
+  return p;
+}
+
+TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts) {
+  const TrainPlan plan = make_plan(recipe, data);
+  if (!opts.run_dir.empty()) {
+    make_directories(opts.run_dir);
+    write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe));
+  }
+  if (opts.log) {
+    *opts.log << "laconic: " << plan.model << ", " << recipe.distributed.world_size << " ranks ("
+              << name_of(recipe.distributed.backend) << " backend), global batch " << plan.global_batch << ", "
+              << plan.steps << " steps (" << std::fixed << std::setprecision(2)
+              << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
+              << std::endl;
+    if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
+  }
+
+  TrainSummary summary;
+  std::mutex mu;
+  ThreadsOptions topts;
+  topts.timeout_s = recipe.distributed.timeout_s;
+  run_threads(recipe.distributed.world_size, [&](Communicator& comm) {
+    Worker worker(recipe, data, plan, opts, comm);
+    TrainSummary s = worker.run();
+    if (comm.rank() == 0) {
+      std::lock_guard lock(mu);
+      summary = std::move(s);
+    }
+  }, topts);
+
+  if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", summary_json(summary));
+  return summary;
+}
+
+}  // namespace laconic

@@ -1,0 +1,61 @@
+// The step loop: world_size ranks (threads of this process on the threads backend), each with
+// its own model replica, data shard, optimizer and sync strategy, driven by one Recipe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/core/params.h"
+#include "framework/data/fashion_mnist.h"
+#include "framework/recipe/recipe.h"
+
+namespace laconic {
+
+// Datasets are loaded once and shared read-only by all ranks.
+struct TrainData {
+  std::shared_ptr<const ImageDataset> train;
+  std::shared_ptr<const ImageDataset> test;  // may be null: no evaluation
+};
+
+// Loads what the recipe's [data] names. Throws InputError for missing or corrupt files.
+TrainData load_data(const Recipe& recipe);
+
+// What a recipe resolves to once the data is known.
+struct TrainPlan {
+  std::int64_t steps = 0;
+  std::int64_t global_batch = 0;     // micro_batch * grad_accum * world_size
+  std::int64_t steps_per_epoch = 0;  // full global batches per pass over the training set
+  std::int64_t parameters = 0;
+  std::string model;                 // Model::describe()
+};
+TrainPlan make_plan(const Recipe& recipe, const TrainData& data);
+
+struct TrainOptions {
+  std::string run_dir;          // where to write the run's files; "" = write nothing
+  std::ostream* log = nullptr;  // rank 0's log lines; null = silent
+  bool progress_line = false;   // a live progress line (when log is a terminal)
+  // Called on every rank after every optimizer step (tests observe replicas through it).
+  std::function<void(int rank, std::int64_t step, const ParamStore&)> on_step;
+};
+
+struct TrainSummary {
+  std::int64_t steps = 0;
+  double final_loss = 0;        // rank 0's mean training loss over the last log interval
+  double eval_loss = 0;         // on the test split (NaN when there is none)
+  double eval_accuracy = 0;
+  std::uint64_t bytes_sent = 0; // per rank (rank 0), cumulative
+  std::uint64_t bytes_recv = 0;
+  double compression_ratio = 1; // fp32 gradient bytes / payload bytes
+  double comm_s = 0;            // rank 0's time inside the sync strategy
+  double compute_s = 0;         // rank 0's forward + backward + optimizer time
+  double wall_s = 0;
+  std::vector<float> final_params;  // rank 0's parameters at the end
+};
+
+TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);
+
+}  // namespace laconic
