@@ -58,13 +58,12 @@ ForwardResult Mlp::forward(const Batch& batch, const ForwardOptions& opts) {
                batch.targets.size() >= static_cast<std::size_t>(rows),
            "mlp: batch of ", rows, " holds ", batch.inputs.size(), " inputs and ",
            batch.targets.size(), " targets");
-  const nn::StepInfo step{opts.train, opts.seed, opts.rank, opts.step};
   const float* x = batch.inputs.data();
   for (auto& b : blocks_) {
     x = b.fc.forward(x, rows);
     if (b.norm) x = b.norm->forward(x, rows);
     x = std::visit([&](auto& act) { return act.forward(x, rows); }, b.act);
-    if (b.drop) x = b.drop->forward(x, rows, step);
+    if (b.drop) x = b.drop->forward(x, rows, opts);
   }
   const float* logits = head_->forward(x, rows);
   const nn::LossResult l = loss_.forward(logits, batch.targets.data(), rows);

@@ -8,15 +8,9 @@
 
 #include "framework/core/batch.h"
 #include "framework/core/params.h"
+#include "framework/core/step.h"
 
 namespace laconic {
-
-struct ForwardOptions {
-  bool train = true;         // dropout on/off
-  std::uint64_t seed = 0;    // dropout key = rng::key({seed, rank, step, kDropout, layer})
-  int rank = 0;
-  std::int64_t step = 0;
-};
 
 struct ForwardResult {
   float loss = 0.0f;         // mean loss over counted examples

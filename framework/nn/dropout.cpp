@@ -12,12 +12,12 @@ Dropout::Dropout(const DropoutOptions& opts) : opts_(opts) {
   LC_CHECK(opts.p >= 0.0f && opts.p < 1.0f, "Dropout: p=", opts.p, " is outside [0, 1)");
 }
 
-std::uint64_t Dropout::key(const StepInfo& step) const {
+std::uint64_t Dropout::key(const ForwardOptions& step) const {
   return rng::key({step.seed, static_cast<std::uint64_t>(step.rank),
                    static_cast<std::uint64_t>(step.step), rng::kDropout, opts_.layer_id});
 }
 
-const float* Dropout::forward(const float* x, int rows, const StepInfo& step) {
+const float* Dropout::forward(const float* x, int rows, const ForwardOptions& step) {
   n_ = static_cast<std::size_t>(rows) * opts_.features;
   active_ = step.train && opts_.p > 0.0f;
   if (!active_) return x;

@@ -7,16 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace laconic::nn {
+#include "framework/core/step.h"
 
-// Where in a run a forward pass happens: what stochastic layers key their randomness on.
-// (Mirrors laconic::ForwardOptions, which nn cannot include: models depend on nn.)
-struct StepInfo {
-  bool train = true;
-  std::uint64_t seed = 0;
-  int rank = 0;
-  std::int64_t step = 0;
-};
+namespace laconic::nn {
 
 struct DropoutOptions {
   int features = 0;
@@ -29,11 +22,11 @@ class Dropout {
   explicit Dropout(const DropoutOptions& opts);
 
   // key = rng::key({seed, rank, step, rng::kDropout, layer_id}).
-  std::uint64_t key(const StepInfo& step) const;
+  std::uint64_t key(const ForwardOptions& step) const;
 
   // x: [rows, features] -> y. Outside training (or with p == 0) this is the identity and returns
   // x itself without copying; otherwise y is owned by the layer.
-  const float* forward(const float* x, int rows, const StepInfo& step);
+  const float* forward(const float* x, int rows, const ForwardOptions& step);
   // dy -> dx with the same mask and scale (or dy itself when forward was the identity).
   const float* backward(const float* dy);
 

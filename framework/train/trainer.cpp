@@ -238,7 +238,12 @@ class Worker {
       const std::int64_t done = step + 1;
       const bool last = done == plan_.steps;
       const bool eval_now = data_.test && (last || (r_.train.eval_every > 0 && done % r_.train.eval_every == 0));
-      if (eval_now) last_eval = evaluate(*model_, *data_.test, eval_batch_);
+      double eval_s = 0;
+      if (eval_now) {
+        Stopwatch te;
+        last_eval = evaluate(*model_, *data_.test, eval_batch_);
+        eval_s = te.seconds();
+      }
       if (last || eval_now || done % r_.train.log_every == 0) {
         const double now = wall.seconds();
         last_loss = interval_loss / static_cast<double>(interval_steps);
@@ -250,8 +255,9 @@ class Worker {
         rec.comm_s = comm_s;
         rec.compute_s = compute_s;
         rec.wall_s = now;
+        // Training throughput: the evaluation just run is not training time.
         rec.examples_per_s = static_cast<double>((done - last_log_step) * plan_.global_batch) /
-                             std::max(1e-9, now - last_log_wall);
+                             std::max(1e-9, now - last_log_wall - eval_s);
         rec.eval = eval_now ? &last_eval : nullptr;
         reporter->record(rec);
         interval_loss = 0;

@@ -193,7 +193,7 @@ TEST(DropoutGrad, InputWithFixedMask) {
   ParamStore none;
   none.finalize();
   Dropout drop({8, 0.4f, 3});
-  const StepInfo step{true, 17, 2, 5};
+  const ForwardOptions step{true, 17, 2, 5};
   auto x = random_normal(kRows * 8, 41);
   check_layer_gradients(
       none, x, kRows * 8, [&](const float* in) { return drop.forward(in, kRows, step); },
@@ -204,7 +204,7 @@ TEST(Dropout, BackwardMatchesMaskAndKeyIsPerLayerRankStep) {
   const int features = 50, rows = 40;
   const float p = 0.25f;
   Dropout drop({features, p, 3});
-  const StepInfo step{true, 17, 2, 5};
+  const ForwardOptions step{true, 17, 2, 5};
   EXPECT_EQ(drop.key(step), rng::key({17, 2, 5, rng::kDropout, 3}));
   const std::vector<float> x(rows * features, 1.0f), dy(rows * features, 3.0f);
   const float* y = drop.forward(x.data(), rows, step);
