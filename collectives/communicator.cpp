@@ -1,27 +1,160 @@
 #include "collectives/communicator.h"
 
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <thread>
+
 #include "collectives/algorithms/barrier_dissemination.h"
 #include "collectives/algorithms/broadcast_tree.h"
+#include "collectives/algorithms/pairwise_alltoall.h"
 #include "collectives/algorithms/ring_allreduce.h"
+#include "collectives/algorithms/tree_reduce.h"
 #include "framework/core/check.h"
 
 namespace laconic {
+
+const char* name_of(Algorithm a) {
+  switch (a) {
+    case Algorithm::auto_: return "auto";
+    case Algorithm::ring: return "ring";
+    case Algorithm::recursive_doubling: return "recursive_doubling";
+    case Algorithm::rabenseifner: return "rabenseifner";
+    case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::native: return "native";
+  }
+  return "?";
+}
+
+// ---- Work ----
+
+void Work::wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::done() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+// ---- the communication thread ----
+
+struct Communicator::AsyncQueue {
+  std::mutex mu;
+  std::condition_variable wake;  // work arrived, or stop
+  std::condition_variable idle;  // the queue ran empty
+  std::deque<std::function<void()>> ops;
+  bool running = false;  // an op is executing
+  bool stop = false;
+  std::thread thread;
+};
+
+Communicator::Communicator() = default;
+
+Communicator::~Communicator() {
+  if (async_) {
+    // A backend forgot stop_async(): joining now may call into a destroyed backend.
+    std::fprintf(stderr, "laconic: Communicator destroyed with a running communication thread\n");
+    stop_async();
+  }
+}
+
+void Communicator::stop_async() {
+  if (!async_) return;
+  {
+    std::lock_guard lock(async_->mu);
+    async_->stop = true;
+  }
+  async_->wake.notify_all();
+  async_->thread.join();
+  async_.reset();
+}
+
+void Communicator::async_loop() {
+  AsyncQueue& q = *async_;
+  std::unique_lock lock(q.mu);
+  for (;;) {
+    q.wake.wait(lock, [&] { return q.stop || !q.ops.empty(); });
+    if (q.ops.empty()) return;  // stop requested and nothing left to run
+    std::function<void()> op = std::move(q.ops.front());
+    q.ops.pop_front();
+    q.running = true;
+    lock.unlock();
+    op();  // never throws: submit() wraps it
+    lock.lock();
+    q.running = false;
+    if (q.ops.empty()) q.idle.notify_all();
+  }
+}
+
+std::shared_ptr<Work> Communicator::submit(std::function<void()> op) {
+  if (!async_) {
+    async_ = std::make_unique<AsyncQueue>();
+    async_->thread = std::thread([this] { async_loop(); });
+  }
+  auto work = std::make_shared<Work>();
+  {
+    std::lock_guard lock(async_->mu);
+    async_->ops.push_back([work, op = std::move(op)] {
+      try {
+        op();
+        work->finish(nullptr);
+      } catch (...) {
+        work->finish(std::current_exception());
+      }
+    });
+  }
+  async_->wake.notify_one();
+  return work;
+}
+
+void Communicator::drain() {
+  if (!async_ || std::this_thread::get_id() == async_->thread.get_id()) return;
+  std::unique_lock lock(async_->mu);
+  async_->idle.wait(lock, [&] { return async_->ops.empty() && !async_->running; });
+}
+
+void Communicator::wait_all() { drain(); }
+
+std::span<std::byte> Communicator::scratch(std::size_t bytes, int slot) {
+  auto& s = scratch_[slot];
+  if (s.size() < bytes) s.resize(bytes);
+  return {s.data(), bytes};
+}
+
+// ---- point-to-point ----
 
 namespace {
 void check_peer(const Communicator& c, int peer) {
   LC_CHECK(peer >= 0 && peer < c.size(), "rank ", c.rank(), ": peer ", peer, " outside a world of ",
            c.size(), " ranks");
 }
+void check_root(const Communicator& c, int root) {
+  LC_CHECK(root >= 0 && root < c.size(), "root ", root, " outside a world of ", c.size(), " ranks");
+}
 }  // namespace
 
 void Communicator::send(const void* data, std::size_t bytes, int peer) {
   check_peer(*this, peer);
+  drain();
   do_send(data, bytes, peer);
   count(bytes, 0, 1);
 }
 
 void Communicator::recv(void* data, std::size_t bytes, int peer) {
   check_peer(*this, peer);
+  drain();
   do_recv(data, bytes, peer);
   count(0, bytes, 0);
 }
@@ -30,18 +163,137 @@ void Communicator::sendrecv(const void* send_data, std::size_t send_bytes, int t
                             std::size_t recv_bytes, int from) {
   check_peer(*this, to);
   check_peer(*this, from);
+  drain();
   do_sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
   count(send_bytes, recv_bytes, 1);
 }
 
-void Communicator::all_reduce(std::span<float> data, ReduceOp op) {
-  RingAllReduce(*this, data, op, reduce_scratch_).run();
+// ---- collectives: argument checks, then the (possibly native) implementation ----
+
+void Communicator::all_reduce(Buf data, ReduceOp op) {
+  drain();
+  do_all_reduce(data, op);
 }
 
-void Communicator::broadcast(void* data, std::size_t bytes, int root) {
-  BroadcastTree(*this, data, bytes, root).run();
+void Communicator::reduce(Buf data, ReduceOp op, int root) {
+  check_root(*this, root);
+  drain();
+  do_reduce(data, op, root);
 }
 
-void Communicator::barrier() { BarrierDissemination(*this).run(); }
+void Communicator::reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
+  LC_CHECK(send.dtype == recv.dtype && send.count == recv.count * static_cast<std::size_t>(size()),
+           "reduce_scatter: send must hold size() blocks of recv.count elements; got ", send.count,
+           " and ", recv.count, " for ", size(), " ranks");
+  drain();
+  do_reduce_scatter(send, recv, op);
+}
+
+void Communicator::all_gather(CBuf send, Buf recv) {
+  LC_CHECK(send.dtype == recv.dtype && recv.count == send.count * static_cast<std::size_t>(size()),
+           "all_gather: recv must hold size() blocks of send.count elements; got ", send.count,
+           " and ", recv.count, " for ", size(), " ranks");
+  drain();
+  do_all_gather(send, recv);
+}
+
+void Communicator::all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
+  LC_CHECK(counts.size() == static_cast<std::size_t>(size()), "all_gather_v: ", counts.size(),
+           " counts for ", size(), " ranks");
+  std::size_t total = 0;
+  for (auto c : counts) total += c;
+  LC_CHECK(send.dtype == recv.dtype && send.count == counts[static_cast<std::size_t>(rank())] &&
+               recv.count == total,
+           "all_gather_v: rank ", rank(), " sends ", send.count, " elements (counts say ",
+           counts[static_cast<std::size_t>(rank())], "), recv holds ", recv.count, " (counts sum to ", total, ")");
+  drain();
+  do_all_gather_v(send, recv, counts);
+}
+
+void Communicator::all_to_all(CBuf send, Buf recv) {
+  drain();
+  do_all_to_all(send, recv);
+}
+
+void Communicator::broadcast(Buf data, int root) {
+  check_root(*this, root);
+  drain();
+  do_broadcast(data, root);
+}
+
+void Communicator::barrier() {
+  drain();
+  do_barrier();
+}
+
+// ---- async forms: the same calls, run on the communication thread ----
+
+std::shared_ptr<Work> Communicator::all_reduce_async(Buf data, ReduceOp op) {
+  return submit([this, data, op] { all_reduce(data, op); });
+}
+
+std::shared_ptr<Work> Communicator::reduce_scatter_async(CBuf send, Buf recv, ReduceOp op) {
+  return submit([this, send, recv, op] { reduce_scatter(send, recv, op); });
+}
+
+std::shared_ptr<Work> Communicator::all_gather_async(CBuf send, Buf recv) {
+  return submit([this, send, recv] { all_gather(send, recv); });
+}
+
+std::shared_ptr<Work> Communicator::broadcast_async(Buf data, int root) {
+  return submit([this, data, root] { broadcast(data, root); });
+}
+
+// ---- default implementations: our algorithms over point-to-point ----
+
+void Communicator::do_all_reduce(Buf data, ReduceOp op) {
+  Algorithm a = algorithm_;
+  if (a == Algorithm::auto_) a = chooser_ ? chooser_(data.bytes()) : Algorithm::ring;
+  switch (a) {
+    case Algorithm::ring:
+    case Algorithm::native:  // a backend without a native all-reduce: ours is its native one
+      RingAllReduce(*this, data, op, scratch(RingAllReduce::scratch_bytes(data.count, data.dtype, size()))).run();
+      return;
+    default:
+      LC_CHECK(false, "all-reduce algorithm '", name_of(a), "' is not available");
+  }
+}
+
+void Communicator::do_reduce(Buf data, ReduceOp op, int root) {
+  TreeReduce(*this, data, op, root, scratch(2 * data.bytes())).run();
+}
+
+void Communicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
+  // Work on a copy of `send` (the ring folds in place), then take this rank's reduced block.
+  const int n = size(), r = rank();
+  std::span<std::byte> work = scratch(send.bytes(), 1);
+  if (send.bytes()) std::memcpy(work.data(), send.data, send.bytes());
+  const Buf all{work.data(), send.count, send.dtype};
+  const RingChunks chunks{send.count, n};
+  RingReduceScatter(*this, all, chunks, op, scratch(chunks.max_size() * dtype_size(send.dtype))).run();
+  const Buf own = all.sub(chunks.offset(r), chunks.size(r));
+  if (op == ReduceOp::avg) finish_avg(own.data, own.count, own.dtype, n);
+  if (own.bytes()) std::memcpy(recv.data, own.data, own.bytes());
+}
+
+void Communicator::do_all_gather(CBuf send, Buf recv) {
+  const RingChunks chunks{recv.count, size()};
+  const Buf own = recv.sub(chunks.offset(rank()), chunks.size(rank()));
+  if (own.bytes()) std::memcpy(own.data, send.data, own.bytes());
+  RingAllGather(*this, recv, chunks).run();
+}
+
+void Communicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
+  const RingChunks chunks{recv.count, size(), counts};
+  const Buf own = recv.sub(chunks.offset(rank()), chunks.size(rank()));
+  if (own.bytes()) std::memcpy(own.data, send.data, own.bytes());
+  RingAllGather(*this, recv, chunks).run();
+}
+
+void Communicator::do_all_to_all(CBuf send, Buf recv) { PairwiseAllToAll(*this, send, recv).run(); }
+
+void Communicator::do_broadcast(Buf data, int root) { BroadcastTree(*this, data.data, data.bytes(), root).run(); }
+
+void Communicator::do_barrier() { BarrierDissemination(*this).run(); }
 
 }  // namespace laconic

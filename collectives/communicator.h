@@ -1,21 +1,39 @@
 // The collective layer's one interface. A Communicator is one rank's handle on a group of
-// `size()` ranks. Backends implement point-to-point exchange (and may override collectives with
-// native ones); the base class implements collectives with the algorithm classes in
-// collectives/algorithms/ over that point-to-point exchange, in a fixed reduction order so that
-// results are deterministic and identical on every rank.
+// `size()` ranks. Backends implement point-to-point exchange and may override any collective
+// with a native one; the defaults are the algorithm classes in collectives/algorithms/, run over
+// this communicator's point-to-point exchange in a fixed reduction order, so results are
+// deterministic and identical on every rank.
 //
-// Every byte a rank puts on the wire or takes off it is counted (bytes(), per rank, cumulative).
+// Semantics follow MPI: every rank calls the same collectives in the same order. Buffers are
+// typed views (Buf/CBuf, collectives/dtype.h). Every byte a rank puts on the wire or takes off
+// it is counted (bytes(): per rank, cumulative).
+//
+// Async: the *_async forms queue the operation on this rank's communication thread (started on
+// first use) and return a Work to wait() on; queued operations run in issue order. Any blocking
+// call made from another thread first waits until the queue is empty, so sync and async calls
+// can be mixed freely as long as all ranks issue them in the same order.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "collectives/dtype.h"
+
 namespace laconic {
 
-enum class ReduceOp { sum, avg, max };
+// Which algorithm a collective runs. `native` = the backend's own (MPI_Allreduce, NCCL, ...),
+// `auto_` = chosen per call by the alpha-beta cost model (collectives/netsim/cost_model.h).
+enum class Algorithm { auto_, ring, recursive_doubling, rabenseifner, hierarchical, native };
+const char* name_of(Algorithm a);
 
 struct ByteCounters {
   std::uint64_t sent = 0;
@@ -23,9 +41,29 @@ struct ByteCounters {
   std::uint64_t messages_sent = 0;
 };
 
+// Completion handle of an async collective.
+class Work {
+ public:
+  // Blocks until the operation finished; rethrows its exception if it failed.
+  void wait();
+  bool done() const;
+
+  // Used by the communication thread.
+  void finish(std::exception_ptr error);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  Communicator();
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -40,15 +78,52 @@ class Communicator {
   void sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                 std::size_t recv_bytes, int from);
 
-  // ---- collectives (f32 for now; more dtypes come with the collective-layer issue) ----
-  // In place; every rank ends with the same bits. Default: ring (reduce-scatter + all-gather).
-  virtual void all_reduce(std::span<float> data, ReduceOp op);
-  // Root's bytes copied to every rank. Default: binomial tree over point-to-point.
-  virtual void broadcast(void* data, std::size_t bytes, int root);
-  // Returns when every rank has entered. Default: dissemination over point-to-point.
-  virtual void barrier();
+  // ---- collectives ----
+  // In place; every rank ends with the same bits.
+  void all_reduce(Buf data, ReduceOp op);
+  // In place at `root`; other ranks' buffers are left unchanged.
+  void reduce(Buf data, ReduceOp op, int root);
+  // send holds size() blocks of recv.count elements; rank r receives the reduction of block r.
+  void reduce_scatter(CBuf send, Buf recv, ReduceOp op);
+  // recv holds size() blocks of send.count elements, block r from rank r.
+  void all_gather(CBuf send, Buf recv);
+  // Variable counts: rank r contributes counts[r] elements, placed at sum(counts[0..r)) in recv.
+  void all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts);
+  // send and recv hold size() equal blocks; block j of rank i lands as block i of rank j.
+  void all_to_all(CBuf send, Buf recv);
+  // Root's data copied to every rank.
+  void broadcast(Buf data, int root);
+  // Returns when every rank has entered.
+  void barrier();
 
-  ByteCounters bytes() const { return counters_; }
+  // Conveniences for the common cases.
+  void all_reduce(std::span<float> data, ReduceOp op) { all_reduce(buf(data), op); }
+  void broadcast(void* data, std::size_t bytes, int root) { broadcast(Buf{data, bytes, DType::u8}, root); }
+
+  // ---- async forms (see the header comment) ----
+  std::shared_ptr<Work> all_reduce_async(Buf data, ReduceOp op);
+  std::shared_ptr<Work> reduce_scatter_async(CBuf send, Buf recv, ReduceOp op);
+  std::shared_ptr<Work> all_gather_async(CBuf send, Buf recv);
+  std::shared_ptr<Work> broadcast_async(Buf data, int root);
+  // Waits until every queued operation has run (rethrows nothing: wait() on each Work does).
+  void wait_all();
+
+  // The all-reduce algorithm used by all_reduce (default ring). With Algorithm::auto_, the
+  // chooser picks per call from the message size (set by whoever knows the network, e.g. the
+  // cost model of collectives/netsim); without a chooser, a fixed size rule is used.
+  void set_algorithm(Algorithm a) { algorithm_ = a; }
+  Algorithm algorithm() const { return algorithm_; }
+  void set_algorithm_chooser(std::function<Algorithm(std::size_t bytes)> chooser) { chooser_ = std::move(chooser); }
+
+  // Topology: group_of[r] = the group (node, datacenter) of rank r; empty = one group. Used by
+  // the hierarchical algorithm and the network simulator. Must be the same on every rank.
+  void set_groups(std::vector<int> group_of) { groups_ = std::move(group_of); }
+  const std::vector<int>& groups() const { return groups_; }
+
+  ByteCounters bytes() const {
+    return {sent_.load(std::memory_order_relaxed), recv_.load(std::memory_order_relaxed),
+            messages_.load(std::memory_order_relaxed)};
+  }
 
  protected:
   // Backends move bytes; the public wrappers above count them.
@@ -56,17 +131,46 @@ class Communicator {
   virtual void do_recv(void* data, std::size_t bytes, int peer) = 0;
   virtual void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                            std::size_t recv_bytes, int from) = 0;
+
+  // Collectives: the defaults run our algorithms over point-to-point; a backend may override
+  // with native ones (and must then count their traffic with count()).
+  virtual void do_all_reduce(Buf data, ReduceOp op);
+  virtual void do_reduce(Buf data, ReduceOp op, int root);
+  virtual void do_reduce_scatter(CBuf send, Buf recv, ReduceOp op);
+  virtual void do_all_gather(CBuf send, Buf recv);
+  virtual void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts);
+  virtual void do_all_to_all(CBuf send, Buf recv);
+  virtual void do_broadcast(Buf data, int root);
+  virtual void do_barrier();
+
   // Native collectives that bypass send()/recv() add their traffic here.
   void count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages) {
-    counters_.sent += sent;
-    counters_.recv += recv;
-    counters_.messages_sent += messages;
+    sent_.fetch_add(sent, std::memory_order_relaxed);
+    recv_.fetch_add(recv, std::memory_order_relaxed);
+    messages_.fetch_add(messages, std::memory_order_relaxed);
   }
 
+  // Scratch bytes for algorithms, kept across calls so steady-state collectives allocate nothing.
+  // `slot` 0 and 1 are independent buffers.
+  std::span<std::byte> scratch(std::size_t bytes, int slot = 0);
+
+  // Every backend's destructor calls this first: it joins the communication thread while the
+  // backend's virtual functions can still be called.
+  void stop_async();
+
  private:
-  ByteCounters counters_;
-  // The ring all-reduce's receive buffer (one chunk), kept so repeated all-reduces allocate nothing.
-  std::vector<float> reduce_scratch_;
+  std::shared_ptr<Work> submit(std::function<void()> op);
+  void drain();  // waits for the queue unless called from the communication thread itself
+  void async_loop();
+
+  std::atomic<std::uint64_t> sent_{0}, recv_{0}, messages_{0};
+  Algorithm algorithm_ = Algorithm::ring;
+  std::function<Algorithm(std::size_t)> chooser_;
+  std::vector<int> groups_;
+  std::vector<std::byte> scratch_[2];
+
+  struct AsyncQueue;
+  std::unique_ptr<AsyncQueue> async_;
 };
 
 }  // namespace laconic

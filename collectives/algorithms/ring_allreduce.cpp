@@ -2,72 +2,84 @@
 
 #include <algorithm>
 
+#include "framework/core/check.h"
+
 namespace laconic {
+namespace {
+int wrap(int i, int n) { return ((i % n) + n) % n; }
+}  // namespace
 
 std::size_t RingChunks::size(int c) const {
+  if (!counts.empty()) return counts[static_cast<std::size_t>(c)];
   const auto un = static_cast<std::size_t>(n);
   return count / un + (static_cast<std::size_t>(c) < count % un ? 1 : 0);
 }
 
 std::size_t RingChunks::offset(int c) const {
+  if (!counts.empty()) {
+    std::size_t o = 0;
+    for (int i = 0; i < c; ++i) o += counts[static_cast<std::size_t>(i)];
+    return o;
+  }
   const auto un = static_cast<std::size_t>(n);
   const auto uc = static_cast<std::size_t>(c);
   return uc * (count / un) + std::min(uc, count % un);
 }
 
-RingAllReduce::RingAllReduce(Communicator& comm, std::span<float> data, ReduceOp op,
-                             std::vector<float>& scratch)
-    : comm_(comm),
-      data_(data),
-      op_(op),
-      scratch_(scratch),
-      rank_(comm.rank()),
-      n_(comm.size()),
-      chunks_{data.size(), comm.size()} {}
+std::size_t RingChunks::max_size() const {
+  if (!counts.empty()) return *std::max_element(counts.begin(), counts.end());
+  return n > 0 ? size(0) : 0;
+}
+
+RingReduceScatter::RingReduceScatter(Communicator& comm, Buf data, RingChunks chunks, ReduceOp op,
+                                     std::span<std::byte> scratch)
+    : comm_(comm), data_(data), chunks_(chunks), op_(op), scratch_(scratch) {
+  LC_CHECK(scratch.size() >= chunks.max_size() * dtype_size(data.dtype), "ring scratch too small");
+}
+
+void RingReduceScatter::run() {
+  const int n = comm_.size(), r = comm_.rank();
+  if (n == 1 || data_.count == 0) return;
+  const int next = wrap(r + 1, n), prev = wrap(r - 1, n);
+  const auto chunk = [&](int c) { return data_.sub(chunks_.offset(wrap(c, n)), chunks_.size(wrap(c, n))); };
+  for (int s = 0; s < n - 1; ++s) {
+    const Buf out = chunk(r - s - 1);
+    const Buf acc = chunk(r - s - 2);
+    comm_.sendrecv(out.data, out.bytes(), next, scratch_.data(), acc.bytes(), prev);
+    // The partial from upstream is the left operand: the fold order documented in the header.
+    reduce_into(acc.data, scratch_.data(), acc.count, acc.dtype, op_);
+  }
+}
+
+RingAllGather::RingAllGather(Communicator& comm, Buf data, RingChunks chunks)
+    : comm_(comm), data_(data), chunks_(chunks) {}
+
+void RingAllGather::run() {
+  const int n = comm_.size(), r = comm_.rank();
+  if (n == 1 || data_.count == 0) return;
+  const int next = wrap(r + 1, n), prev = wrap(r - 1, n);
+  const auto chunk = [&](int c) { return data_.sub(chunks_.offset(wrap(c, n)), chunks_.size(wrap(c, n))); };
+  for (int s = 0; s < n - 1; ++s) {
+    const Buf out = chunk(r - s);
+    const Buf in = chunk(r - s - 1);
+    comm_.sendrecv(out.data, out.bytes(), next, in.data, in.bytes(), prev);
+  }
+}
+
+RingAllReduce::RingAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch)
+    : comm_(comm), data_(data), op_(op), scratch_(scratch) {}
 
 void RingAllReduce::run() {
-  if (n_ == 1 || data_.empty()) return;  // sum, avg and max of one contribution are the identity
-  if (scratch_.size() < chunks_.max_size()) scratch_.resize(chunks_.max_size());
-  reduce_scatter();
+  const int n = comm_.size();
+  if (n == 1 || data_.count == 0) return;  // sum, avg and max of one contribution are the identity
+  const RingChunks chunks{data_.count, n};
+  RingReduceScatter(comm_, data_, chunks, op_, scratch_).run();
   if (op_ == ReduceOp::avg) {
     // Divided once, by the owner, so every rank receives the same bits (sum/N correctly rounded).
-    const float n = static_cast<float>(n_);
-    for (float& x : chunk(rank_)) x /= n;
+    const Buf own = data_.sub(chunks.offset(comm_.rank()), chunks.size(comm_.rank()));
+    finish_avg(own.data, own.count, own.dtype, n);
   }
-  all_gather();
-}
-
-void RingAllReduce::reduce_scatter() {
-  const int next = wrap(rank_ + 1), prev = wrap(rank_ - 1);
-  for (int s = 0; s < n_ - 1; ++s) {
-    const std::span<const float> out = chunk(wrap(rank_ - s - 1));
-    const std::span<float> acc = chunk(wrap(rank_ - s - 2));
-    const std::span<float> in(scratch_.data(), acc.size());
-    comm_.sendrecv(out.data(), out.size_bytes(), next, in.data(), in.size_bytes(), prev);
-    fold(acc, in);
-  }
-}
-
-void RingAllReduce::all_gather() {
-  const int next = wrap(rank_ + 1), prev = wrap(rank_ - 1);
-  for (int s = 0; s < n_ - 1; ++s) {
-    const std::span<const float> out = chunk(wrap(rank_ - s));
-    const std::span<float> in = chunk(wrap(rank_ - s - 1));
-    comm_.sendrecv(out.data(), out.size_bytes(), next, in.data(), in.size_bytes(), prev);
-  }
-}
-
-void RingAllReduce::fold(std::span<float> acc, std::span<const float> in) const {
-  // `in` is the partial from upstream ranks and `acc` holds this rank's contribution; the partial
-  // goes on the left so the fold order is the one documented in the header.
-  const std::size_t n = acc.size();
-  float* a = acc.data();
-  const float* b = in.data();
-  if (op_ == ReduceOp::max) {
-    for (std::size_t i = 0; i < n; ++i) a[i] = std::max(b[i], a[i]);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + a[i];
-  }
+  RingAllGather(comm_, data_, chunks).run();
 }
 
 }  // namespace laconic

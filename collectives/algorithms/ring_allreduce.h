@@ -1,9 +1,12 @@
-// Ring all-reduce (Patarasuk & Yuan 2009; the gloo/NCCL ring): a reduce-scatter followed by an
-// all-gather, both around the ring r -> r+1 using sendrecv with the two neighbours.
+// Ring collectives (Patarasuk & Yuan 2009; the gloo/NCCL ring), around r -> r+1 using sendrecv
+// with the two neighbours. A buffer of `count` elements is cut into N chunks (ChunkLayout); the
+// reduce-scatter phase leaves rank r owning the fully reduced chunk r, the all-gather phase
+// circulates every owned chunk to every rank. All-reduce = reduce-scatter + all-gather.
 //
-// Chunking: the `count` elements are cut into N chunks; chunk c has
+// Equal chunking (RingChunks): chunk c has
 //   size(c)   = floor(count/N) + (c < count % N ? 1 : 0)        (sizes differ by at most 1)
 //   offset(c) = c * floor(count/N) + min(c, count % N)
+// Variable chunking (all_gather_v): size(c) = counts[c], offset(c) = counts[0] + ... + counts[c-1].
 //
 // Steps (N ranks, indices mod N):
 //   reduce-scatter, s = 0..N-2: send chunk r-s-1 to r+1, receive chunk r-s-2 from r-1 and fold
@@ -13,52 +16,74 @@
 //   all-gather, s = 0..N-2: send chunk r-s to r+1, receive chunk r-s-1 from r-1 (in place).
 //     Every rank ends with the owner's bits for every chunk: results are bitwise identical.
 //
-// Bytes on the wire for rank r (S = 4*count bytes, sizes in elements):
-//   sent(r) = 4 * (2*count - size(r) - size(r+1))      (every chunk but r, then every chunk but r+1)
-//   recv(r) = 4 * (2*count - size(r-1) - size(r))
-//   messages_sent(r) = 2*(N-1) when count > 0 and N > 1, else 0 (nothing is sent at all).
-// Summed over ranks: 2*(N-1)*S; when N divides count, exactly 2*(N-1)/N*S per rank.
+// Bytes on the wire for rank r (E = element size, sizes in elements):
+//   reduce-scatter: sent(r) = E * (count - size(r)),     recv(r) = E * (count - size(r-1))
+//   all-gather:     sent(r) = E * (count - size(r+1)),   recv(r) = E * (count - size(r))
+//   all-reduce:     sent(r) = E * (2*count - size(r) - size(r+1)), recv(r) = E * (2*count - size(r-1) - size(r))
+//   messages_sent(r) = N-1 per phase when count > 0 and N > 1, else 0 (nothing is sent at all).
+// All-reduce summed over ranks: 2*(N-1)*S; when N divides count, exactly 2*(N-1)/N*S per rank.
 // Cost: 2(N-1)α + 2(N-1)/N·Sβ + (N-1)/N·Sγ (Thakur, Rabenseifner & Gropp 2005).
 #pragma once
 
 #include <cstddef>
 #include <span>
-#include <vector>
 
 #include "collectives/communicator.h"
 
 namespace laconic {
 
-// The ring's chunking of `count` elements over `n` ranks (see the formulas above).
+// The ring's chunking of `count` elements over `n` ranks (see the formulas above). With
+// `counts` non-empty (n entries), chunk c is counts[c] elements instead.
 struct RingChunks {
   std::size_t count;
   int n;
+  std::span<const std::size_t> counts = {};
   std::size_t size(int c) const;
   std::size_t offset(int c) const;
-  std::size_t max_size() const { return size(0); }
+  std::size_t max_size() const;
+};
+
+// In place on `data` (all `count` elements). Afterwards rank r's chunk r holds the reduction;
+// the other chunks hold partial sums. `scratch` must hold max_size() elements.
+class RingReduceScatter {
+ public:
+  RingReduceScatter(Communicator& comm, Buf data, RingChunks chunks, ReduceOp op, std::span<std::byte> scratch);
+  void run();
+
+ private:
+  Communicator& comm_;
+  Buf data_;
+  RingChunks chunks_;
+  ReduceOp op_;
+  std::span<std::byte> scratch_;
+};
+
+// In place on `data`: rank r's chunk r is circulated to every rank.
+class RingAllGather {
+ public:
+  RingAllGather(Communicator& comm, Buf data, RingChunks chunks);
+  void run();
+
+ private:
+  Communicator& comm_;
+  Buf data_;
+  RingChunks chunks_;
 };
 
 class RingAllReduce {
  public:
-  // `scratch` receives incoming partial chunks; it is grown to one chunk and kept by the caller
-  // (the communicator) so steady-state all-reduces allocate nothing.
-  RingAllReduce(Communicator& comm, std::span<float> data, ReduceOp op, std::vector<float>& scratch);
+  // `scratch` receives incoming partial chunks: at least scratch_bytes(count, dtype, N).
+  RingAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch);
+  static std::size_t scratch_bytes(std::size_t count, DType t, int n) {
+    return RingChunks{count, n}.max_size() * dtype_size(t);
+  }
   void run();
 
  private:
-  int wrap(int i) const { return ((i % n_) + n_) % n_; }
-  std::span<float> chunk(int c) const { return data_.subspan(chunks_.offset(c), chunks_.size(c)); }
-  void reduce_scatter();
-  void all_gather();
-  void fold(std::span<float> acc, std::span<const float> in) const;  // acc = acc (op) in
-
   Communicator& comm_;
-  std::span<float> data_;
+  Buf data_;
   ReduceOp op_;
-  std::vector<float>& scratch_;
-  int rank_;
-  int n_;
-  RingChunks chunks_;
+  std::span<std::byte> scratch_;
 };
 
 }  // namespace laconic

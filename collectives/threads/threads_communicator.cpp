@@ -2,17 +2,26 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "framework/core/check.h"
 
 namespace laconic {
 
+namespace {
+// A queue is compacted once this many drained entries lead it (and they are at least half).
+constexpr std::size_t kCompactAfter = 16;
+}  // namespace
+
+void ThreadsWorld::Buffer::reserve(std::size_t bytes) {
+  if (bytes <= capacity) return;
+  data = std::make_unique_for_overwrite<std::byte[]>(bytes);  // no zeroing: always overwritten
+  capacity = bytes;
+}
+
 void ThreadsWorld::Buffer::assign(const void* src, std::size_t bytes) {
-  if (bytes > capacity) {
-    data = std::make_unique_for_overwrite<std::byte[]>(bytes);  // no zeroing: overwritten below
-    capacity = bytes;
-  }
+  reserve(bytes);
   size = bytes;
   if (bytes > 0) std::memcpy(data.get(), src, bytes);
 }
@@ -29,11 +38,21 @@ void ThreadsWorld::send(int src, int dst, const void* data, std::size_t bytes) {
   Mailbox& m = box(src, dst);
   Buffer buf;
   {
+    // Growth (see the header) allocates under the lock, but only while the pool warms up.
     std::lock_guard lock(m.mu);
-    if (!m.free.empty()) {
-      buf = std::move(m.free.back());
-      m.free.pop_back();
+    if (m.free.empty()) {
+      m.pool += static_cast<std::size_t>(size_);
+      // Vector capacity for every state too: free holds at most the pool; the queue holds the
+      // pending messages (at most the pool) behind a drained prefix that compaction keeps below
+      // max(kCompactAfter, pending).
+      m.free.reserve(m.pool);
+      m.queue.reserve(kCompactAfter + 2 * m.pool);
+      m.free.resize(static_cast<std::size_t>(size_));
     }
+    if (bytes > m.capacity) m.capacity = bytes + bytes / 16 + 64;
+    for (Buffer& b : m.free) b.reserve(m.capacity);  // a no-op once grown
+    buf = std::move(m.free.back());
+    m.free.pop_back();
   }
   buf.assign(data, bytes);  // the copy runs outside the lock: the receiver can drain meanwhile
   {
@@ -68,7 +87,7 @@ void ThreadsWorld::recv(int dst, int src, void* data, std::size_t bytes) {
     if (++m.head == m.queue.size()) {
       m.queue.clear();
       m.head = 0;
-    } else if (m.head >= 16 && 2 * m.head >= m.queue.size()) {
+    } else if (m.head >= kCompactAfter && 2 * m.head >= m.queue.size()) {
       m.queue.erase(m.queue.begin(), m.queue.begin() + static_cast<std::ptrdiff_t>(m.head));
       m.head = 0;
     }
@@ -77,6 +96,7 @@ void ThreadsWorld::recv(int dst, int src, void* data, std::size_t bytes) {
   if (got == bytes && bytes > 0) std::memcpy(data, buf.data.get(), bytes);
   {
     std::lock_guard lock(m.mu);
+    buf.reserve(m.capacity);  // it was in flight when the mailbox's buffers last grew
     m.free.push_back(std::move(buf));
   }
   if (got != bytes)
@@ -148,12 +168,16 @@ void ThreadsCommunicator::do_sendrecv(const void* send_data, std::size_t send_by
 void run_threads(int world_size, const std::function<void(Communicator&)>& fn, ThreadsOptions opts) {
   ThreadsWorld world(world_size, opts);
   const auto rank_main = [&](int rank) {
+    // The communicator outlives the catch: a failure must be recorded (waking every waiter)
+    // before its destructor joins a communication thread that may be blocked on a peer.
+    std::optional<ThreadsCommunicator> comm;
     try {
-      ThreadsCommunicator comm(world, rank);
-      fn(comm);
+      comm.emplace(world, rank);
+      fn(*comm);
     } catch (...) {
       world.fail(rank, std::current_exception());
     }
+    comm.reset();
     world.finish(rank);
   };
   std::vector<std::thread> threads;

@@ -7,6 +7,13 @@
 // returns the buffer to the free list. Buffers keep their capacity, so steady-state traffic
 // allocates nothing and nobody spins.
 //
+// "Steady state" must come early and deterministically (no allocation in the step loop), yet how
+// many messages a mailbox holds at once depends on scheduling and can reach a new high late in a
+// run. So a mailbox grows its pool world_size buffers at a time, which is all a ring collective
+// can ever need (a rank's sends lead its successor's receives by at most world_size: each
+// sendrecv waits on its predecessor, around the ring), and all of a mailbox's buffers share one
+// capacity, grown for all of them at once and with slack (ring chunks differ by an element).
+//
 // Failure: when a rank throws, the world is marked failed and every rank blocked in recv wakes up
 // and throws Error("rank R failed: <what>"); a recv from a rank that has already returned, or one
 // that waits longer than timeout_s, throws too. run_threads rethrows the first failure.
@@ -50,6 +57,7 @@ class ThreadsWorld {
     std::unique_ptr<std::byte[]> data;
     std::size_t size = 0;
     std::size_t capacity = 0;
+    void reserve(std::size_t bytes);  // drops the contents when it grows
     void assign(const void* src, std::size_t bytes);
   };
   // FIFO from one sender to one receiver. Aligned so neighbouring mailboxes share no cache line.
@@ -59,6 +67,8 @@ class ThreadsWorld {
     std::vector<Buffer> queue;  // queue[head..] are pending, oldest first
     std::size_t head = 0;
     std::vector<Buffer> free;   // drained buffers, reused by the next sends
+    std::size_t pool = 0;       // buffers owned: free, queued or being filled or drained
+    std::size_t capacity = 0;   // every owned buffer is grown to this before it is filled
   };
 
   Mailbox& box(int src, int dst) { return boxes_[static_cast<std::size_t>(src * size_ + dst)]; }
@@ -79,6 +89,7 @@ class ThreadsWorld {
 class ThreadsCommunicator final : public Communicator {
  public:
   ThreadsCommunicator(ThreadsWorld& world, int rank) : world_(world), rank_(rank) {}
+  ~ThreadsCommunicator() override { stop_async(); }
 
   int rank() const override { return rank_; }
   int size() const override { return world_.size(); }

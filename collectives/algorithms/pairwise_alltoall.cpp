@@ -1,0 +1,31 @@
+#include "collectives/algorithms/pairwise_alltoall.h"
+
+#include <cstring>
+
+#include "framework/core/check.h"
+
+namespace laconic {
+
+PairwiseAllToAll::PairwiseAllToAll(Communicator& comm, CBuf send, Buf recv)
+    : comm_(comm), send_(send), recv_(recv) {
+  const auto n = static_cast<std::size_t>(comm.size());
+  LC_CHECK(send.dtype == recv.dtype && send.count == recv.count && send.count % n == 0,
+           "all_to_all needs equal send/recv buffers of size() blocks; got ", send.count, " and ",
+           recv.count, " elements for ", n, " ranks");
+}
+
+void PairwiseAllToAll::run() {
+  const int n = comm_.size(), r = comm_.rank();
+  const std::size_t block = send_.count / static_cast<std::size_t>(n);
+  const auto at = [&](int i) { return static_cast<std::size_t>(i) * block; };
+  if (block == 0) return;
+  std::memcpy(recv_.sub(at(r), block).data, send_.sub(at(r), block).data, block * dtype_size(send_.dtype));
+  for (int s = 1; s < n; ++s) {
+    const int to = (r + s) % n, from = (r - s + n) % n;
+    const CBuf out = send_.sub(at(to), block);
+    const Buf in = recv_.sub(at(from), block);
+    comm_.sendrecv(out.data, out.bytes(), to, in.data, in.bytes(), from);
+  }
+}
+
+}  // namespace laconic

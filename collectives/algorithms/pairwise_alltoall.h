@@ -1,0 +1,22 @@
+// Pairwise-exchange all-to-all: in step s = 1..N-1 rank r sends its block for r+s and receives
+// the block from r-s, so every step is a perfect matching and no rank is a hotspot.
+// Bytes per rank for blocks of B bytes: sent = recv = (N-1)·B in N-1 messages.
+// Cost: (N-1)·(α + Bβ).
+#pragma once
+
+#include "collectives/communicator.h"
+
+namespace laconic {
+
+class PairwiseAllToAll {
+ public:
+  PairwiseAllToAll(Communicator& comm, CBuf send, Buf recv);
+  void run();
+
+ private:
+  Communicator& comm_;
+  CBuf send_;
+  Buf recv_;
+};
+
+}  // namespace laconic

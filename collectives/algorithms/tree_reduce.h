@@ -1,0 +1,30 @@
+// Binomial-tree reduce to a root (the mirror image of BroadcastTree). Ranks are renumbered
+// relative to the root, v = (r - root) mod N. For mask = 1, 2, 4, ...: a rank with bit `mask`
+// set sends its partial to v - mask and is done; otherwise it receives the partial of v + mask
+// (when that exists) and folds it in. The fold order is fixed by N and root, so the result is
+// deterministic. Non-root ranks accumulate in scratch, leaving their buffer unchanged.
+// Bytes for S bytes: every non-root rank sends S once; rank v receives S from each child
+// (the root ceil(log2 N) times); summed over ranks (N-1)·S. Cost: ceil(log2 N)·(α + Sβ + Sγ).
+#pragma once
+
+#include <span>
+
+#include "collectives/communicator.h"
+
+namespace laconic {
+
+class TreeReduce {
+ public:
+  // scratch: at least 2 * data.bytes() (the incoming partial, and the non-root accumulator).
+  TreeReduce(Communicator& comm, Buf data, ReduceOp op, int root, std::span<std::byte> scratch);
+  void run();
+
+ private:
+  Communicator& comm_;
+  Buf data_;
+  ReduceOp op_;
+  int root_;
+  std::span<std::byte> scratch_;
+};
+
+}  // namespace laconic
