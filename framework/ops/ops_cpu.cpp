@@ -1,6 +1,19 @@
 // CPU reference kernels: the specification that ops/cuda must match (signatures in ops_decl.inc).
 // Loops are written plainly so the compiler can vectorise them; GEMM goes through Eigen on mapped
 // row-major buffers (no copies, no temporaries of ours).
+
+// No allocation in the step loop (tests/train/alloc_test.cpp). Eigen's blocked GEMM packs panels
+// of A (mc x kc) and B (kc x nc) into scratch that it takes from the stack up to this limit and
+// from malloc above it, on every call; the default 128 KiB is exceeded by ordinary layers (784
+// inputs x 512 outputs packs 800 KiB of A). Eigen 3.4's heuristic
+// (evaluateProductBlockingSizesHeuristic) bounds B's panel by half its assumed 1.5 MB cache, so
+// B <= 768 KiB always, while A's panel is up to (output width) x kc floats with kc <= ~500: 1 MiB
+// covers every layer up to ~512 wide. Worst case a GEMM therefore puts 1 MiB + 768 KiB on the
+// calling thread's stack (8 MiB on Linux for the main thread and glibc's std::thread default),
+// released when the product returns; wider layers fall back to malloc, correct but allocating.
+// This must precede the first Eigen include, and this is the only translation unit that includes
+// Eigen, so no other instantiation of its templates sees a different limit.
+#define EIGEN_STACK_ALLOCATION_LIMIT (1024 * 1024)
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

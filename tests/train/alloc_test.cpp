@@ -1,0 +1,192 @@
+// "No allocation in the step loop" (DESIGN.md): once buffers have grown at the first steps, a
+// training step must not touch the heap. Performance is part of correctness, and an allocation
+// per step is also a lock, a page fault and a source of jitter between ranks.
+//
+// The test binary interposes the C allocator (operator new in libstdc++ goes through malloc) and
+// counts every call process-wide while armed; on_step records the count at each (rank, step), and
+// the count must not move between two steady-state steps of rank 0. Ranks run in lockstep (every
+// step has a collective), so while rank 0 goes from step kFirst to kLast the other ranks are inside
+// steps kFirst .. kLast + 1, all past warm-up and all before the final evaluation.
+//
+// To find who allocated: LACONIC_ALLOC_ABORT=1 aborts on the first allocation inside the window,
+// so a debugger's backtrace names the caller.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+
+#include "framework/core/rng.h"
+#include "framework/train/trainer.h"
+
+// glibc's own entry points: the interposed functions forward to them.
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+}
+
+namespace {
+
+std::atomic<std::uint64_t> g_allocs{0};
+std::atomic<bool> g_armed{false};
+std::atomic<bool> g_abort_in_window{false};  // LACONIC_ALLOC_ABORT: set only inside the window
+// The size of the i-th counted allocation (the first kSizes of them): a failure names the sizes,
+// which usually tells a GEMM packing buffer from a message buffer from a vector growing.
+constexpr std::size_t kSizes = 1 << 14;
+std::array<std::size_t, kSizes> g_sizes{};
+
+inline void count(std::size_t bytes) {
+  if (!g_armed.load(std::memory_order_relaxed)) return;
+  const std::uint64_t i = g_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (i < kSizes) g_sizes[i] = bytes;
+  if (g_abort_in_window.load(std::memory_order_relaxed)) std::abort();
+}
+
+}  // namespace
+
+// Definitions in the executable take precedence over libc's for every caller in the process
+// (libstdc++, Eigen's aligned_malloc, gtest), which is what makes the count process-wide.
+extern "C" {
+
+void* malloc(std::size_t n) {
+  count(n);
+  return __libc_malloc(n);
+}
+
+void* calloc(std::size_t k, std::size_t n) {
+  count(k * n);
+  return __libc_calloc(k, n);
+}
+
+void* realloc(void* p, std::size_t n) {
+  count(n);
+  return __libc_realloc(p, n);
+}
+
+void* aligned_alloc(std::size_t alignment, std::size_t n) {
+  count(n);
+  return __libc_memalign(alignment, n);
+}
+
+void* memalign(std::size_t alignment, std::size_t n) {
+  count(n);
+  return __libc_memalign(alignment, n);
+}
+
+int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
+  count(n);
+  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
+  void* p = __libc_memalign(alignment, n);
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+}  // extern "C"
+
+namespace laconic {
+namespace {
+
+constexpr int kWorld = 3;
+constexpr int kSteps = 20;
+constexpr int kFirst = 5;  // rank 0's steps bounding the window (0-based, after on_step)
+constexpr int kLast = 14;
+
+// Gaussian blobs, as in equivalence_test.cpp: learnable, so the run takes ordinary steps.
+std::shared_ptr<ImageDataset> blobs(int n, int features, int classes, std::uint64_t seed) {
+  auto d = std::make_shared<ImageDataset>();
+  d->rows = 1;
+  d->cols = features;
+  d->classes = classes;
+  d->images.resize(static_cast<std::size_t>(n) * features);
+  d->labels.resize(n);
+  const auto k = rng::key({seed, rng::kTest});
+  for (int i = 0; i < n; ++i) {
+    const int c = static_cast<int>(rng::below(k, i, classes));
+    d->labels[i] = c;
+    for (int f = 0; f < features; ++f) {
+      const std::uint64_t ctr = 1000003ULL * (i + 1) + f;
+      d->images[static_cast<std::size_t>(i) * features + f] = 0.7f * rng::normal(k, ctr) + (f == c ? 1.0f : 0.0f);
+    }
+  }
+  return d;
+}
+
+// The default recipe's shapes (784 inputs as Fashion-MNIST, hidden {512, 256}, micro-batch 64):
+// every GEMM takes Eigen's blocked path, whose packing buffers here exceed Eigen's default
+// 128 KiB stack-allocation limit; and every layer kind the MLP has on its hot path.
+Recipe recipe() {
+  Recipe r;
+  r.run.seed = 11;
+  r.model.hidden = {512, 256};
+  r.model.activation = Activation::gelu;
+  r.model.layernorm = true;
+  r.model.dropout = 0.1f;
+  r.train.steps = kSteps;
+  r.train.micro_batch = 64;
+  r.train.log_every = 1000;  // no log record inside the run (logging may allocate; it is not a step)
+  r.train.eval_every = 0;    // evaluation only after the last step
+  r.optimizer.lr = 0.05;
+  r.optimizer.momentum = 0.9;
+  r.optimizer.weight_decay = 1e-4;
+  r.schedule.warmup_steps = 3;
+  r.schedule.decay = DecayKind::cosine;
+  r.distributed.world_size = kWorld;
+  r.distributed.timeout_s = 60;
+  return r;
+}
+
+TEST(StepLoop, AllocatesNothingAfterWarmup) {
+  TrainData data;
+  // 1000 examples over a global batch of 192: the window crosses epoch boundaries (reshuffles).
+  data.train = blobs(1000, 784, 10, 1);
+  data.test = blobs(200, 784, 10, 2);
+
+  // seen[rank][step]: the process-wide count when that rank finished that step. Preallocated,
+  // and each slot written by one thread only, so the callback itself allocates nothing.
+  std::array<std::array<std::uint64_t, kSteps>, kWorld> seen{};
+  const bool abort_in_window = std::getenv("LACONIC_ALLOC_ABORT") != nullptr;
+  TrainOptions opts;  // no log, no run_dir
+  opts.on_step = [&](int rank, std::int64_t step, const ParamStore&) {
+    seen[rank][step] = g_allocs.load(std::memory_order_relaxed);
+    if (abort_in_window && rank == 0 && step == kFirst) g_abort_in_window = true;
+    if (rank == 0 && step == kLast) g_abort_in_window = false;
+  };
+
+  g_allocs = 0;
+  g_armed = true;
+  const TrainSummary s = train(recipe(), data, opts);
+  g_armed = false;
+  g_abort_in_window = false;
+
+  ASSERT_EQ(s.steps, kSteps);
+  EXPECT_TRUE(std::isfinite(s.final_loss));
+  // Sanity: the counter works (setup, threads and evaluation do allocate).
+  EXPECT_GT(g_allocs.load(), 0u) << "the allocator interposition is not in effect";
+
+  const std::uint64_t delta = seen[0][kLast] - seen[0][kFirst];
+  std::cout << "allocations while rank 0 went from step " << kFirst << " to " << kLast << ": " << delta
+            << " (whole run: " << g_allocs.load() << ")\n";
+  if (delta != 0) {
+    // Where: the count is process-wide, so an interval of one rank may include another's calls.
+    for (int r = 0; r < kWorld; ++r)
+      for (int st = kFirst + 1; st <= kLast; ++st)
+        if (seen[r][st] != seen[r][st - 1])
+          std::cout << "  rank " << r << ", step " << st << ": " << seen[r][st] - seen[r][st - 1]
+                    << " allocations since its previous step\n";
+    std::cout << "  sizes (bytes):";
+    for (std::uint64_t i = seen[0][kFirst]; i < seen[0][kLast] && i < kSizes && i < seen[0][kFirst] + 32; ++i)
+      std::cout << " " << g_sizes[i];
+    std::cout << "\n";
+  }
+  EXPECT_EQ(delta, 0u) << "the step loop allocated (LACONIC_ALLOC_ABORT=1 under gdb names the caller)";
+}
+
+}  // namespace
+}  // namespace laconic
