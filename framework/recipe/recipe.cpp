@@ -23,6 +23,7 @@
 #include <toml++/toml.h>
 
 #include "framework/core/check.h"
+#include "framework/core/units.h"
 
 namespace laconic {
 namespace {
@@ -34,9 +35,11 @@ constexpr std::array kActivationNames{"relu", "gelu"};
 constexpr std::array kDataNames{"fashion_mnist"};
 constexpr std::array kOptimizerNames{"sgd"};
 constexpr std::array kDecayNames{"constant", "cosine"};
-constexpr std::array kBackendNames{"auto", "threads"};  // auto_ is spelled "auto" in recipes
+constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 constexpr std::array kDeviceNames{"cpu"};
 constexpr std::array kSyncNames{"allreduce"};
+constexpr std::array kAlgorithmNames{"native", "ring", "recursive_doubling", "rabenseifner", "hierarchical", "auto"};
+constexpr std::array kComputeNames{"measured", "modeled"};
 
 std::span<const char* const> names(ModelKind) { return kModelNames; }
 std::span<const char* const> names(Activation) { return kActivationNames; }
@@ -46,6 +49,8 @@ std::span<const char* const> names(DecayKind) { return kDecayNames; }
 std::span<const char* const> names(BackendKind) { return kBackendNames; }
 std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
 std::span<const char* const> names(SyncKind) { return kSyncNames; }
+std::span<const char* const> names(AlgorithmKind) { return kAlgorithmNames; }
+std::span<const char* const> names(ComputeKind) { return kComputeNames; }
 
 template <typename E>
 const char* enum_name(E value) {
@@ -261,6 +266,56 @@ struct Codec<std::vector<int>> {
   }
 };
 
+// A possibly empty list of ranks (>= 0).
+template <>
+struct Codec<RankList> {
+  static std::string expected(const Bound&) { return "an array of rank numbers (integers >= 0)"; }
+  static std::optional<RankList> read(const toml::node& node, const Bound&) {
+    const auto* a = node.as_array();
+    if (!a) return std::nullopt;
+    RankList out;
+    for (const auto& item : *a) {
+      const auto v = Codec<int>::read(item, at_least(0));
+      if (!v) return std::nullopt;
+      out.ranks.push_back(*v);
+    }
+    return out;
+  }
+  static std::string write(const RankList& v) { return "[" + join(v.ranks, ", ", Codec<int>::write) + "]"; }
+};
+
+// Quantities with units: a string parsed by core/units.h, or a plain number in base units.
+// Written back with units when that text reads back exactly, else as the plain number.
+template <typename Q, auto Member, auto Parse, auto Format>
+struct UnitCodec {
+  static std::optional<Q> read(const toml::node& node, const Bound& b) {
+    std::optional<double> v;
+    if (const auto* s = node.as_string()) v = Parse(s->get());
+    else v = Codec<double>::read(node, {});
+    if (!v || !b.admits(*v)) return std::nullopt;
+    Q q;
+    q.*Member = *v;
+    return q;
+  }
+  static std::string write(const Q& q) {
+    const std::string text = Format(q.*Member);
+    const auto back = Parse(text);
+    return back && *back == q.*Member ? quote(text) : format_float(q.*Member);
+  }
+};
+
+template <>
+struct Codec<Bandwidth> : UnitCodec<Bandwidth, &Bandwidth::bytes_per_s, parse_bandwidth, format_bandwidth> {
+  static std::string expected(const Bound&) {
+    return "a bandwidth like \"100 Gbit/s\" or \"450 GB/s\" (units bit/s..Tbit/s, B/s..TB/s)";
+  }
+};
+
+template <>
+struct Codec<Duration> : UnitCodec<Duration, &Duration::seconds, parse_duration, format_duration> {
+  static std::string expected(const Bound&) { return "a duration like \"5 us\" or \"30 ms\" (units ns, us, ms, s)"; }
+};
+
 template <typename E>
   requires std::is_enum_v<E>
 struct Codec<E> {
@@ -350,10 +405,22 @@ const std::vector<Field>& schema() {
         .add<&DistributedConfig::backend>("backend")
         .add<&DistributedConfig::device>("device")
         .add<&DistributedConfig::world_size>("world_size", closed(1, 1024))
-        .add<&DistributedConfig::timeout_s>("timeout_s", above(0));
+        .add<&DistributedConfig::timeout_s>("timeout_s", above(0))
+        .add<&DistributedConfig::algorithm>("algorithm");
     SectionBuilder<&Recipe::sync>{"sync", f}
         .add<&SyncConfig::strategy>("strategy")
         .add<&SyncConfig::bucket_mb>("bucket_mb", above(0));
+    SectionBuilder<&Recipe::network>{"network", f}
+        .add<&NetworkConfig::groups>("groups", closed(0, 1024))
+        .add<&NetworkConfig::intra_bandwidth>("intra_bandwidth", above(0))
+        .add<&NetworkConfig::intra_latency>("intra_latency", at_least(0))
+        .add<&NetworkConfig::inter_bandwidth>("inter_bandwidth", above(0))
+        .add<&NetworkConfig::inter_latency>("inter_latency", at_least(0))
+        .add<&NetworkConfig::stragglers>("stragglers")
+        .add<&NetworkConfig::straggler_slowdown>("straggler_slowdown", at_least(1))
+        .add<&NetworkConfig::compute>("compute")
+        .add<&NetworkConfig::device_tflops>("device_tflops", above(0))
+        .add<&NetworkConfig::mfu>("mfu", half_open(0, 1));
     return f;
   }();
   return fields;
@@ -525,6 +592,16 @@ void check_cross_fields(const Draft& d) {
                    ": optimizer.nesterov: expected optimizer.momentum > 0 with nesterov = true, got "
                    "optimizer.momentum = ",
                    format_float(r.optimizer.momentum));
+  const int world = r.distributed.world_size;
+  if (r.network.groups > 0 && world % r.network.groups != 0)
+    LC_INPUT_ERROR(locate(d, {"network.groups", "distributed.world_size"}),
+                   ": network.groups: expected a divisor of distributed.world_size = ", world,
+                   " (groups of equal size), got ", r.network.groups);
+  for (const int s : r.network.stragglers.ranks)
+    if (s >= world)
+      LC_INPUT_ERROR(locate(d, {"network.stragglers", "distributed.world_size"}),
+                     ": network.stragglers: expected ranks below distributed.world_size = ", world,
+                     ", got ", s);
 }
 
 }  // namespace
@@ -579,5 +656,7 @@ const char* name_of(DecayKind v) { return enum_name(v); }
 const char* name_of(BackendKind v) { return enum_name(v); }
 const char* name_of(DeviceKind v) { return enum_name(v); }
 const char* name_of(SyncKind v) { return enum_name(v); }
+const char* name_of(AlgorithmKind v) { return enum_name(v); }
+const char* name_of(ComputeKind v) { return enum_name(v); }
 
 }  // namespace laconic

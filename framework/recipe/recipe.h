@@ -14,7 +14,27 @@ enum class Activation { relu, gelu };
 enum class DataKind { fashion_mnist };
 enum class OptimizerKind { sgd };
 enum class DecayKind { constant, cosine };
-enum class BackendKind { auto_, threads };
+enum class BackendKind { auto_, threads, mpi };
+// All-reduce algorithm: native = the backend's own (MPI_Allreduce; our ring on threads),
+// auto_ = chosen per message by the alpha-beta cost model of the [network] (or a size rule).
+enum class AlgorithmKind { native, ring, recursive_doubling, rabenseifner, hierarchical, auto_ };
+enum class ComputeKind { measured, modeled };
+
+// Quantities with units: recipes write "100 Gbit/s" and "30 ms" (or plain numbers in bytes/s
+// and seconds).
+struct Bandwidth {
+  double bytes_per_s = 0;
+  bool operator==(const Bandwidth&) const = default;
+};
+struct Duration {
+  double seconds = 0;
+  bool operator==(const Duration&) const = default;
+};
+// A list of ranks, possibly empty.
+struct RankList {
+  std::vector<int> ranks;
+  bool operator==(const RankList&) const = default;
+};
 enum class DeviceKind { cpu };  // "cuda" arrives with the CUDA trainer path
 enum class SyncKind { allreduce };
 
@@ -77,6 +97,7 @@ struct DistributedConfig {
   DeviceKind device = DeviceKind::cpu;
   int world_size = 1;
   double timeout_s = 300.0;
+  AlgorithmKind algorithm = AlgorithmKind::native;
 
   bool operator==(const DistributedConfig&) const = default;
 };
@@ -86,6 +107,24 @@ struct SyncConfig {
   double bucket_mb = 25.0;
 
   bool operator==(const SyncConfig&) const = default;
+};
+
+// The simulated network (collectives/netsim): ranks in `groups` groups of consecutive ranks
+// (nodes or datacenters), one link tier inside a group and one between groups. Every message is
+// charged its latency + bytes / bandwidth on a per-rank virtual clock, so a run reports the time
+// it would take on the described cluster (metrics sim_time_s). groups = 0: no simulation.
+struct NetworkConfig {
+  int groups = 0;
+  Bandwidth intra_bandwidth{100e9 / 8};  // 100 Gbit/s
+  Duration intra_latency{5e-6};
+  Bandwidth inter_bandwidth{1e9 / 8};    // 1 Gbit/s
+  Duration inter_latency{30e-3};
+  RankList stragglers;                   // ranks whose compute is slowed down
+  double straggler_slowdown = 1.0;       // compute time factor for the stragglers (>= 1)
+  ComputeKind compute = ComputeKind::measured;  // measured here, or modeled from FLOPs
+  double device_tflops = 989.0;          // modeled: peak dense TFLOP/s of the described device
+  double mfu = 0.4;                      // modeled: fraction of peak the model step achieves
+  bool operator==(const NetworkConfig&) const = default;
 };
 
 struct Recipe {
@@ -98,6 +137,7 @@ struct Recipe {
   ScheduleConfig schedule;
   DistributedConfig distributed;
   SyncConfig sync;
+  NetworkConfig network;
 
   // Field-wise (path included): to_toml() round trips and resume checks compare recipes.
   bool operator==(const Recipe&) const = default;
@@ -126,5 +166,7 @@ const char* name_of(DecayKind);
 const char* name_of(BackendKind);
 const char* name_of(DeviceKind);
 const char* name_of(SyncKind);
+const char* name_of(AlgorithmKind);
+const char* name_of(ComputeKind);
 
 }  // namespace laconic

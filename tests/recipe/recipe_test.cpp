@@ -165,7 +165,7 @@ TEST_F(RecipeTest, UnknownSection) {
   const std::string path = write("[train]\nsteps = 1\n\n[trian]\nsteps = 2\n");
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
-                                   "distributed, sync)");
+                                   "distributed, sync, network)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
@@ -195,9 +195,9 @@ TEST_F(RecipeTest, IntegerWhereNumberExpectedIsAccepted) {
 TEST_F(RecipeTest, BadEnumListsTheChoices) {
   const std::string path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"allreduc\"\n");
   EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", got \"allreduc\"");
-  const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"mpi\"\n", "b.toml");
+  const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"nccl\"\n", "b.toml");
   EXPECT_EQ(error_of(b),
-            b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", got \"mpi\"");
+            b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", \"mpi\", got \"nccl\"");
 }
 
 TEST_F(RecipeTest, OutOfRangeValuesAreRejected) {
@@ -303,6 +303,25 @@ TEST_F(RecipeTest, OverridesWinOverTheFile) {
   EXPECT_EQ(parse_recipe("", "empty.toml", {"train.epochs=1.5"}).train.epochs, 1.5);
 }
 
+TEST_F(RecipeTest, NetworkUnitsAndCrossChecks) {
+  const Recipe r = parse_recipe("[train]\nsteps = 1\n[distributed]\nworld_size = 8\n[network]\ngroups = 2\n"
+                                "inter_bandwidth = \"1 Gbit/s\"\ninter_latency = \"30 ms\"\nintra_bandwidth = 5e9\n"
+                                "stragglers = [3]\nstraggler_slowdown = 2\n", "n.toml");
+  EXPECT_EQ(r.network.groups, 2);
+  EXPECT_DOUBLE_EQ(r.network.inter_bandwidth.bytes_per_s, 125e6);
+  EXPECT_DOUBLE_EQ(r.network.inter_latency.seconds, 0.03);
+  EXPECT_DOUBLE_EQ(r.network.intra_bandwidth.bytes_per_s, 5e9);  // plain numbers are bytes/s
+  EXPECT_EQ(r.network.stragglers.ranks, std::vector<int>{3});
+  const std::string path = write("[train]\nsteps = 1\n[network]\ninter_bandwidth = \"1 Gbit\"\n", "u.toml");
+  EXPECT_EQ(error_of(path), path + ":4:1: network.inter_bandwidth: expected a bandwidth like \"100 Gbit/s\" or "
+                                   "\"450 GB/s\" (units bit/s..Tbit/s, B/s..TB/s), got \"1 Gbit\"");
+  const std::string g = write("[train]\nsteps = 1\n[distributed]\nworld_size = 6\n[network]\ngroups = 4\n", "g.toml");
+  EXPECT_EQ(error_of(g), g + ":6:1: network.groups: expected a divisor of distributed.world_size = 6 (groups of "
+                             "equal size), got 4");
+  const std::string st = write("[train]\nsteps = 1\n[network]\nstragglers = [1]\n", "s.toml");
+  EXPECT_EQ(error_of(st), st + ":4:1: network.stragglers: expected ranks below distributed.world_size = 1, got 1");
+}
+
 TEST_F(RecipeTest, BadOverrides) {
   const std::string path = write(kMinimal);
   EXPECT_EQ(error_of(path, {"train.micro_batch=abc"}),
@@ -331,8 +350,10 @@ Recipe unusual_recipe() {
   r.train = {12345, 1.0 / 3.0, 7, 3, 11, 13};
   r.optimizer = {OptimizerKind::sgd, 2.0, 0.30000000000000004, true, 1e-7};
   r.schedule = {17, DecayKind::cosine, 1e-300};
-  r.distributed = {BackendKind::threads, DeviceKind::cpu, 5, 12.5};
+  r.distributed = {BackendKind::threads, DeviceKind::cpu, 6, 12.5, AlgorithmKind::rabenseifner};
   r.sync = {SyncKind::allreduce, 1e20};
+  // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
+  r.network = {3, {25e9 / 8}, {7e-6}, {123456.789}, {0.1 + 0.2}, {{0, 5}}, 2.5, ComputeKind::modeled, 312.5, 0.45};
   return r;
 }
 
@@ -346,6 +367,8 @@ TEST_F(RecipeTest, ToTomlRoundTrips) {
   // Floats stay floats, whole or not, so a float key never reads back as an integer one.
   EXPECT_NE(text.find("\nlr = 2.0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nbackend = \"threads\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nintra_bandwidth = \"25 Gbit/s\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nintra_latency = \"7 us\"\n"), std::string::npos) << text;
   EXPECT_EQ(text.rfind("#", 0), 0u) << "starts with a header comment";
   // Sections in the fixed order.
   EXPECT_LT(text.find("[run]"), text.find("[model]"));
@@ -367,7 +390,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 30u);
+  EXPECT_EQ(overrides.size(), 41u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);
