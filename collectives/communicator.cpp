@@ -7,7 +7,10 @@
 
 #include "collectives/algorithms/barrier_dissemination.h"
 #include "collectives/algorithms/broadcast_tree.h"
+#include "collectives/algorithms/hierarchical.h"
 #include "collectives/algorithms/pairwise_alltoall.h"
+#include "collectives/algorithms/rabenseifner.h"
+#include "collectives/algorithms/recursive_doubling.h"
 #include "collectives/algorithms/ring_allreduce.h"
 #include "collectives/algorithms/tree_reduce.h"
 #include "framework/core/check.h"
@@ -101,7 +104,12 @@ void Communicator::async_loop() {
 std::shared_ptr<Work> Communicator::submit(std::function<void()> op) {
   if (!async_) {
     async_ = std::make_unique<AsyncQueue>();
-    async_->thread = std::thread([this] { async_loop(); });
+    try {
+      async_->thread = std::thread([this] { async_loop(); });
+    } catch (...) {  // no thread: a queue nobody runs would hang drain() and stop_async()
+      async_.reset();
+      throw;
+    }
   }
   auto work = std::make_shared<Work>();
   {
@@ -248,11 +256,28 @@ std::shared_ptr<Work> Communicator::broadcast_async(Buf data, int root) {
 
 void Communicator::do_all_reduce(Buf data, ReduceOp op) {
   Algorithm a = algorithm_;
-  if (a == Algorithm::auto_) a = chooser_ ? chooser_(data.bytes()) : Algorithm::ring;
+  if (a == Algorithm::auto_) {
+    // Without a cost model, MPICH's fixed switch point: recursive doubling (lg p latencies) below
+    // 2 KiB, where latency dominates; the bandwidth-optimal ring above (docs/algorithms.md).
+    constexpr std::size_t kShortMessage = 2048;
+    a = chooser_ ? chooser_(data.bytes()) : data.bytes() < kShortMessage ? Algorithm::recursive_doubling : Algorithm::ring;
+  }
+  const int n = size();
   switch (a) {
     case Algorithm::ring:
     case Algorithm::native:  // a backend without a native all-reduce: ours is its native one
-      RingAllReduce(*this, data, op, scratch(RingAllReduce::scratch_bytes(data.count, data.dtype, size()))).run();
+      RingAllReduce(*this, data, op, scratch(RingAllReduce::scratch_bytes(data.count, data.dtype, n))).run();
+      return;
+    case Algorithm::recursive_doubling:
+      RecursiveDoublingAllReduce(*this, data, op,
+                                 scratch(RecursiveDoublingAllReduce::scratch_bytes(data.count, data.dtype, n))).run();
+      return;
+    case Algorithm::rabenseifner:
+      RabenseifnerAllReduce(*this, data, op, scratch(RabenseifnerAllReduce::scratch_bytes(data.count, data.dtype, n))).run();
+      return;
+    case Algorithm::hierarchical:
+      HierarchicalAllReduce(*this, data, op, scratch(HierarchicalAllReduce::scratch_bytes(data.count, data.dtype, n)),
+                            groups_).run();
       return;
     default:
       LC_CHECK(false, "all-reduce algorithm '", name_of(a), "' is not available");
@@ -279,14 +304,16 @@ void Communicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
 void Communicator::do_all_gather(CBuf send, Buf recv) {
   const RingChunks chunks{recv.count, size()};
   const Buf own = recv.sub(chunks.offset(rank()), chunks.size(rank()));
-  if (own.bytes()) std::memcpy(own.data, send.data, own.bytes());
+  // memmove: `send` may be this rank's own block of `recv` (in-place all-gather).
+  if (own.bytes()) std::memmove(own.data, send.data, own.bytes());
   RingAllGather(*this, recv, chunks).run();
 }
 
 void Communicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
   const RingChunks chunks{recv.count, size(), counts};
   const Buf own = recv.sub(chunks.offset(rank()), chunks.size(rank()));
-  if (own.bytes()) std::memcpy(own.data, send.data, own.bytes());
+  // memmove: `send` may be this rank's own block of `recv` (in-place all-gather).
+  if (own.bytes()) std::memmove(own.data, send.data, own.bytes());
   RingAllGather(*this, recv, chunks).run();
 }
 

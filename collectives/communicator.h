@@ -11,7 +11,8 @@
 // Async: the *_async forms queue the operation on this rank's communication thread (started on
 // first use) and return a Work to wait() on; queued operations run in issue order. Any blocking
 // call made from another thread first waits until the queue is empty, so sync and async calls
-// can be mixed freely as long as all ranks issue them in the same order.
+// can be mixed freely as long as all ranks issue them in the same order. Buffers handed to an
+// async call must stay alive until its wait() returns (or the communicator is destroyed).
 #pragma once
 
 #include <atomic>

@@ -110,13 +110,23 @@ void fold_any(void* acc, const void* in, std::size_t n, DType t, Op op) {
   }
 }
 
+// x + y, except that i32 wraps modulo 2^32 like u8 wraps modulo 256: signed overflow would be
+// undefined behaviour, and a reduction must not be.
+struct Add {
+  template <class T>
+  T operator()(T x, T y) const { return static_cast<T>(x + y); }
+  std::int32_t operator()(std::int32_t x, std::int32_t y) const {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(x) + static_cast<std::uint32_t>(y));
+  }
+};
+
 }  // namespace
 
 void reduce_into(void* acc, const void* in, std::size_t count, DType t, ReduceOp op) {
   if (op == ReduceOp::max)
     fold_any(acc, in, count, t, [](auto x, auto y) { return std::max(x, y); });
   else
-    fold_any(acc, in, count, t, [](auto x, auto y) { return x + y; });
+    fold_any(acc, in, count, t, Add{});
 }
 
 void finish_avg(void* data, std::size_t count, DType t, int n) {

@@ -1,5 +1,6 @@
 #include "collectives/algorithms/pairwise_alltoall.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "framework/core/check.h"
@@ -12,6 +13,11 @@ PairwiseAllToAll::PairwiseAllToAll(Communicator& comm, CBuf send, Buf recv)
   LC_CHECK(send.dtype == recv.dtype && send.count == recv.count && send.count % n == 0,
            "all_to_all needs equal send/recv buffers of size() blocks; got ", send.count, " and ",
            recv.count, " elements for ", n, " ranks");
+  // Step s overwrites block r-s of recv while blocks of send for later steps are still unsent, so
+  // the two must be disjoint (no in-place all-to-all).
+  const auto s0 = reinterpret_cast<std::uintptr_t>(send.data), r0 = reinterpret_cast<std::uintptr_t>(recv.data);
+  LC_CHECK(send.bytes() == 0 || s0 + send.bytes() <= r0 || r0 + recv.bytes() <= s0,
+           "all_to_all: send and recv buffers overlap");
 }
 
 void PairwiseAllToAll::run() {

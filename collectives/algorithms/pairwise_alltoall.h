@@ -1,6 +1,7 @@
 // Pairwise-exchange all-to-all: in step s = 1..N-1 rank r sends its block for r+s and receives
 // the block from r-s, so every step is a perfect matching and no rank is a hotspot.
-// Bytes per rank for blocks of B bytes: sent = recv = (N-1)·B in N-1 messages.
+// Bytes per rank for blocks of B bytes: sent = recv = (N-1)·B in N-1 messages (B == 0 or N == 1:
+// nothing, no messages). send and recv must not overlap.
 // Cost: (N-1)·(α + Bβ).
 #pragma once
 

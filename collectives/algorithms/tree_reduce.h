@@ -3,8 +3,9 @@
 // set sends its partial to v - mask and is done; otherwise it receives the partial of v + mask
 // (when that exists) and folds it in. The fold order is fixed by N and root, so the result is
 // deterministic. Non-root ranks accumulate in scratch, leaving their buffer unchanged.
-// Bytes for S bytes: every non-root rank sends S once; rank v receives S from each child
-// (the root ceil(log2 N) times); summed over ranks (N-1)·S. Cost: ceil(log2 N)·(α + Sβ + Sγ).
+// Bytes for S bytes: every non-root rank sends S once (one message); rank v receives S from each
+// child u (the u with u & (u-1) == v; the root has ceil(log2 N)); summed over ranks (N-1)·S.
+// S == 0 or N == 1: nothing. Cost: ceil(log2 N)·(α + Sβ + Sγ).
 #pragma once
 
 #include <span>

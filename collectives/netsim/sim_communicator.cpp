@@ -1,0 +1,156 @@
+#include "collectives/netsim/sim_communicator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "framework/core/check.h"
+
+namespace laconic {
+
+SimCommunicator::SimCommunicator(Communicator& inner, const Topology& topo, SimOptions opts)
+    : inner_(inner), topo_(topo), model_(topo, opts.cost), tier_bytes_(2),
+      clocks_(static_cast<std::size_t>(inner.size())) {
+  LC_CHECK(topo.size() == inner.size(), "simulated topology has ", topo.size(), " ranks, the communicator ",
+           inner.size());
+  set_groups(topo_.group_of);
+}
+
+void SimCommunicator::advance_compute(double seconds) {
+  LC_CHECK(seconds >= 0, "advance_compute(", seconds, ")");
+  clock_ += seconds * topo_.slowdown_of(rank());
+}
+
+double SimCommunicator::serialise(std::size_t n, int peer) const {
+  return static_cast<double>(n) / topo_.link(topo_.tier(rank(), peer)).bandwidth_Bps;
+}
+
+double SimCommunicator::arrival(double sent_at, std::size_t n, int peer) const {
+  const LinkSpec& l = topo_.link(topo_.tier(peer, rank()));
+  return sent_at + l.latency_s + static_cast<double>(n) / l.bandwidth_Bps;
+}
+
+void SimCommunicator::set_clock(double t) {
+  if (t <= clock_) return;
+  comm_time_ += t - clock_;
+  clock_ = t;
+}
+
+// ---- point-to-point: the timestamp, then the payload, both through inner ----
+
+void SimCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
+  const double sent_at = clock_;
+  inner_.send(&sent_at, sizeof sent_at, peer);
+  inner_.send(data, bytes, peer);
+  set_clock(sent_at + serialise(bytes, peer));
+  ByteCounters& t = tier_bytes_[static_cast<std::size_t>(topo_.tier(rank(), peer))];
+  t.sent += bytes;
+  t.messages_sent += 1;
+}
+
+void SimCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
+  double sent_at = 0;
+  inner_.recv(&sent_at, sizeof sent_at, peer);
+  inner_.recv(data, bytes, peer);
+  set_clock(arrival(sent_at, bytes, peer));
+  tier_bytes_[static_cast<std::size_t>(topo_.tier(peer, rank()))].recv += bytes;
+}
+
+void SimCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
+                                  std::size_t recv_bytes, int from) {
+  const double sent_at = clock_;
+  double peer_sent_at = 0;
+  inner_.sendrecv(&sent_at, sizeof sent_at, to, &peer_sent_at, sizeof peer_sent_at, from);
+  inner_.sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
+  // Full duplex: the outgoing serialisation and the incoming message overlap.
+  set_clock(std::max(sent_at + serialise(send_bytes, to), arrival(peer_sent_at, recv_bytes, from)));
+  ByteCounters& out = tier_bytes_[static_cast<std::size_t>(topo_.tier(rank(), to))];
+  out.sent += send_bytes;
+  out.messages_sent += 1;
+  tier_bytes_[static_cast<std::size_t>(topo_.tier(from, rank()))].recv += recv_bytes;
+}
+
+// ---- native collectives: forwarded to inner, charged by the cost model ----
+
+void SimCommunicator::charge_native(Collective c, double bytes, double bus_bytes) {
+  const int p = size(), r = rank();
+  // A native collective ends no earlier than its last rank joins it.
+  inner_.all_gather(CBuf{&clock_, sizeof clock_, DType::u8},
+                    Buf{clocks_.data(), clocks_.size() * sizeof(double), DType::u8});
+  set_clock(*std::max_element(clocks_.begin(), clocks_.end()) + model_.native(c, bytes).total());
+  if (p == 1) return;
+  // Messages: one per ring step (barrier: one per dissemination round; broadcast/reduce: one).
+  std::uint64_t messages = 1;
+  if (c == Collective::all_reduce) messages = 2 * static_cast<std::uint64_t>(p - 1);
+  if (c == Collective::reduce_scatter || c == Collective::all_gather || c == Collective::all_to_all)
+    messages = static_cast<std::uint64_t>(p - 1);
+  if (c == Collective::barrier) messages = std::bit_width(static_cast<unsigned>(p - 1));  // ⌈lg p⌉
+  const auto n = static_cast<std::uint64_t>(std::llround(bus_bytes));
+  count(n, n, messages);
+  ByteCounters& out = tier_bytes_[static_cast<std::size_t>(topo_.tier(r, (r + 1) % p))];
+  out.sent += n;
+  out.messages_sent += messages;
+  tier_bytes_[static_cast<std::size_t>(topo_.tier((r + p - 1) % p, r))].recv += n;
+}
+
+namespace {
+// nccl-tests bus-bandwidth factors (REFERENCES.md, "Collectives").
+double ring_share(int p) { return static_cast<double>(p - 1) / p; }
+}  // namespace
+
+void SimCommunicator::do_all_reduce(Buf data, ReduceOp op) {
+  if (!native()) return Communicator::do_all_reduce(data, op);
+  inner_.all_reduce(data, op);
+  const auto s = static_cast<double>(data.bytes());
+  charge_native(Collective::all_reduce, s, 2 * ring_share(size()) * s);
+}
+
+void SimCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
+  if (!native()) return Communicator::do_reduce(data, op, root);
+  inner_.reduce(data, op, root);
+  const auto s = static_cast<double>(data.bytes());
+  charge_native(Collective::reduce, s, s);
+}
+
+void SimCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
+  if (!native()) return Communicator::do_reduce_scatter(send, recv, op);
+  inner_.reduce_scatter(send, recv, op);
+  const auto s = static_cast<double>(send.bytes());
+  charge_native(Collective::reduce_scatter, s, ring_share(size()) * s);
+}
+
+void SimCommunicator::do_all_gather(CBuf send, Buf recv) {
+  if (!native()) return Communicator::do_all_gather(send, recv);
+  inner_.all_gather(send, recv);
+  const auto s = static_cast<double>(recv.bytes());
+  charge_native(Collective::all_gather, s, ring_share(size()) * s);
+}
+
+void SimCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
+  if (!native()) return Communicator::do_all_gather_v(send, recv, counts);
+  inner_.all_gather_v(send, recv, counts);
+  const auto s = static_cast<double>(recv.bytes());
+  charge_native(Collective::all_gather, s, ring_share(size()) * s);
+}
+
+void SimCommunicator::do_all_to_all(CBuf send, Buf recv) {
+  if (!native()) return Communicator::do_all_to_all(send, recv);
+  inner_.all_to_all(send, recv);
+  const auto s = static_cast<double>(send.bytes());
+  charge_native(Collective::all_to_all, s, ring_share(size()) * s);
+}
+
+void SimCommunicator::do_broadcast(Buf data, int root) {
+  if (!native()) return Communicator::do_broadcast(data, root);
+  inner_.broadcast(data, root);
+  const auto s = static_cast<double>(data.bytes());
+  charge_native(Collective::broadcast, s, s);
+}
+
+void SimCommunicator::do_barrier() {
+  if (!native()) return Communicator::do_barrier();
+  inner_.barrier();
+  charge_native(Collective::barrier, 0, 0);
+}
+
+}  // namespace laconic
