@@ -2,19 +2,30 @@
 //
 //   trainer --recipe recipes/NAME.toml [--section.key=value ...] [--out DIR]
 //           [--print-config] [--dry-run]
+//   mpirun -np 4 trainer --recipe ...         (the MPI backend, one rank per process)
+//   trainer plan [--params 7e9] [--dtype bf16] [--world-sizes 8,64,1024] [--intra "450 GB/s"] ...
 //
 // Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "collectives/netsim/plan.h"
+#include "collectives/netsim/topology.h"
 #include "framework/core/check.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/trainer.h"
+#include "framework/train/world.h"
+#ifdef LACONIC_HAVE_MPI
+#include "collectives/mpi/mpi_communicator.h"
+#endif
 
 namespace {
 
@@ -35,7 +46,54 @@ std::vector<std::string> take_overrides(int argc, char** argv, std::vector<std::
   return overrides;
 }
 
-int run(int argc, char** argv) {
+laconic::DType parse_dtype(const std::string& s) {
+  for (auto t : {laconic::DType::f32, laconic::DType::bf16, laconic::DType::f16, laconic::DType::i32, laconic::DType::u8})
+    if (s == laconic::name_of(t)) return t;
+  LC_INPUT_ERROR("--dtype: expected one of f32, bf16, f16, i32, u8, got \"", s, "\"");
+}
+
+struct PlanArgs {
+  double params = 7e9;
+  std::string dtype = "bf16";
+  std::vector<int> world_sizes = {8, 64, 1024};
+  int ranks_per_node = 8;
+  std::string intra = "450 GB/s", intra_latency = "1 us", inter = "50 GB/s", inter_latency = "2 us";
+  double gamma = 0;
+  std::vector<double> small_bytes = {4096};
+};
+
+void add_plan_options(CLI::App& plan, PlanArgs& a) {
+  plan.add_option("--params", a.params, "gradient elements all-reduced per step")->capture_default_str();
+  plan.add_option("--dtype", a.dtype, "gradient dtype on the wire: f32, bf16, f16")->capture_default_str();
+  plan.add_option("--world-sizes", a.world_sizes, "world sizes to tabulate")->delimiter(',')->capture_default_str();
+  plan.add_option("--ranks-per-node", a.ranks_per_node, "ranks sharing the intra-node link")->capture_default_str();
+  plan.add_option("--intra", a.intra, "intra-node bandwidth")->capture_default_str();
+  plan.add_option("--intra-latency", a.intra_latency, "intra-node latency")->capture_default_str();
+  plan.add_option("--inter", a.inter, "inter-node bandwidth")->capture_default_str();
+  plan.add_option("--inter-latency", a.inter_latency, "inter-node latency")->capture_default_str();
+  plan.add_option("--gamma", a.gamma, "reduction cost, seconds per byte")->capture_default_str();
+  plan.add_option("--small-bytes", a.small_bytes, "message sizes of the latency tables")->delimiter(',')->capture_default_str();
+}
+
+int run_plan(const PlanArgs& a) {
+  laconic::PlanOptions o;
+  if (!(a.params > 0)) LC_INPUT_ERROR("--params: expected a positive number, got ", a.params);
+  if (a.ranks_per_node < 1) LC_INPUT_ERROR("--ranks-per-node: expected an integer >= 1, got ", a.ranks_per_node);
+  for (int n : a.world_sizes)
+    if (n < 1) LC_INPUT_ERROR("--world-sizes: expected integers >= 1, got ", n);
+  o.parameters = a.params;
+  o.dtype = parse_dtype(a.dtype);
+  o.world_sizes = a.world_sizes;
+  o.ranks_per_group = a.ranks_per_node;
+  o.intra = {laconic::require_bandwidth(a.intra, "--intra"), laconic::require_duration(a.intra_latency, "--intra-latency")};
+  o.inter = {laconic::require_bandwidth(a.inter, "--inter"), laconic::require_duration(a.inter_latency, "--inter-latency")};
+  o.gamma_s_per_byte = a.gamma;
+  o.small_message_bytes = a.small_bytes;
+  laconic::print_plan(o, std::cout);
+  return 0;
+}
+
+int run(int argc, char** argv, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
 
@@ -43,55 +101,81 @@ int run(int argc, char** argv) {
                "Recipe keys can be overridden as --section.key=value (e.g. --train.steps=100)."};
   std::string recipe_path, out_dir;
   bool print_config = false, dry_run = false;
-  app.add_option("--recipe", recipe_path, "TOML recipe to run")->required();
+  app.add_option("--recipe", recipe_path, "TOML recipe to run");
   app.add_option("--out", out_dir, "run directory (default: [run] out_dir / [run] name)");
   app.add_flag("--print-config", print_config, "print the resolved recipe as TOML and exit");
   app.add_flag("--dry-run", dry_run, "validate the recipe and data, print the plan, write nothing");
+  PlanArgs plan_args;
+  CLI::App* plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
+  add_plan_options(*plan, plan_args);
   std::vector<const char*> args{argv[0]};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(args.size()), args.data());
+    if (!plan->parsed() && recipe_path.empty()) throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "trainer: error: " << e.what() << " (see trainer --help)\n";
     return kInputError;
   }
+  if (plan->parsed()) return run_plan(plan_args);
 
   const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
   if (print_config) {
     std::cout << laconic::to_toml(recipe);
     return 0;
   }
+#ifdef LACONIC_HAVE_MPI
+  std::optional<laconic::MpiRuntime> mpi;  // outlives the run; every rank parsed the same recipe
+  if (laconic::needs_mpi_runtime(recipe)) mpi.emplace();
+#endif
+  bool lead = true, launched_by_launcher = false;
+#ifdef LACONIC_HAVE_MPI
+  if (mpi) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    lead = rank == 0;
+    quiet_errors = !lead;  // the same input error on every rank is printed once, by rank 0
+  }
+  launched_by_launcher = laconic::MpiRuntime::launched_by_mpirun();
+#endif
   const laconic::TrainData data = laconic::load_data(recipe);
   if (dry_run) {
-    const auto plan = laconic::make_plan(recipe, data);
-    std::cout << "recipe:       " << recipe_path << "\n"
-              << "model:        " << plan.model << "\n"
-              << "world size:   " << recipe.distributed.world_size << " (" << laconic::name_of(recipe.distributed.backend) << ")\n"
-              << "global batch: " << plan.global_batch << "\n"
-              << "steps:        " << plan.steps << " (" << plan.steps_per_epoch << " per epoch)\n"
-              << "dry run: nothing written\n";
+    const auto plan_ = laconic::make_plan(recipe, data);
+    if (lead)
+      std::cout << "recipe:       " << recipe_path << "\n"
+                << "model:        " << plan_.model << "\n"
+                << "world size:   " << recipe.distributed.world_size << " ("
+                << laconic::name_of(laconic::resolve_backend(recipe)) << ")\n"
+                << "global batch: " << plan_.global_batch << "\n"
+                << "steps:        " << plan_.steps << " (" << plan_.steps_per_epoch << " per epoch)\n"
+                << "dry run: nothing written\n";
     return 0;
   }
   laconic::TrainOptions opts;
   opts.run_dir = out_dir.empty() ? (std::filesystem::path(recipe.run.out_dir) / recipe.run.name).string() : out_dir;
-  opts.log = &std::cout;
-  opts.progress_line = ::isatty(STDOUT_FILENO) != 0;
+  opts.log = lead ? &std::cout : nullptr;
+  // Not under mpirun: it hands rank 0 a pseudo-terminal even when its own output is a file.
+  opts.progress_line = lead && !launched_by_launcher && ::isatty(STDOUT_FILENO) != 0;
   const auto s = laconic::train(recipe, data, opts);
-  std::cout << "done: " << s.steps << " steps in " << s.wall_s << " s, final loss " << s.final_loss
-            << ", eval accuracy " << 100.0 * s.eval_accuracy << "%, sent " << s.bytes_sent
-            << " bytes per rank; results in " << opts.run_dir << "/\n";
+  if (lead) {
+    std::cout << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps in " << s.wall_s << " s";
+    if (!std::isnan(s.sim_time_s)) std::cout << " (simulated " << s.sim_time_s << " s)";
+    std::cout << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy
+              << "%, sent " << s.bytes_sent << " bytes per rank; results in " << opts.run_dir << "/\n";
+  }
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  bool quiet_errors = false;
   try {
-    return run(argc, argv);
+    return run(argc, argv, quiet_errors);
   } catch (const laconic::InputError& e) {
-    std::cerr << "trainer: error: " << e.what() << "\n";
+    if (!quiet_errors) std::cerr << "trainer: error: " << e.what() << "\n";
     return kInputError;
   } catch (const std::exception& e) {
     std::cerr << "trainer: failed: " << e.what() << "\n";

@@ -10,15 +10,18 @@
 #include <ostream>
 #include <sstream>
 
-#include "collectives/threads/threads_communicator.h"
+#include "collectives/netsim/cost_model.h"
+#include "collectives/netsim/sim_communicator.h"
 #include "compression/reducer.h"
 #include "framework/core/check.h"
 #include "framework/core/timer.h"
+#include "framework/core/units.h"
 #include "framework/data/image_batch.h"
 #include "framework/data/sampler.h"
 #include "framework/models/mlp.h"
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/run_dir.h"
+#include "framework/train/world.h"
 #include "optimizers/schedule.h"
 #include "optimizers/sgd.h"
 
@@ -53,6 +56,33 @@ LrSchedule make_schedule(const Recipe& r, std::int64_t steps) {
   s.decay = r.schedule.decay == DecayKind::cosine ? LrDecay::cosine : LrDecay::constant;
   s.min_ratio = r.schedule.min_lr_ratio;
   return LrSchedule(s);
+}
+
+Algorithm to_algorithm(AlgorithmKind k) {
+  switch (k) {
+    case AlgorithmKind::native: return Algorithm::native;
+    case AlgorithmKind::ring: return Algorithm::ring;
+    case AlgorithmKind::recursive_doubling: return Algorithm::recursive_doubling;
+    case AlgorithmKind::rabenseifner: return Algorithm::rabenseifner;
+    case AlgorithmKind::hierarchical: return Algorithm::hierarchical;
+    case AlgorithmKind::auto_: return Algorithm::auto_;
+  }
+  return Algorithm::native;
+}
+
+Topology make_topology(const Recipe& r) {
+  const NetworkConfig& n = r.network;
+  Topology t = grouped_topology(r.distributed.world_size, n.groups,
+                                LinkSpec{n.intra_bandwidth.bytes_per_s, n.intra_latency.seconds},
+                                LinkSpec{n.inter_bandwidth.bytes_per_s, n.inter_latency.seconds});
+  set_stragglers(t, n.stragglers.ranks, n.straggler_slowdown);
+  return t;
+}
+
+// The simulated network around the backend's communicator, when the recipe describes one.
+std::unique_ptr<SimCommunicator> make_sim(const Recipe& r, Communicator& base) {
+  if (r.network.groups == 0) return nullptr;
+  return std::make_unique<SimCommunicator>(base, make_topology(r));
 }
 
 struct EvalResult {
@@ -109,6 +139,7 @@ class Reporter {
     double comm_s = 0, compute_s = 0, wall_s = 0;
     double examples_per_s = 0;
     const EvalResult* eval = nullptr;
+    const SimCommunicator* sim = nullptr;  // the simulated network, when there is one
   };
 
   void record(const Record& r) {
@@ -123,6 +154,12 @@ class Reporter {
     j["compute_s"] = r.compute_s;
     j["wall_s"] = r.wall_s;
     j["examples_per_s"] = r.examples_per_s;
+    if (r.sim) {
+      j["sim_time_s"] = r.sim->clock();
+      j["sim_comm_s"] = r.sim->comm_time();
+      j["bytes_intra"] = r.sim->tier_bytes()[0].sent;
+      j["bytes_inter"] = r.sim->tier_bytes()[1].sent;
+    }
     if (r.eval) {
       j["eval_loss"] = r.eval->loss;
       j["eval_accuracy"] = r.eval->accuracy;
@@ -135,6 +172,9 @@ class Reporter {
          << " | lr " << std::setprecision(5) << r.lr << " | " << std::setprecision(0) << r.examples_per_s
          << " ex/s | sent " << human_bytes(static_cast<double>(r.bytes.sent)) << " | comm "
          << std::setprecision(0) << 100.0 * r.comm_s / std::max(1e-9, r.wall_s) << "%";
+    if (r.sim)
+      line << " | sim " << human_seconds(r.sim->clock()) << " (comm " << std::setprecision(0)
+           << 100.0 * r.sim->comm_time() / std::max(1e-12, r.sim->clock()) << "%)";
     if (r.eval)
       line << " | eval loss " << std::setprecision(4) << r.eval->loss << " acc " << std::setprecision(2)
            << 100.0 * r.eval->accuracy << "%";
@@ -177,18 +217,26 @@ class Reporter {
 class Worker {
  public:
   Worker(const Recipe& r, const TrainData& data, const TrainPlan& plan, const TrainOptions& opts,
-         Communicator& comm)
-      : r_(r), data_(data), plan_(plan), opts_(opts), comm_(comm),
+         Communicator& base)
+      : r_(r), data_(data), plan_(plan), opts_(opts), sim_(make_sim(r, base)),
+        comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r, *data.train)),
         optimizer_(make_optimizer(r.optimizer)),
         sync_(make_sync(r.sync)),
         schedule_(make_schedule(r, plan.steps)),
-        sampler_(SamplerOptions{data.train->size(), r.run.seed, comm.size(), comm.rank(),
-                                r.train.micro_batch}) {}
+        sampler_(SamplerOptions{data.train->size(), r.run.seed, base.size(), base.rank(),
+                                r.train.micro_batch}) {
+    comm_.set_algorithm(to_algorithm(r.distributed.algorithm));
+    if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
+    // Modeled compute: training FLOPs of one step's examples at the described device's speed.
+    modeled_step_s_ = model_->flops_per_example() * r.train.micro_batch * r.train.grad_accum /
+                      (r.network.device_tflops * 1e12 * r.network.mfu);
+  }
 
   TrainSummary run() {
     ParamStore& store = model_->params();
     model_->init(r_.run.seed);
+    const bool modeled = r_.network.compute == ComputeKind::modeled;
     sync_->start(store, comm_);
     const bool lead = comm_.rank() == 0;
     std::unique_ptr<Reporter> reporter;
@@ -219,14 +267,17 @@ class Worker {
         const float inv = 1.0f / static_cast<float>(accum);
         for (float& g : store.grads()) g *= inv;
       }
-      compute_s += t.seconds();
+      double step_compute = t.seconds();
       t.reset();
+      if (sim_) sim_->advance_compute(modeled ? modeled_step_s_ : step_compute);
       sync_->after_backward(store, comm_, step);
       comm_s += t.seconds();
       t.reset();
       const double lr = schedule_.at(step);
       optimizer_->step(store, lr);
-      compute_s += t.seconds();
+      if (sim_ && !modeled) sim_->advance_compute(t.seconds());
+      step_compute += t.seconds();
+      compute_s += step_compute;
       t.reset();
       sync_->after_update(store, comm_, step);
       comm_s += t.seconds();
@@ -259,6 +310,7 @@ class Worker {
         rec.examples_per_s = static_cast<double>((done - last_log_step) * plan_.global_batch) /
                              std::max(1e-9, now - last_log_wall - eval_s);
         rec.eval = eval_now ? &last_eval : nullptr;
+        rec.sim = sim_.get();
         reporter->record(rec);
         interval_loss = 0;
         interval_steps = 0;
@@ -281,6 +333,7 @@ class Worker {
     s.comm_s = comm_s;
     s.compute_s = compute_s;
     s.wall_s = wall.seconds();
+    if (sim_) s.sim_time_s = sim_->clock();
     if (lead) s.final_params.assign(store.params().begin(), store.params().end());
     return s;
   }
@@ -290,7 +343,9 @@ class Worker {
   const TrainData& data_;
   const TrainPlan& plan_;
   const TrainOptions& opts_;
-  Communicator& comm_;
+  std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
+  Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
+  double modeled_step_s_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<SyncStrategy> sync_;
@@ -311,6 +366,7 @@ std::string summary_json(const TrainSummary& s) {
   j["comm_s"] = s.comm_s;
   j["compute_s"] = s.compute_s;
   j["wall_s"] = s.wall_s;
+  if (!std::isnan(s.sim_time_s)) j["sim_time_s"] = s.sim_time_s;
   return j.dump(2) + "\n";
 }
 
@@ -343,33 +399,37 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts) {
   const TrainPlan plan = make_plan(recipe, data);
-  if (!opts.run_dir.empty()) {
-    make_directories(opts.run_dir);
-    write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe));
-  }
-  if (opts.log) {
-    *opts.log << "laconic: " << plan.model << ", " << recipe.distributed.world_size << " ranks ("
-              << name_of(recipe.distributed.backend) << " backend), global batch " << plan.global_batch << ", "
-              << plan.steps << " steps (" << std::fixed << std::setprecision(2)
-              << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
-              << std::endl;
-    if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
-  }
-
   TrainSummary summary;
   std::mutex mu;
-  ThreadsOptions topts;
-  topts.timeout_s = recipe.distributed.timeout_s;
-  run_threads(recipe.distributed.world_size, [&](Communicator& comm) {
+  run_world(recipe, [&](Communicator& comm) {
+    const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
+    if (lead && !opts.run_dir.empty()) {
+      make_directories(opts.run_dir);
+      write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe));
+    }
+    if (lead && opts.log) {
+      *opts.log << "laconic: " << plan.model << ", " << comm.size() << " ranks (" << comm.backend()
+                << " backend, " << name_of(recipe.distributed.algorithm) << " all-reduce), global batch "
+                << plan.global_batch << ", " << plan.steps << " steps (" << std::fixed << std::setprecision(2)
+                << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
+                << std::endl;
+      if (recipe.network.groups > 0)
+        *opts.log << "laconic: simulating " << recipe.network.groups << " groups, "
+                  << format_bandwidth(recipe.network.intra_bandwidth.bytes_per_s) << " / "
+                  << format_duration(recipe.network.intra_latency.seconds) << " inside, "
+                  << format_bandwidth(recipe.network.inter_bandwidth.bytes_per_s) << " / "
+                  << format_duration(recipe.network.inter_latency.seconds) << " between; compute "
+                  << name_of(recipe.network.compute) << std::endl;
+      if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
+    }
     Worker worker(recipe, data, plan, opts, comm);
     TrainSummary s = worker.run();
-    if (comm.rank() == 0) {
+    if (lead) {
+      if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", summary_json(s));
       std::lock_guard lock(mu);
       summary = std::move(s);
     }
-  }, topts);
-
-  if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", summary_json(summary));
+  });
   return summary;
 }
 

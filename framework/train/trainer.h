@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ struct TrainSummary {
   double comm_s = 0;            // rank 0's time inside the sync strategy
   double compute_s = 0;         // rank 0's forward + backward + optimizer time
   double wall_s = 0;
+  double sim_time_s = std::numeric_limits<double>::quiet_NaN();  // simulated clock (with [network])
   std::vector<float> final_params;  // rank 0's parameters at the end
 };
 

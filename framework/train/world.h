@@ -1,0 +1,27 @@
+// Where the ranks of a run live: N threads of this process (threads backend), or one rank per
+// process under mpirun (mpi backend). run_world() calls fn once per local rank with its
+// communicator, the same way for both, so the step loop never knows which it got.
+#pragma once
+
+#include <functional>
+
+#include "collectives/communicator.h"
+#include "framework/recipe/recipe.h"
+
+namespace laconic {
+
+// "auto" resolves to mpi when this process was started by an MPI launcher (and MPI is built in),
+// else threads. Throws InputError for "mpi" in a build without MPI.
+BackendKind resolve_backend(const Recipe& recipe);
+
+// True when the backend needs MPI initialised by the caller (an MpiRuntime in main, which must
+// outlive run_world) before run_world is called.
+bool needs_mpi_runtime(const Recipe& recipe);
+
+// Runs fn on every rank of this process. Threads: world_size threads, the first failure rethrown
+// after all have stopped. MPI: the process's one rank; the launcher's world size must equal
+// distributed.world_size (InputError otherwise, on every rank alike); a failure in fn on one rank
+// ends the whole job at once (MPI_Abort) after printing which rank failed and why.
+void run_world(const Recipe& recipe, const std::function<void(Communicator&)>& fn);
+
+}  // namespace laconic
