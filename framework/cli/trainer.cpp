@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/netsim/plan.h"
@@ -175,7 +177,13 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv, quiet_errors);
   } catch (const laconic::InputError& e) {
-    if (!quiet_errors) std::cerr << "trainer: error: " << e.what() << "\n";
+    if (!quiet_errors) {
+      std::cerr << "trainer: error: " << e.what() << std::endl;
+    } else {
+      // Under mpirun every rank hits the same input error; rank 0 reports it. The others leave a
+      // moment later, since mpirun kills the job as soon as one process exits non-zero.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     return kInputError;
   } catch (const std::exception& e) {
     std::cerr << "trainer: failed: " << e.what() << "\n";
