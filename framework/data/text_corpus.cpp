@@ -1,0 +1,143 @@
+#include "framework/data/text_corpus.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+#include "framework/core/check.h"
+
+namespace laconic {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kInstallHint = "install Debian's fortunes (apt-get install fortunes) or set [data] path";
+
+bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) LC_INPUT_ERROR(path.string(), ": cannot open: ", std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) LC_INPUT_ERROR(path.string(), ": read error: ", std::strerror(errno));
+  return text;
+}
+
+// A NUL never occurs in text (in any encoding we read byte-wise); strfile's .dat indexes start
+// with a big-endian version word and so hold several.
+bool is_binary(const std::string& bytes) { return bytes.find('\0') != std::string::npos; }
+
+// The line without its end-of-line (\n, and a \r before it for files written on DOS).
+std::string_view strip_eol(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
+bool is_blank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(), [](char c) { return is_space(static_cast<unsigned char>(c)); });
+}
+
+// Calls f(line) for each line of text (without its '\n').
+template <typename F>
+void for_each_line(std::string_view text, F&& f) {
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    f(line);
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+}
+
+// Appends the documents of one file: fortune entries or blank-line paragraphs.
+void split_documents(std::string_view text, std::vector<std::string>& out) {
+  bool fortune = false;
+  for_each_line(text, [&](std::string_view line) { fortune = fortune || strip_eol(line) == "%"; });
+
+  std::string current;
+  auto flush = [&] {
+    std::string doc = normalize_whitespace(current);
+    if (!doc.empty()) out.push_back(std::move(doc));
+    current.clear();
+  };
+  for_each_line(text, [&](std::string_view line) {
+    const bool separator = fortune ? strip_eol(line) == "%" : is_blank(line);
+    if (separator) {
+      flush();
+    } else {
+      current.append(line);
+      current.push_back('\n');
+    }
+  });
+  flush();
+}
+
+// Regular, non-symlink files under dir, in sorted path order.
+std::vector<fs::path> text_files_under(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  // Directory symlinks are not followed (the iterator's default), so a link cannot loop.
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
+    files.push_back(it->path());
+  }
+  if (ec) LC_INPUT_ERROR(dir.string(), ": cannot list folder: ", ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+std::string normalize_whitespace(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool pending_space = false;  // a whitespace run awaits the next kept byte (so trailing runs vanish)
+  bool last_is_byte = false;   // out.back() is a kept byte a backspace may overstrike
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (is_space(c)) {
+      pending_space = !out.empty();
+      last_is_byte = false;
+    } else if (c == '\b') {
+      if (last_is_byte) out.pop_back();  // the byte after the backspace is the one displayed
+      last_is_byte = false;
+    } else if (c < 0x20 || c == 0x7f) {
+      // Other control bytes (BEL, ESC...) carry no text.
+    } else {
+      if (pending_space) out.push_back(' ');
+      pending_space = false;
+      out.push_back(ch);
+      last_is_byte = true;
+    }
+  }
+  if (!out.empty() && out.back() == ' ') out.pop_back();  // left when a backspace erased the last byte
+  return out;
+}
+
+std::vector<std::string> load_text_corpus(const std::string& path) {
+  const fs::path root(path);
+  std::error_code ec;
+  const fs::file_status status = fs::status(root, ec);
+  if (!fs::exists(status)) LC_INPUT_ERROR(path, ": no such file or directory; ", kInstallHint);
+
+  std::vector<std::string> docs;
+  if (fs::is_directory(status)) {
+    for (const fs::path& file : text_files_under(root)) {
+      const std::string bytes = read_file(file);
+      if (!is_binary(bytes)) split_documents(bytes, docs);
+    }
+    if (docs.empty()) LC_INPUT_ERROR(path, ": no text documents in this folder (binary files and symlinks are skipped); ", kInstallHint);
+  } else {
+    const std::string bytes = read_file(root);
+    if (is_binary(bytes)) LC_INPUT_ERROR(path, ": not a text file (it holds NUL bytes)");
+    split_documents(bytes, docs);
+    if (docs.empty()) LC_INPUT_ERROR(path, ": no text documents (the file is empty or only whitespace)");
+  }
+  return docs;
+}
+
+}  // namespace laconic

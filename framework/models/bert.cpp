@@ -1,0 +1,234 @@
+#include "framework/models/bert.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "framework/core/check.h"
+#include "framework/nn/buffer.h"
+#include "framework/nn/init.h"
+#include "framework/ops/ops.h"
+
+namespace laconic {
+
+namespace {
+
+constexpr float kInitStd = 0.02f;   // BERT's initializer_range
+constexpr float kLayerNormEps = 1e-12f;  // BERT's layer_norm_eps
+
+const BertOptions& validated(const BertOptions& o) {
+  LC_CHECK(o.vocab > 0, "bert: vocab must be positive, got ", o.vocab);
+  LC_CHECK(o.seq_len > 0, "bert: seq_len must be positive, got ", o.seq_len);
+  LC_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0, "bert: dim=", o.dim,
+           " must be a positive multiple of heads=", o.heads);
+  LC_CHECK(o.layers >= 0, "bert: layers must be >= 0, got ", o.layers);
+  LC_CHECK(o.ffn > 0, "bert: ffn must be positive, got ", o.ffn);
+  LC_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "bert: dropout must be in [0, 1), got ", o.dropout);
+  return o;
+}
+
+// BERT's init for a dense layer: W ~ N(0, 0.02^2), b = 0.
+void init_dense(ParamStore& store, const nn::Linear& fc, std::uint64_t seed) {
+  nn::init_normal(store, fc.weight_view(), kInitStd, seed);
+  nn::init_constant(store, fc.bias_view(), 0.0f);
+}
+
+// y = a + b over n floats (the residual connections).
+void add(float* y, const float* a, const float* b, std::size_t n) {
+  std::copy(a, a + n, y);
+  ops::cpu::axpy(y, 1.0f, b, n);
+}
+
+// Dropout layer ids: 0 for the embeddings, then three per block (attention probabilities,
+// attention output, FFN output), so no two dropouts in the model share a mask.
+std::uint64_t dropout_id(int layer, int which) {
+  return 1 + 3 * static_cast<std::uint64_t>(layer) + static_cast<std::uint64_t>(which);
+}
+
+}  // namespace
+
+// ---- one post-LN encoder block -------------------------------------------------------------------
+
+Bert::Block::Block(ParamStore& store, const std::string& name, const BertOptions& o, int layer)
+    : store_(&store),
+      attn_(store, name + ".attn", {o.dim, o.heads, o.dropout, dropout_id(layer, 0)}),
+      attn_drop_({o.dim, o.dropout, dropout_id(layer, 1)}),
+      ln1_(store, name + ".ln1", {o.dim, kLayerNormEps}),
+      fc1_(store, name + ".fc1", {o.dim, o.ffn}),
+      gelu_(o.ffn),
+      fc2_(store, name + ".fc2", {o.ffn, o.dim}),
+      ffn_drop_({o.dim, o.dropout, dropout_id(layer, 2)}),
+      ln2_(store, name + ".ln2", {o.dim, kLayerNormEps}) {}
+
+void Bert::Block::init(std::uint64_t seed) {
+  init_dense(*store_, attn_.qkv(), seed);
+  init_dense(*store_, attn_.proj(), seed);
+  ln1_.init();
+  init_dense(*store_, fc1_, seed);
+  init_dense(*store_, fc2_, seed);
+  ln2_.init();
+}
+
+const float* Bert::Block::forward(const float* x, int batch, int seq, const ForwardOptions& step) {
+  const int rows = batch * seq;
+  n_ = static_cast<std::size_t>(rows) * attn_.options().dim;
+  // h1 = LN(x + Drop(Attn(x)))
+  const float* a = attn_drop_.forward(attn_.forward(x, batch, seq, step), rows, step);
+  float* s1 = nn::grow(sum1_, n_);
+  add(s1, x, a, n_);
+  const float* h1 = ln1_.forward(s1, rows);
+  // out = LN(h1 + Drop(W2 GELU(W1 h1 + b1) + b2))
+  const float* f = fc2_.forward(gelu_.forward(fc1_.forward(h1, rows), rows), rows);
+  f = ffn_drop_.forward(f, rows, step);
+  float* s2 = nn::grow(sum2_, n_);
+  add(s2, h1, f, n_);
+  return ln2_.forward(s2, rows);
+}
+
+const float* Bert::Block::backward(const float* dy) {
+  const float* ds2 = ln2_.backward(dy);  // = dL/dh1 through the skip path, and dL/dDrop(FFN)
+  const float* df = fc1_.backward(gelu_.backward(fc2_.backward(ffn_drop_.backward(ds2))));
+  float* dh1 = nn::grow(dh1_, n_);
+  add(dh1, ds2, df, n_);
+  const float* ds1 = ln1_.backward(dh1);  // = dL/dx through the skip path
+  const float* da = attn_.backward(attn_drop_.backward(ds1));
+  float* dx = nn::grow(dx_, n_);
+  add(dx, ds1, da, n_);
+  return dx;
+}
+
+// ---- the model -----------------------------------------------------------------------------------
+
+std::vector<Bert::Block> Bert::make_blocks(ParamStore& store, const BertOptions& o) {
+  std::vector<Block> blocks;
+  blocks.reserve(o.layers);
+  for (int l = 0; l < o.layers; ++l) blocks.emplace_back(store, "layer" + std::to_string(l), o, l);
+  return blocks;
+}
+
+Bert::Bert(const BertOptions& opts)
+    : opts_(validated(opts)),
+      tokens_(params_, "embed.tokens", {opts.vocab, opts.dim, kInitStd}),
+      positions_(params_, "embed.positions", {opts.seq_len, opts.dim, kInitStd}),
+      embed_ln_(params_, "embed.ln", {opts.dim, kLayerNormEps}),
+      embed_drop_({opts.dim, opts.dropout, 0}),
+      blocks_(make_blocks(params_, opts_)),
+      head_fc_(params_, "mlm.transform", {opts.dim, opts.dim}),
+      head_gelu_(opts.dim),
+      head_ln_(params_, "mlm.ln", {opts.dim, kLayerNormEps}),
+      head_bias_(params_.add("mlm.bias", {opts.vocab}, ParamGroup::no_decay)),
+      loss_(nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}) {
+  params_.finalize();
+}
+
+void Bert::init(std::uint64_t seed) {
+  tokens_.init(seed);
+  positions_.init(seed);
+  embed_ln_.init();
+  for (auto& b : blocks_) b.init(seed);
+  init_dense(params_, head_fc_, seed);
+  head_ln_.init();
+  nn::init_constant(params_, head_bias_, 0.0f);
+}
+
+ForwardResult Bert::forward(const Batch& batch, const ForwardOptions& opts) {
+  const int B = batch.size, T = batch.seq_len, dim = opts_.dim, vocab = opts_.vocab;
+  LC_CHECK(B >= 0 && T > 0 && T <= opts_.seq_len, "bert: batch of ", B, " sequences of ", T,
+           " tokens; the model takes up to ", opts_.seq_len, " tokens per sequence");
+  const int rows = B * T;
+  LC_CHECK(batch.tokens.size() >= static_cast<std::size_t>(rows) &&
+               batch.targets.size() >= static_cast<std::size_t>(rows),
+           "bert: batch of ", B, "x", T, " holds ", batch.tokens.size(), " tokens and ",
+           batch.targets.size(), " targets");
+  rows_ = rows;
+  have_forward_ = false;  // until this forward completes
+
+  // Embeddings: e = LN(E[tokens] + P[t]), dropped.
+  std::int32_t* pos = nn::grow(pos_ids_, rows);
+  for (int r = 0; r < rows; ++r) pos[r] = r % T;
+  const std::size_t n = static_cast<std::size_t>(rows) * dim;
+  float* e = nn::grow(embed_, n);
+  add(e, tokens_.forward(batch.tokens.data(), rows), positions_.forward(pos, rows), n);
+  const float* x = embed_drop_.forward(embed_ln_.forward(e, rows), rows, opts);
+  for (auto& b : blocks_) x = b.forward(x, B, T, opts);
+
+  // Gather the predicted positions [M, dim]: the head and the logits run on these rows only.
+  std::int32_t* picked = nn::grow(picked_, rows);
+  std::int32_t* targets = nn::grow(picked_targets_, rows);
+  int m = 0;
+  for (int r = 0; r < rows; ++r) {
+    const std::int32_t t = batch.targets[r];
+    if (t == -1) continue;
+    LC_CHECK(t >= 0 && t < vocab, "bert: target ", t, " at position ", r, " is outside [0, ", vocab,
+             ") and is not -1");
+    picked[m] = r;
+    targets[m] = t;
+    ++m;
+  }
+  predicted_ = m;
+  float* g = nn::grow(gathered_, static_cast<std::size_t>(m) * dim);
+  for (int i = 0; i < m; ++i)
+    std::copy_n(x + static_cast<std::size_t>(picked[i]) * dim, dim, g + static_cast<std::size_t>(i) * dim);
+
+  // h = LN(GELU(W g + b)); logits[M, vocab] = h[M, dim] E[vocab, dim]^T + bias
+  head_out_ = head_ln_.forward(head_gelu_.forward(head_fc_.forward(g, m), m), m);
+  float* logits = nn::grow(logits_, static_cast<std::size_t>(m) * vocab);
+  ops::cpu::gemm(logits, head_out_, params_.param(tokens_.table_view()), m, vocab, dim, false, true,
+                 1.0f, 0.0f);
+  ops::cpu::add_bias(logits, params_.param(head_bias_), m, vocab);
+  const nn::LossResult l = loss_.forward(logits, targets, m);
+  have_forward_ = true;
+  return ForwardResult{static_cast<float>(l.loss), l.counted, l.correct};
+}
+
+void Bert::backward() {
+  LC_CHECK(have_forward_, "Bert::backward() without forward()");
+  const int m = predicted_, dim = opts_.dim, vocab = opts_.vocab;
+  if (m == 0) return;  // no predicted position: the loss is the constant 0
+  const std::size_t table = tokens_.table_view();
+
+  // Output projection (tied): dbias += sum_i dlogits[i, :]; dE[vocab, dim] += dlogits^T h;
+  // dh[M, dim] = dlogits[M, vocab] E[vocab, dim].
+  const float* dlogits = loss_.backward();
+  ops::cpu::bias_grad(params_.grad(head_bias_), dlogits, m, vocab);
+  ops::cpu::gemm(params_.grad(table), dlogits, head_out_, vocab, dim, m, true, false, 1.0f, 1.0f);
+  float* dh = nn::grow(dhead_, static_cast<std::size_t>(m) * dim);
+  ops::cpu::gemm(dh, dlogits, params_.param(table), m, dim, vocab, false, false, 1.0f, 0.0f);
+  const float* dg = head_fc_.backward(head_gelu_.backward(head_ln_.backward(dh)));
+
+  // Scatter back to [B*T, dim]; unpredicted positions get 0.
+  const std::size_t n = static_cast<std::size_t>(rows_) * dim;
+  float* d = nn::grow(dencoded_, n);
+  ops::cpu::fill(d, 0.0f, n);
+  for (int i = 0; i < m; ++i)
+    std::copy_n(dg + static_cast<std::size_t>(i) * dim, dim, d + static_cast<std::size_t>(picked_[i]) * dim);
+
+  const float* dx = d;
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = it->backward(dx);
+  dx = embed_ln_.backward(embed_drop_.backward(dx));
+  tokens_.backward(dx);  // dE gets the input-embedding term on top of the output-projection term
+  positions_.backward(dx);
+}
+
+double Bert::flops_per_example() const {
+  const double d = opts_.dim, f = opts_.ffn, v = opts_.vocab, t = opts_.seq_len, l = opts_.layers;
+  const double matmul_params = l * (4.0 * d * d + 2.0 * d * f) + d * d;
+  return t * (6.0 * matmul_params + 12.0 * l * t * d + 6.0 * d * v);
+}
+
+std::string Bert::describe() const {
+  const double n = static_cast<double>(params_.size());
+  char count[32];
+  if (n >= 1e6)
+    std::snprintf(count, sizeof count, "%.1fM", n / 1e6);
+  else if (n >= 1e3)
+    std::snprintf(count, sizeof count, "%.1fk", n / 1e3);
+  else
+    std::snprintf(count, sizeof count, "%zu", params_.size());
+  std::ostringstream os;
+  os << "bert L" << opts_.layers << " d" << opts_.dim << " h" << opts_.heads << " ffn" << opts_.ffn
+     << " vocab " << opts_.vocab << " seq " << opts_.seq_len << " (" << count << " params)";
+  return os.str();
+}
+
+}  // namespace laconic

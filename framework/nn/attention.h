@@ -1,0 +1,93 @@
+// Multi-head self-attention (Vaswani et al. 2017, "Attention is all you need", section 3.2),
+// bidirectional (no causal mask) and without a padding mask: sequences are packed full.
+//
+//   [Q | K | V] = x Wqkv^T + bqkv                 x: [B*T, dim] -> [B*T, 3*dim] (one fused GEMM)
+//   per (b, h):  S = Q_bh K_bh^T / sqrt(D)        Q_bh, K_bh, V_bh: [T, D], D = dim / heads
+//                P = softmax_rows(S)              [T, T]
+//                C_bh = Drop(P) V_bh              [T, D]  (dropout on the probabilities, as BERT)
+//   y = C Wo^T + bo                               C: heads merged back to [B*T, dim]
+//
+// Q, K, V are rearranged once per forward into contiguous [B, H, T, D] buffers so each (b, h)
+// product is a plain row-major gemm on contiguous matrices.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/core/params.h"
+#include "framework/core/step.h"
+#include "framework/nn/dropout.h"
+#include "framework/nn/linear.h"
+
+namespace laconic::nn {
+
+// ---- CPU kernels used by attention (not yet in ops_decl.inc; same conventions: outputs, then
+// inputs, then sizes; activations and input gradients ASSIGN). Candidates for ops/ + a CUDA twin.
+
+// out[b, h, t, d] = in[(b*T + t) * stride + offset + h*D + d]
+//   in: [B*T, stride] (a column block [offset, offset + H*D) of each row), out: [B, H, T, D]
+void split_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
+                 int stride, int offset);
+// The inverse: out[(b*T + t) * stride + offset + h*D + d] = in[b, h, t, d]; other columns untouched.
+void merge_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
+                 int stride, int offset);
+// Numerically stable row softmax: y[r, c] = exp(x[r, c] - max_c x[r, :]) / sum. y may alias x.
+void softmax_rows_forward(float* y, const float* x, int rows, int cols);
+// Its backward from the output: dx[r, c] = y[r, c] * (dy[r, c] - sum_c' dy[r, c'] y[r, c']).
+// dx may alias dy.
+void softmax_rows_backward(float* dx, const float* dy, const float* y, int rows, int cols);
+
+// ---- the layer
+
+struct MultiHeadSelfAttentionOptions {
+  int dim = 0;
+  int heads = 1;               // must divide dim
+  float dropout = 0.0f;        // on the attention probabilities, in [0, 1)
+  std::uint64_t layer_id = 0;  // the probability dropout's mask key (as nn::Dropout's layer_id)
+};
+
+class MultiHeadSelfAttention {
+ public:
+  // Declares "<name>.qkv.{weight,bias}" ([3*dim, dim], [3*dim]; rows 0..dim-1 make Q, then K, then
+  // V) and "<name>.proj.{weight,bias}" ([dim, dim], [dim]).
+  MultiHeadSelfAttention(ParamStore& store, const std::string& name,
+                         const MultiHeadSelfAttentionOptions& opts);
+
+  void init(std::uint64_t seed);  // both projections with nn::Linear's default
+
+  // x: [batch*seq, dim], seq tokens per sequence -> y: [batch*seq, dim] (owned).
+  // x must stay valid until backward().
+  const float* forward(const float* x, int batch, int seq, const ForwardOptions& step);
+  // dy: [batch*seq, dim] -> dx (owned); accumulates the projections' parameter gradients.
+  const float* backward(const float* dy);
+
+  // Attention probabilities of the last forward, before dropout: [batch, heads, seq, seq].
+  const float* probs() const { return probs_.data(); }
+  nn::Linear& qkv() { return qkv_; }
+  nn::Linear& proj() { return proj_; }
+  const MultiHeadSelfAttentionOptions& options() const { return opts_; }
+
+ private:
+  MultiHeadSelfAttentionOptions opts_;
+  int head_dim_ = 0;
+  float scale_ = 1.0f;  // 1 / sqrt(head_dim)
+  Linear qkv_;
+  Linear proj_;
+  Dropout drop_;  // features = 1: masks the flat [B, H, T, T] probability tensor
+  int batch_ = 0, seq_ = 0;
+  const float* dropped_ = nullptr;  // Drop(P) from the last forward (probs_ itself when inactive)
+
+  // Forward state, [B, H, T, D] unless noted.
+  std::vector<float> q_, k_, v_;
+  std::vector<float> probs_;  // [B, H, T, T]
+  std::vector<float> ctx_h_;
+  std::vector<float> ctx_;    // [B*T, dim], the input of proj_
+  // Backward scratch.
+  std::vector<float> dctx_h_, dq_, dk_, dv_;
+  std::vector<float> dp_;     // [B, H, T, T]: dL/dDrop(P), then dL/dS in place
+  std::vector<float> dqkv_;   // [B*T, 3*dim]
+};
+
+}  // namespace laconic::nn

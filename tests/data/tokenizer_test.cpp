@@ -1,0 +1,232 @@
+#include "framework/data/tokenizer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "framework/core/check.h"
+#include "framework/core/rng.h"
+
+namespace laconic {
+namespace {
+
+namespace fs = std::filesystem;
+using Docs = std::vector<std::string>;
+
+// 300 documents of English-like text: words drawn with Zipf-like weights (word k about 1/(k+1)),
+// mixed case, punctuation and a few UTF-8 words, so BPE has frequent and rare pairs to learn.
+Docs sample_corpus(int n_docs = 300) {
+  static const char* kWords[] = {"the", "of", "and", "to", "a", "in", "is", "you", "that", "it", "he", "was",
+                                 "for", "on", "are", "as", "with", "his", "they", "I", "at", "be", "this",
+                                 "have", "from", "or", "one", "had", "by", "word", "but", "not", "what", "all",
+                                 "Were", "WHEN", "your", "can", "said", "there", "use", "an", "each", "which",
+                                 "she", "do", "how", "their", "if", "will", "up", "other", "about", "out",
+                                 "many", "then", "them", "these", "so", "some", "her", "would", "make", "like",
+                                 "caf\xc3\xa9", "na\xc3\xafve", "2024", "don't", "e-mail", "(sic)", "...", "!"};
+  constexpr int kN = sizeof kWords / sizeof kWords[0];
+  Docs docs;
+  for (int d = 0; d < n_docs; ++d) {
+    std::string doc;
+    for (int w = 0; w < 25; ++w) {
+      const std::uint64_t key = rng::key({7, static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(w)});
+      // Zipf-like: u^3 concentrates mass on small indices.
+      const float u = rng::uniform(key, 0);
+      const int k = static_cast<int>(u * u * u * kN);
+      if (!doc.empty()) doc += (w % 9 == 8) ? "\n" : " ";
+      doc += kWords[k];
+    }
+    docs.push_back(doc);
+  }
+  return docs;
+}
+
+TEST(Pretokenize, WordsLowercasedPunctuationAlone) {
+  EXPECT_EQ(pretokenize("Don't panic!  42nd CAF\xc3\x89..."),
+            (Docs{"don", "'", "t", "panic", "!", "42nd", "caf\xc3\x89", ".", ".", "."}));
+  EXPECT_EQ(normalize_text(" Hello,\tWorld! "), "hello , world !");
+  EXPECT_TRUE(pretokenize(" \n ").empty());
+}
+
+TEST(Tokenizer, SpecialAndByteIdsAreFixed) {
+  const Tokenizer tok = Tokenizer::train(sample_corpus(20), {.vocab_size = 300});
+  EXPECT_EQ(tok.token(kPad), "[PAD]");
+  EXPECT_EQ(tok.token(kUnk), "[UNK]");
+  EXPECT_EQ(tok.token(kCls), "[CLS]");
+  EXPECT_EQ(tok.token(kSep), "[SEP]");
+  EXPECT_EQ(tok.token(kMask), "[MASK]");
+  EXPECT_EQ(tok.token(kFirstByteToken + 'a'), "a");
+  EXPECT_EQ(tok.token(kFirstByteToken + 255), std::string(1, '\xff'));
+  EXPECT_EQ(kFirstMergeToken, 261);
+}
+
+TEST(Tokenizer, VocabSizeIsRespected) {
+  const Docs docs = sample_corpus();
+  for (int v : {261, 262, 300, 400}) {
+    const Tokenizer tok = Tokenizer::train(docs, {.vocab_size = v});
+    EXPECT_EQ(tok.vocab_size(), v);
+    EXPECT_EQ(static_cast<int>(tok.merges().size()), v - kFirstMergeToken);
+    for (const std::string& d : docs)
+      for (const std::int32_t id : tok.encode(d)) ASSERT_TRUE(id >= kFirstByteToken && id < v) << id;
+  }
+  // A corpus with few distinct pairs runs out of merges: fewer ids, never more.
+  const Tokenizer small = Tokenizer::train(Docs{"ab ab ab"}, {.vocab_size = 4000});
+  EXPECT_EQ(small.vocab_size(), kFirstMergeToken + 2);  // " a", then " ab"
+  EXPECT_THROW(Tokenizer::train(docs, {.vocab_size = 260}), InputError);
+}
+
+TEST(Tokenizer, MostFrequentPairFirstTiesToSmallestIds) {
+  // Pairs: (' ',x) and (x,y) 5 times, (' ',a) and (a,b) 3 times. (' ',x) wins the tie at 5
+  // because ' ' has the smaller id; then " x"+"y" (5) beats everything at 3.
+  const Tokenizer tok = Tokenizer::train(Docs{"xy xy xy ab xy ab", "ab xy"}, {.vocab_size = 265});
+  ASSERT_EQ(tok.merges().size(), 4u);
+  EXPECT_EQ(tok.token(kFirstMergeToken + 0), " x");
+  EXPECT_EQ(tok.token(kFirstMergeToken + 1), " xy");
+  EXPECT_EQ(tok.token(kFirstMergeToken + 2), " a");
+  EXPECT_EQ(tok.token(kFirstMergeToken + 3), " ab");
+  EXPECT_EQ(tok.encode("XY ab Xy"), (std::vector<std::int32_t>{kFirstMergeToken + 1, kFirstMergeToken + 3,
+                                                               kFirstMergeToken + 1}));
+}
+
+TEST(Tokenizer, TrainingIsDeterministic) {
+  const Docs docs = sample_corpus();
+  const Docs copy(docs.begin(), docs.end());
+  const Tokenizer a = Tokenizer::train(docs, {.vocab_size = 500});
+  const Tokenizer b = Tokenizer::train(copy, {.vocab_size = 500});
+  EXPECT_EQ(a.merges(), b.merges());
+  EXPECT_EQ(a.source_hash(), b.source_hash());
+  for (int id = 0; id < a.vocab_size(); ++id) ASSERT_EQ(a.token(id), b.token(id));
+}
+
+TEST(Tokenizer, RoundTripAndCompression) {
+  const Docs docs = sample_corpus();
+  const Tokenizer tok = Tokenizer::train(docs, {.vocab_size = 400});
+  std::size_t symbols = 0, tokens = 0;
+  for (const std::string& d : docs) {
+    const auto ids = tok.encode(d);
+    EXPECT_EQ(tok.decode(ids), normalize_text(d));
+    for (const std::string& w : pretokenize(d)) symbols += 1 + w.size();  // word-start space + bytes
+    tokens += ids.size();
+  }
+  // The merges are used: most words of this corpus become one token.
+  EXPECT_LT(static_cast<double>(tokens), 0.4 * static_cast<double>(symbols)) << tokens << " / " << symbols;
+  // Text never seen in training (unseen bytes included) still round-trips: the base is bytes.
+  const std::string unseen = "Zebras \xe2\x82\xac 9 {quux} \x01";
+  EXPECT_EQ(tok.decode(tok.encode(unseen)), normalize_text(unseen));
+  EXPECT_EQ(tok.decode(std::vector<std::int32_t>{kCls, kFirstMergeToken, kMask, kSep}),
+            "[CLS]" + tok.token(kFirstMergeToken) + " [MASK] [SEP]");
+}
+
+class TokenizerFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("laconic_tok_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path() const { return (dir_ / "tokenizer.txt").string(); }
+  std::string read() const {
+    std::ifstream in(path());
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  void write(const std::string& text) const { std::ofstream(path(), std::ios::trunc) << text; }
+
+  // Tokenizer::load must throw an InputError: one line naming the file and saying `what`.
+  void expect_load_error(const std::string& what) const {
+    try {
+      Tokenizer::load(path());
+      ADD_FAILURE() << "no InputError; expected '" << what << "'";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path()), std::string::npos) << msg;
+      EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TokenizerFiles, SaveLoadGivesIdenticalEncodings) {
+  const Docs docs = sample_corpus();
+  const Tokenizer tok = Tokenizer::train(docs, {.vocab_size = 400});
+  tok.save(path());
+  const Tokenizer back = Tokenizer::load(path());
+  EXPECT_EQ(back.merges(), tok.merges());
+  EXPECT_EQ(back.source_hash(), tok.source_hash());
+  EXPECT_EQ(back.vocab_size(), tok.vocab_size());
+  for (const std::string& d : docs) ASSERT_EQ(back.encode(d), tok.encode(d));
+  // Only the file itself is left behind (the temporary was renamed over it).
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(TokenizerFiles, CorruptFilesAreInputErrors) {
+  expect_load_error("cannot open");
+  Tokenizer::train(sample_corpus(), {.vocab_size = 300}).save(path());
+  const std::string good = read();
+
+  write("not a tokenizer\n");
+  expect_load_error(":1: expected the header");
+
+  // Cut after 10 of the 39 merges.
+  std::size_t cut = 0;
+  for (int line = 0; line < 13; ++line) cut = good.find('\n', cut) + 1;
+  write(good.substr(0, cut));
+  expect_load_error(":14: file ends where a merge was expected");
+
+  // A merge line whose token is not the concatenation of its pair.
+  const std::size_t line4 = good.find('\n', good.find('\n', good.find('\n') + 1) + 1) + 1;
+  const std::size_t end4 = good.find('\n', line4);
+  write(good.substr(0, line4) + "5 6 zz" + good.substr(end4));
+  expect_load_error(":4: expected TOKEN to be the concatenation");
+
+  // An id that does not exist yet (merges may only use earlier ids).
+  write(good.substr(0, line4) + "5 100000 x" + good.substr(end4));
+  expect_load_error(":4: expected ids in 5..260");
+
+  write(good + "trailing\n");
+  expect_load_error("expected the end of the file");
+
+  write(good);
+  EXPECT_NO_THROW(Tokenizer::load(path()));
+}
+
+TEST_F(TokenizerFiles, FingerprintDetectsStaleCaches) {
+  Docs docs = sample_corpus(50);
+  const TokenizerOptions opts{.vocab_size = 300};
+  const std::uint64_t h = Tokenizer::fingerprint(docs, opts);
+  EXPECT_EQ(Tokenizer::train(docs, opts).source_hash(), h);
+  EXPECT_NE(Tokenizer::fingerprint(docs, {.vocab_size = 301}), h);
+  EXPECT_NE(Tokenizer::fingerprint(docs, {.vocab_size = 300, .min_pair_count = 3}), h);
+  EXPECT_NE(Tokenizer::fingerprint(Docs{"ab", "c"}, opts), Tokenizer::fingerprint(Docs{"a", "bc"}, opts));
+
+  std::string note;
+  const Tokenizer first = Tokenizer::load_or_train(path(), docs, opts, &note);
+  EXPECT_NE(note.find("trained (no cached tokenizer)"), std::string::npos) << note;
+  const Tokenizer cached = Tokenizer::load_or_train(path(), docs, opts, &note);
+  EXPECT_NE(note.find("loaded from"), std::string::npos) << note;
+  EXPECT_EQ(cached.merges(), first.merges());
+
+  docs.back() += " a changed ending";
+  const Tokenizer retrained = Tokenizer::load_or_train(path(), docs, opts, &note);
+  EXPECT_NE(note.find("another corpus or options"), std::string::npos) << note;
+  EXPECT_EQ(retrained.source_hash(), Tokenizer::fingerprint(docs, opts));
+  EXPECT_EQ(Tokenizer::load(path()).source_hash(), retrained.source_hash());  // the cache was replaced
+
+  write("garbage\n");
+  Tokenizer::load_or_train(path(), docs, opts, &note);
+  EXPECT_NE(note.find("unreadable"), std::string::npos) << note;
+  EXPECT_EQ(Tokenizer::load(path()).source_hash(), retrained.source_hash());
+}
+
+}  // namespace
+}  // namespace laconic

@@ -1,0 +1,188 @@
+// Multi-head self-attention: input and parameter gradients against central differences (with and
+// without dropout on the probabilities), the softmax kernels, and closed-form cases.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "framework/core/check.h"
+#include "framework/nn/attention.h"
+#include "tests/nn/gradcheck.h"
+
+namespace laconic::nn {
+namespace {
+
+using laconic::testing::check_layer_gradients;
+using laconic::testing::GradCheckOptions;
+using laconic::testing::random_normal;
+using laconic::testing::randomize_params;
+
+constexpr int kB = 2, kT = 5, kDim = 8, kHeads = 2;
+
+void check_attention_gradients(float dropout, const ForwardOptions& step) {
+  ParamStore store;
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, dropout, 3});
+  store.finalize();
+  randomize_params(store, 5, 0.4f);  // non-trivial attention patterns and non-zero biases
+  // The K bias has an exactly zero gradient (softmax is shift invariant), so its numeric
+  // differences are pure float noise: atol 2e-4 leaves them a margin.
+  auto x = random_normal(kB * kT * kDim, 21);
+  ASSERT_EQ(store.views().size(), 4u);  // qkv.{weight,bias}, proj.{weight,bias}
+  check_layer_gradients(
+      store, x, kB * kT * kDim, [&](const float* in) { return attn.forward(in, kB, kT, step); },
+      [&](const float* dy) { return attn.backward(dy); }, GradCheckOptions{1e-2f, 1e-2, 2e-4, 64, 4});
+}
+
+TEST(AttentionGrad, NoDropout) { check_attention_gradients(0.0f, {true, 1, 0, 0}); }
+
+TEST(AttentionGrad, DropoutOnProbabilitiesFixedKey) {
+  // A fixed (seed, rank, step) fixes the mask, so the layer is a differentiable function of x.
+  check_attention_gradients(0.3f, {true, 9, 1, 7});
+}
+
+TEST(AttentionGrad, EvalModeIgnoresDropout) {
+  ParamStore a_store, b_store;
+  MultiHeadSelfAttention a(a_store, "attn", {kDim, kHeads, 0.5f, 3});
+  MultiHeadSelfAttention b(b_store, "attn", {kDim, kHeads, 0.0f, 3});
+  a_store.finalize();
+  b_store.finalize();
+  a.init(2);
+  b.init(2);
+  const auto x = random_normal(kB * kT * kDim, 3);
+  const float* ya = a.forward(x.data(), kB, kT, {false, 1, 0, 0});
+  const float* yb = b.forward(x.data(), kB, kT, {true, 1, 0, 0});
+  EXPECT_EQ(std::vector<float>(ya, ya + x.size()), std::vector<float>(yb, yb + x.size()));
+  // In training the mask changes the output, and differs between steps.
+  const float* y1 = a.forward(x.data(), kB, kT, {true, 1, 0, 0});
+  const std::vector<float> t1(y1, y1 + x.size());
+  EXPECT_NE(t1, std::vector<float>(yb, yb + x.size()));
+  const float* y2 = a.forward(x.data(), kB, kT, {true, 1, 0, 1});
+  EXPECT_NE(t1, std::vector<float>(y2, y2 + x.size()));
+}
+
+TEST(Attention, ProbabilityRowsSumToOne) {
+  ParamStore store;
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, 0.2f, 0});
+  store.finalize();
+  randomize_params(store, 8, 2.0f);  // large scores: exercises the max-subtraction
+  const auto x = random_normal(kB * kT * kDim, 4, 3.0f);
+  attn.forward(x.data(), kB, kT, {true, 0, 0, 0});
+  const float* p = attn.probs();
+  for (int r = 0; r < kB * kHeads * kT; ++r) {
+    double sum = 0.0;
+    for (int c = 0; c < kT; ++c) {
+      const float v = p[r * kT + c];
+      EXPECT_TRUE(std::isfinite(v) && v >= 0.0f && v <= 1.0f) << v;
+      sum += v;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
+  }
+}
+
+TEST(Attention, SoftmaxKernelsClosedForm) {
+  // softmax(1000 + [0, 1, 2]) = [1, e, e^2] / (1 + e + e^2): would overflow without the max shift.
+  const float x[] = {1000.0f, 1001.0f, 1002.0f};
+  float y[3];
+  softmax_rows_forward(y, x, 1, 3);
+  const double z = 1.0 + std::exp(1.0) + std::exp(2.0);
+  EXPECT_NEAR(y[0], 1.0 / z, 1e-6);
+  EXPECT_NEAR(y[1], std::exp(1.0) / z, 1e-6);
+  EXPECT_NEAR(y[2], std::exp(2.0) / z, 1e-6);
+  // dx = y * (dy - <dy, y>): a constant dy (shift invariance) gives dx = 0; dy = e_0 gives
+  // dx = y0 * (e_0 - y).
+  const float ones[] = {1, 1, 1}, e0[] = {1, 0, 0};
+  float dx[3];
+  softmax_rows_backward(dx, ones, y, 1, 3);
+  for (float v : dx) EXPECT_NEAR(v, 0.0f, 1e-7);
+  softmax_rows_backward(dx, e0, y, 1, 3);
+  EXPECT_NEAR(dx[0], y[0] * (1 - y[0]), 1e-7);
+  EXPECT_NEAR(dx[1], -y[0] * y[1], 1e-7);
+  EXPECT_NEAR(dx[2], -y[0] * y[2], 1e-7);
+}
+
+TEST(Attention, SplitAndMergeHeadsAreInverse) {
+  // [B*T, 3*dim] rows -> [B, H, T, D] for the K block, and back.
+  const int b = 2, t = 3, h = 2, d = 2, dim = h * d, stride = 3 * dim;
+  std::vector<float> rows(b * t * stride);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i);
+  std::vector<float> heads(b * h * t * d);
+  split_heads(heads.data(), rows.data(), b, t, h, d, stride, dim);
+  // heads[b=1, h=1, t=2, d=1] = rows[(1*3 + 2) * 12 + 4 + 1*2 + 1]
+  EXPECT_EQ(heads[((1 * h + 1) * t + 2) * d + 1], static_cast<float>(5 * 12 + 4 + 2 + 1));
+  std::vector<float> back(rows.size(), -1.0f);
+  merge_heads(back.data(), heads.data(), b, t, h, d, stride, dim);
+  for (int r = 0; r < b * t; ++r)
+    for (int c = 0; c < stride; ++c) {
+      const bool k_block = c >= dim && c < 2 * dim;
+      EXPECT_EQ(back[r * stride + c], k_block ? rows[r * stride + c] : -1.0f) << r << "," << c;
+    }
+}
+
+TEST(Attention, EqualScoresGiveMeanOfValues) {
+  // Wq = Wk = 0 and zero biases: all scores 0, uniform attention, so with Wv = Wo = I each output
+  // row is the mean of its own sequence's input rows (and sequences do not mix).
+  ParamStore store;
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, 0.0f, 0});
+  store.finalize();
+  std::fill(store.params().begin(), store.params().end(), 0.0f);
+  float* wqkv = store.param(attn.qkv().weight_view());  // [3*dim, dim]
+  float* wo = store.param(attn.proj().weight_view());   // [dim, dim]
+  for (int i = 0; i < kDim; ++i) {
+    wqkv[(2 * kDim + i) * kDim + i] = 1.0f;
+    wo[i * kDim + i] = 1.0f;
+  }
+  const auto x = random_normal(kB * kT * kDim, 6);
+  const float* y = attn.forward(x.data(), kB, kT, {false, 0, 0, 0});
+  for (int b = 0; b < kB; ++b)
+    for (int c = 0; c < kDim; ++c) {
+      double mean = 0.0;
+      for (int t = 0; t < kT; ++t) mean += x[(b * kT + t) * kDim + c] / kT;
+      for (int t = 0; t < kT; ++t) EXPECT_NEAR(y[(b * kT + t) * kDim + c], mean, 1e-5);
+    }
+  for (int i = 0; i < kB * kHeads * kT * kT; ++i) EXPECT_NEAR(attn.probs()[i], 1.0f / kT, 1e-7);
+}
+
+TEST(Attention, BackwardAccumulatesAndBatchSizesChange) {
+  ParamStore store;
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, 0.1f, 0});
+  store.finalize();
+  attn.init(1);
+  const auto big = random_normal(3 * kT * kDim, 7);
+  const auto dy = random_normal(3 * kT * kDim, 8);
+  attn.forward(big.data(), 3, kT, {true, 0, 0, 0});  // grow buffers for B=3 first
+  // A smaller batch afterwards must give the same result as a fresh layer on it.
+  ParamStore fresh_store;
+  MultiHeadSelfAttention fresh(fresh_store, "attn", {kDim, kHeads, 0.1f, 0});
+  fresh_store.finalize();
+  fresh.init(1);
+  const float* y = attn.forward(big.data(), 1, kT - 2, {true, 0, 0, 0});
+  const float* yf = fresh.forward(big.data(), 1, kT - 2, {true, 0, 0, 0});
+  const std::size_t n = (kT - 2) * kDim;
+  EXPECT_EQ(std::vector<float>(y, y + n), std::vector<float>(yf, yf + n));
+
+  store.zero_grad();
+  attn.forward(big.data(), 3, kT, {true, 0, 0, 0});
+  attn.backward(dy.data());
+  const std::vector<float> once(store.grads().begin(), store.grads().end());
+  attn.backward(dy.data());
+  double norm = 0.0;
+  for (std::size_t i = 0; i < once.size(); ++i) {
+    EXPECT_NEAR(store.grads()[i], 2.0f * once[i], 1e-6f * (1.0f + std::abs(once[i])));
+    norm += std::abs(once[i]);
+  }
+  EXPECT_GT(norm, 0.0);
+}
+
+TEST(Attention, RejectsBadOptions) {
+  ParamStore store;
+  EXPECT_THROW(MultiHeadSelfAttention(store, "a", {10, 3, 0.0f, 0}), Error);  // 3 does not divide 10
+  EXPECT_THROW(MultiHeadSelfAttention(store, "b", {8, 2, 1.0f, 0}), Error);
+  MultiHeadSelfAttention ok(store, "c", {8, 2, 0.0f, 0});
+  store.finalize();
+  const std::vector<float> dy(8, 1.0f);
+  EXPECT_THROW(ok.backward(dy.data()), Error);
+}
+
+}  // namespace
+}  // namespace laconic::nn
