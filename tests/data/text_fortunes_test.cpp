@@ -33,7 +33,7 @@ TEST(FortunesReal, LoadTrainPackAndBaseline) {
   const Tokenizer tok = Tokenizer::train(docs, {.vocab_size = 4000});
   const double train_s = seconds_since(t0);
   EXPECT_EQ(tok.vocab_size(), 4000);
-  // The brief's budget for training on this corpus with one core (it takes ~1 s in Release).
+  // Timing is printed, not asserted (speed belongs in benchmarks): about 1.5 s on one core here.
 
   t0 = std::chrono::steady_clock::now();
   const TextSplits s = build_text_datasets(docs, tok, {.seq_len = 128, .eval_fraction = 0.05});
