@@ -12,8 +12,12 @@ Sgd::Sgd(SgdOptions opts) : opts_(opts) {
   LC_CHECK(opts_.weight_decay >= 0.0, "weight_decay ", opts_.weight_decay);
 }
 
-void Sgd::step(ParamStore& store, double lr) {
+void Sgd::prepare(const ParamStore& store) {
   if (opts_.momentum > 0.0 && momentum_.size() != store.size()) momentum_.assign(store.size(), 0.0f);
+}
+
+void Sgd::step(ParamStore& store, double lr) {
+  prepare(store);
   const float mu = static_cast<float>(opts_.momentum);
   const float step_lr = static_cast<float>(lr);
   for (const auto& v : store.views()) {

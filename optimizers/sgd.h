@@ -22,6 +22,7 @@ struct SgdOptions {
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(SgdOptions opts);
+  void prepare(const ParamStore& store) override;
   void step(ParamStore& store, double lr) override;
   std::string describe() const override;
   std::vector<StateTensor> state() override;

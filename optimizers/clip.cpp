@@ -1,0 +1,24 @@
+#include "optimizers/clip.h"
+
+#include <cmath>
+
+#include "framework/core/check.h"
+#include "optimizers/norms.h"
+
+namespace laconic {
+
+double global_grad_norm(std::span<const float> grads) { return l2_norm(grads); }
+
+double clip_grad_norm(std::span<float> grads, double max_norm) {
+  LC_CHECK(max_norm > 0.0, "max_norm ", max_norm);
+  const double norm = global_grad_norm(grads);
+  if (!std::isfinite(norm)) return norm;
+  const double coef = max_norm / (norm + 1e-6);  // torch: clip_coef, applied when below 1
+  if (coef < 1.0) {
+    const float c = static_cast<float>(coef);
+    for (float& g : grads) g *= c;
+  }
+  return norm;
+}
+
+}  // namespace laconic

@@ -1,0 +1,47 @@
+// LAMB (You et al., "Large Batch Optimization for Deep Learning", ICLR 2020), with NVIDIA apex
+// FusedLAMB semantics (adam_w_mode, grad_averaging on, use_nvlamb off). With t the step count:
+//   m = b1 * m + (1 - b1) * g;   v = b2 * v + (1 - b2) * g * g
+//   m_hat = m / (1 - b1^t);      v_hat = v / (1 - b2^t)      (both divisors 1 without bias_correction)
+//   u = m_hat / (sqrt(v_hat) + eps) + wd * w
+//   trust = ||w|| / ||u||   (norms per tensor, in double; 1 when either is 0)
+//   trust = clamp(trust, clamp_min, clamp_max)                 (each bound only when > 0; apex has none)
+//   w = w - lr * trust * u
+// no_decay tensors (biases, norm parameters) get wd = 0 and trust 1: apex puts them in a group
+// with weight_decay 0, and without use_nvlamb it adapts only groups whose decay is non-zero.
+// Global gradient-norm clipping (apex: to 1.0, before the step) is clip_grad_norm() in clip.h,
+// called by the trainer on the averaged gradients.
+// State: "exp_avg", "exp_avg_sq" (laid out like the parameters) and "step" (one element).
+#pragma once
+
+#include <vector>
+
+#include "optimizers/optimizer.h"
+#include "optimizers/step_count.h"
+
+namespace laconic {
+
+struct LambOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0.01;  // decay group only
+  bool bias_correction = true;
+  double clamp_min = 0.0;  // lower bound on the trust ratio; 0 = off
+  double clamp_max = 0.0;  // upper bound on the trust ratio; 0 = off (others use 10)
+};
+
+class Lamb final : public Optimizer {
+ public:
+  explicit Lamb(LambOptions opts);
+  void step(ParamStore& store, double lr) override;
+  std::string describe() const override;
+  void prepare(const ParamStore& store) override;
+  std::vector<StateTensor> state() override;
+
+ private:
+  LambOptions opts_;
+  std::vector<float> exp_avg_, exp_avg_sq_;
+  StepCount steps_;
+};
+
+}  // namespace laconic
