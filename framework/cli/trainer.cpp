@@ -142,7 +142,10 @@ int run(int argc, char** argv, bool& quiet_errors) {
   }
   launched_by_launcher = laconic::MpiRuntime::launched_by_mpirun();
 #endif
-  const laconic::TrainData data = laconic::load_data(recipe);
+  laconic::LoadOptions load;
+  load.cache_dir = recipe.run.out_dir;  // the tokenizer is cached beside the runs
+  load.write_cache = lead && !dry_run;
+  const laconic::TrainData data = laconic::load_data(recipe, load);
   if (dry_run) {
     const auto plan_ = laconic::make_plan(recipe, data);
     if (lead)

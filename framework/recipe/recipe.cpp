@@ -30,11 +30,12 @@ namespace {
 
 // ---- enum names: one table per enum, indexed by the enumerator's value ----
 
-constexpr std::array kModelNames{"mlp"};
+constexpr std::array kModelNames{"mlp", "bert"};
 constexpr std::array kActivationNames{"relu", "gelu"};
-constexpr std::array kDataNames{"fashion_mnist"};
-constexpr std::array kOptimizerNames{"sgd"};
-constexpr std::array kDecayNames{"constant", "cosine"};
+constexpr std::array kDataNames{"fashion_mnist", "text"};
+constexpr std::array kOptimizerNames{"sgd", "adamw", "lars", "lamb"};
+constexpr std::array kDecayNames{"constant", "cosine", "poly"};
+constexpr std::array kScalingNames{"none", "linear", "sqrt"};
 constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 constexpr std::array kDeviceNames{"cpu"};
 constexpr std::array kSyncNames{"allreduce"};
@@ -46,6 +47,7 @@ std::span<const char* const> names(Activation) { return kActivationNames; }
 std::span<const char* const> names(DataKind) { return kDataNames; }
 std::span<const char* const> names(OptimizerKind) { return kOptimizerNames; }
 std::span<const char* const> names(DecayKind) { return kDecayNames; }
+std::span<const char* const> names(ScalingKind) { return kScalingNames; }
 std::span<const char* const> names(BackendKind) { return kBackendNames; }
 std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
 std::span<const char* const> names(SyncKind) { return kSyncNames; }
@@ -380,27 +382,46 @@ const std::vector<Field>& schema() {
         .add<&ModelConfig::hidden>("hidden", at_least(1))
         .add<&ModelConfig::activation>("activation")
         .add<&ModelConfig::dropout>("dropout", half_open(0, 1))
-        .add<&ModelConfig::layernorm>("layernorm");
+        .add<&ModelConfig::layernorm>("layernorm")
+        .add<&ModelConfig::dim>("dim", at_least(1))
+        .add<&ModelConfig::layers>("layers", at_least(1))
+        .add<&ModelConfig::heads>("heads", at_least(1))
+        .add<&ModelConfig::ffn>("ffn", at_least(1));
     SectionBuilder<&Recipe::data>{"data", f}
         .add<&DataConfig::name>("name")
-        .add<&DataConfig::path>("path");
+        .add<&DataConfig::path>("path")
+        .add<&DataConfig::seq_len>("seq_len", closed(2, 4096))
+        .add<&DataConfig::vocab_size>("vocab_size", closed(261, 1 << 20))
+        .add<&DataConfig::eval_fraction>("eval_fraction", half_open(0, 1))
+        .add<&DataConfig::mask_prob>("mask_prob", Bound{.lo = 0, .hi = 1, .lo_open = true, .hi_open = true});
     SectionBuilder<&Recipe::train>{"train", f}
         .add<&TrainConfig::steps>("steps", at_least(0))
         .add<&TrainConfig::epochs>("epochs", at_least(0))
         .add<&TrainConfig::micro_batch>("micro_batch", at_least(1))
         .add<&TrainConfig::grad_accum>("grad_accum", at_least(1))
         .add<&TrainConfig::eval_every>("eval_every", at_least(0))
-        .add<&TrainConfig::log_every>("log_every", at_least(1));
+        .add<&TrainConfig::log_every>("log_every", at_least(1))
+        .add<&TrainConfig::noise_scale>("noise_scale");
     SectionBuilder<&Recipe::optimizer>{"optimizer", f}
         .add<&OptimizerConfig::name>("name")
         .add<&OptimizerConfig::lr>("lr", above(0))
         .add<&OptimizerConfig::momentum>("momentum", half_open(0, 1))
         .add<&OptimizerConfig::nesterov>("nesterov")
-        .add<&OptimizerConfig::weight_decay>("weight_decay", at_least(0));
+        .add<&OptimizerConfig::weight_decay>("weight_decay", at_least(0))
+        .add<&OptimizerConfig::beta1>("beta1", half_open(0, 1))
+        .add<&OptimizerConfig::beta2>("beta2", half_open(0, 1))
+        .add<&OptimizerConfig::eps>("eps", above(0))
+        .add<&OptimizerConfig::eta>("eta", above(0))
+        .add<&OptimizerConfig::trust_min>("trust_min", at_least(0))
+        .add<&OptimizerConfig::trust_max>("trust_max", at_least(0))
+        .add<&OptimizerConfig::grad_clip>("grad_clip", at_least(0));
     SectionBuilder<&Recipe::schedule>{"schedule", f}
         .add<&ScheduleConfig::warmup_steps>("warmup_steps", at_least(0))
         .add<&ScheduleConfig::decay>("decay")
-        .add<&ScheduleConfig::min_lr_ratio>("min_lr_ratio", closed(0, 1));
+        .add<&ScheduleConfig::min_lr_ratio>("min_lr_ratio", closed(0, 1))
+        .add<&ScheduleConfig::power>("power", above(0))
+        .add<&ScheduleConfig::scaling_rule>("scaling_rule")
+        .add<&ScheduleConfig::base_batch>("base_batch", at_least(0));
     SectionBuilder<&Recipe::distributed>{"distributed", f}
         .add<&DistributedConfig::backend>("backend")
         .add<&DistributedConfig::device>("device")
@@ -592,6 +613,17 @@ void check_cross_fields(const Draft& d) {
                    ": optimizer.nesterov: expected optimizer.momentum > 0 with nesterov = true, got "
                    "optimizer.momentum = ",
                    format_float(r.optimizer.momentum));
+  if (r.model.name == ModelKind::bert && r.model.dim % r.model.heads != 0)
+    LC_INPUT_ERROR(locate(d, {"model.heads", "model.dim"}), ": model.heads: expected a divisor of model.dim = ",
+                   r.model.dim, ", got ", r.model.heads);
+  if ((r.model.name == ModelKind::bert) != (r.data.name == DataKind::text))
+    LC_INPUT_ERROR(locate(d, {"model.name", "data.name"}), ": model.name: expected ",
+                   r.data.name == DataKind::text ? "\"bert\" for data.name = \"text\"" : "\"mlp\" for data.name = \"fashion_mnist\"",
+                   ", got \"", name_of(r.model.name), "\"");
+  if (r.optimizer.trust_max > 0 && r.optimizer.trust_max < r.optimizer.trust_min)
+    LC_INPUT_ERROR(locate(d, {"optimizer.trust_max", "optimizer.trust_min"}),
+                   ": optimizer.trust_max: expected 0 (no clamp) or >= optimizer.trust_min = ",
+                   format_float(r.optimizer.trust_min), ", got ", format_float(r.optimizer.trust_max));
   const int world = r.distributed.world_size;
   if (r.network.groups > 0 && world % r.network.groups != 0)
     LC_INPUT_ERROR(locate(d, {"network.groups", "distributed.world_size"}),
@@ -658,5 +690,6 @@ const char* name_of(DeviceKind v) { return enum_name(v); }
 const char* name_of(SyncKind v) { return enum_name(v); }
 const char* name_of(AlgorithmKind v) { return enum_name(v); }
 const char* name_of(ComputeKind v) { return enum_name(v); }
+const char* name_of(ScalingKind v) { return enum_name(v); }
 
 }  // namespace laconic

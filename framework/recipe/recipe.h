@@ -9,11 +9,12 @@
 
 namespace laconic {
 
-enum class ModelKind { mlp };
+enum class ModelKind { mlp, bert };
 enum class Activation { relu, gelu };
-enum class DataKind { fashion_mnist };
-enum class OptimizerKind { sgd };
-enum class DecayKind { constant, cosine };
+enum class DataKind { fashion_mnist, text };
+enum class OptimizerKind { sgd, adamw, lars, lamb };
+enum class DecayKind { constant, cosine, poly };
+enum class ScalingKind { none, linear, sqrt };
 enum class BackendKind { auto_, threads, mpi };
 // All-reduce algorithm: native = the backend's own (MPI_Allreduce; our ring on threads),
 // auto_ = chosen per message by the alpha-beta cost model of the [network] (or a size rule).
@@ -50,15 +51,25 @@ struct ModelConfig {
   ModelKind name = ModelKind::mlp;
   std::vector<int> hidden = {512, 256};  // hidden layer widths
   Activation activation = Activation::relu;
-  float dropout = 0.0f;                   // after each hidden activation, in [0, 1)
-  bool layernorm = false;                 // layernorm after each hidden linear, before activation
+  float dropout = 0.0f;                   // mlp: after each hidden activation; bert: everywhere
+  bool layernorm = false;                 // mlp: layernorm after each hidden linear
+  // bert: encoder width, blocks, attention heads, feed-forward width
+  int dim = 128;
+  int layers = 2;
+  int heads = 4;
+  int ffn = 512;
 
   bool operator==(const ModelConfig&) const = default;
 };
 
 struct DataConfig {
   DataKind name = DataKind::fashion_mnist;
-  std::string path = "/usr/share/datasets/fashion-mnist";
+  std::string path = "default";  // "default": the dataset's Debian location (fashion-mnist, fortunes)
+  // text (masked language modelling):
+  int seq_len = 128;             // tokens per sequence, [CLS] included
+  int vocab_size = 4000;         // subword vocabulary (special and byte tokens included)
+  double eval_fraction = 0.05;   // documents held out for evaluation
+  double mask_prob = 0.15;       // positions predicted (80% [MASK], 10% random, 10% kept)
 
   bool operator==(const DataConfig&) const = default;
 };
@@ -70,16 +81,24 @@ struct TrainConfig {
   int grad_accum = 1;        // micro-batches per optimizer step
   std::int64_t eval_every = 0;  // steps between evaluations (0 = only at the end)
   std::int64_t log_every = 50;  // steps between log lines / metrics.jsonl records
+  bool noise_scale = false;     // estimate the gradient noise scale B_simple (McCandlish et al. 2018)
 
   bool operator==(const TrainConfig&) const = default;
 };
 
 struct OptimizerConfig {
   OptimizerKind name = OptimizerKind::sgd;
-  double lr = 0.1;           // peak learning rate
-  double momentum = 0.9;
-  bool nesterov = false;
-  double weight_decay = 0.0;
+  double lr = 0.1;           // peak learning rate at schedule.base_batch (see scaling_rule)
+  double momentum = 0.9;     // sgd, lars
+  bool nesterov = false;     // sgd
+  double weight_decay = 0.0; // weights only (not biases or norm parameters)
+  double beta1 = 0.9;        // adamw, lamb
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double eta = 0.001;        // lars trust coefficient
+  double trust_min = 0.0;    // lamb trust-ratio clamp; 0 = none
+  double trust_max = 0.0;
+  double grad_clip = 0.0;    // clip the global gradient norm (after averaging) to this; 0 = off
 
   bool operator==(const OptimizerConfig&) const = default;
 };
@@ -87,7 +106,10 @@ struct OptimizerConfig {
 struct ScheduleConfig {
   std::int64_t warmup_steps = 0;  // linear warmup from 0 to lr
   DecayKind decay = DecayKind::constant;
-  double min_lr_ratio = 0.0;      // cosine decays to lr * min_lr_ratio at the last step
+  double min_lr_ratio = 0.0;      // cosine/poly decay to lr * min_lr_ratio at the last step
+  double power = 1.0;             // poly decay exponent (1 = linear)
+  ScalingKind scaling_rule = ScalingKind::none;  // lr (and warmup) from base_batch to the global batch
+  std::int64_t base_batch = 0;    // the batch optimizer.lr and warmup_steps are given for; 0 = global batch
 
   bool operator==(const ScheduleConfig&) const = default;
 };
@@ -168,5 +190,6 @@ const char* name_of(DeviceKind);
 const char* name_of(SyncKind);
 const char* name_of(AlgorithmKind);
 const char* name_of(ComputeKind);
+const char* name_of(ScalingKind);
 
 }  // namespace laconic

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -16,47 +17,19 @@
 #include "framework/core/check.h"
 #include "framework/core/timer.h"
 #include "framework/core/units.h"
-#include "framework/data/image_batch.h"
+#include "framework/core/rng.h"
 #include "framework/data/sampler.h"
-#include "framework/models/mlp.h"
+#include "framework/train/factory.h"
+#include "optimizers/clip.h"
+#include "optimizers/noise_scale.h"
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/world.h"
-#include "optimizers/schedule.h"
-#include "optimizers/sgd.h"
 
 namespace laconic {
 namespace {
 
-std::unique_ptr<Model> make_model(const Recipe& r, const ImageDataset& d) {
-  MlpOptions o;
-  o.inputs = d.features();
-  o.hidden = r.model.hidden;
-  o.classes = d.classes;
-  o.activation = r.model.activation == Activation::gelu ? MlpActivation::gelu : MlpActivation::relu;
-  o.dropout = r.model.dropout;
-  o.layernorm = r.model.layernorm;
-  return std::make_unique<Mlp>(o);
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
-  return std::make_unique<Sgd>(SgdOptions{c.momentum, c.nesterov, c.weight_decay});
-}
-
-std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c) {
-  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb},
-                                        std::make_unique<DenseReducer>());
-}
-
-LrSchedule make_schedule(const Recipe& r, std::int64_t steps) {
-  ScheduleOptions s;
-  s.peak_lr = r.optimizer.lr;
-  s.warmup_steps = r.schedule.warmup_steps;
-  s.total_steps = steps;
-  s.decay = r.schedule.decay == DecayKind::cosine ? LrDecay::cosine : LrDecay::constant;
-  s.min_ratio = r.schedule.min_lr_ratio;
-  return LrSchedule(s);
-}
+double squared(double x) { return x * x; }
 
 Algorithm to_algorithm(AlgorithmKind k) {
   switch (k) {
@@ -90,16 +63,17 @@ struct EvalResult {
   double accuracy = std::numeric_limits<double>::quiet_NaN();
 };
 
-// Full pass over `d` in fixed chunks, dropout off. Buffers grow once at the first evaluation.
-EvalResult evaluate(Model& model, const ImageDataset& d, Batch& scratch) {
-  constexpr int kChunk = 1000;
+// Full pass over `d` in chunks of `chunk` examples, dropout off; `order` holds 0..size-1. Each
+// chunk's randomness (MLM masking) has a fixed key, so every evaluation sees the same batches.
+EvalResult evaluate(Model& model, const DataSource& d, std::span<const std::int64_t> order, int chunk,
+                    std::uint64_t seed, Batch& scratch) {
   double loss_sum = 0;
   std::int64_t counted = 0, correct = 0;
   ForwardOptions fo;
   fo.train = false;
-  for (std::int64_t begin = 0; begin < d.size(); begin += kChunk) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, d.size() - begin));
-    slice(scratch, d, begin, n);
+  for (std::int64_t begin = 0, k = 0; begin < d.size(); begin += chunk, ++k) {
+    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(chunk, d.size() - begin));
+    d.fill(scratch, order.subspan(static_cast<std::size_t>(begin), n), mlm_eval_key(seed, k));
     const ForwardResult r = model.forward(scratch, fo);
     loss_sum += static_cast<double>(r.loss) * static_cast<double>(r.counted);
     counted += r.counted;
@@ -140,6 +114,8 @@ class Reporter {
     double examples_per_s = 0;
     const EvalResult* eval = nullptr;
     const SimCommunicator* sim = nullptr;  // the simulated network, when there is one
+    double grad_norm = std::numeric_limits<double>::quiet_NaN();    // before clipping (when clipping)
+    double noise_scale = std::numeric_limits<double>::quiet_NaN();  // B_simple (when estimated)
   };
 
   void record(const Record& r) {
@@ -154,6 +130,8 @@ class Reporter {
     j["compute_s"] = r.compute_s;
     j["wall_s"] = r.wall_s;
     j["examples_per_s"] = r.examples_per_s;
+    if (!std::isnan(r.grad_norm)) j["grad_norm"] = r.grad_norm;
+    if (!std::isnan(r.noise_scale)) j["noise_scale"] = r.noise_scale;
     if (r.sim) {
       j["sim_time_s"] = r.sim->clock();
       j["sim_comm_s"] = r.sim->comm_time();
@@ -172,6 +150,7 @@ class Reporter {
          << " | lr " << std::setprecision(5) << r.lr << " | " << std::setprecision(0) << r.examples_per_s
          << " ex/s | sent " << human_bytes(static_cast<double>(r.bytes.sent)) << " | comm "
          << std::setprecision(0) << 100.0 * r.comm_s / std::max(1e-9, r.wall_s) << "%";
+    if (!std::isnan(r.noise_scale)) line << " | B_noise " << std::setprecision(0) << r.noise_scale;
     if (r.sim)
       line << " | sim " << human_seconds(r.sim->clock()) << " (comm " << std::setprecision(0)
            << 100.0 * r.sim->comm_time() / std::max(1e-12, r.sim->clock()) << "%)";
@@ -220,17 +199,28 @@ class Worker {
          Communicator& base)
       : r_(r), data_(data), plan_(plan), opts_(opts), sim_(make_sim(r, base)),
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
-        model_(make_model(r, *data.train)),
+        model_(make_model(r, data)),
         optimizer_(make_optimizer(r.optimizer)),
         sync_(make_sync(r.sync)),
-        schedule_(make_schedule(r, plan.steps)),
+        schedule_(make_schedule(r, plan.global_batch, plan.steps)),
+        // One optimizer step consumes one global batch; this rank's slice of it is cut into
+        // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K
+        // micro-batches of b, and one rank with micro-batch K*b all see the same examples.
         sampler_(SamplerOptions{data.train->size(), r.run.seed, base.size(), base.rank(),
-                                r.train.micro_batch}) {
+                                r.train.micro_batch * r.train.grad_accum}) {
     comm_.set_algorithm(to_algorithm(r.distributed.algorithm));
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r.train.micro_batch * r.train.grad_accum /
                       (r.network.device_tflops * 1e12 * r.network.mfu);
+    if (data.eval) {  // evaluation order, allocated once
+      eval_order_.resize(static_cast<std::size_t>(data.eval->size()));
+      for (std::size_t i = 0; i < eval_order_.size(); ++i) eval_order_[i] = static_cast<std::int64_t>(i);
+    }
+    // The noise scale compares per-worker and averaged gradients: it needs more than one worker.
+    if (r.train.noise_scale && plan.global_batch > static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum)
+      noise_.emplace(NoiseScaleOptions{static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum,
+                                       plan.global_batch});
   }
 
   TrainSummary run() {
@@ -245,7 +235,7 @@ class Worker {
     Stopwatch wall;
     double comm_s = 0, compute_s = 0, interval_loss = 0, last_loss = 0;
     std::int64_t interval_steps = 0, last_log_step = 0;
-    double last_log_wall = 0;
+    double last_log_wall = 0, grad_norm = std::numeric_limits<double>::quiet_NaN();
     const int accum = r_.train.grad_accum;
     EvalResult last_eval;
 
@@ -253,8 +243,12 @@ class Worker {
       Stopwatch t;
       store.zero_grad();
       double loss = 0;
+      const std::span<const std::int64_t> slice = sampler_.next();
+      const auto micro = static_cast<std::size_t>(r_.train.micro_batch);
       for (int a = 0; a < accum; ++a) {
-        gather(batch_, *data_.train, sampler_.next());
+        data_.train->fill(batch_, slice.subspan(static_cast<std::size_t>(a) * micro, micro),
+                          rng::key({r_.run.seed, static_cast<std::uint64_t>(comm_.rank()),
+                                    static_cast<std::uint64_t>(step * accum + a), rng::kData}));
         ForwardOptions fo;
         fo.train = true;
         fo.seed = r_.run.seed;
@@ -270,9 +264,19 @@ class Worker {
       double step_compute = t.seconds();
       t.reset();
       if (sim_) sim_->advance_compute(modeled ? modeled_step_s_ : step_compute);
+      double local_sq = 0;
+      if (noise_) local_sq = squared(global_grad_norm(store.grads()));
       sync_->after_backward(store, comm_, step);
+      if (noise_) {
+        // Mean of the workers' |g_b|^2 (one float on the wire) against |G_B|^2 of the average.
+        float mean_local = static_cast<float>(local_sq);
+        comm_.all_reduce(std::span(&mean_local, 1), ReduceOp::avg);
+        noise_->update(mean_local, squared(global_grad_norm(store.grads())));
+      }
       comm_s += t.seconds();
       t.reset();
+      // Clipping after averaging: every rank sees the same norm and scales identically.
+      if (r_.optimizer.grad_clip > 0) grad_norm = clip_grad_norm(store.grads(), r_.optimizer.grad_clip);
       const double lr = schedule_.at(step);
       optimizer_->step(store, lr);
       if (sim_ && !modeled) sim_->advance_compute(t.seconds());
@@ -288,11 +292,11 @@ class Worker {
       if (!lead) continue;
       const std::int64_t done = step + 1;
       const bool last = done == plan_.steps;
-      const bool eval_now = data_.test && (last || (r_.train.eval_every > 0 && done % r_.train.eval_every == 0));
+      const bool eval_now = data_.eval && (last || (r_.train.eval_every > 0 && done % r_.train.eval_every == 0));
       double eval_s = 0;
       if (eval_now) {
         Stopwatch te;
-        last_eval = evaluate(*model_, *data_.test, eval_batch_);
+        last_eval = evaluate(*model_, *data_.eval, eval_order_, r_.train.micro_batch, r_.run.seed, eval_batch_);
         eval_s = te.seconds();
       }
       if (last || eval_now || done % r_.train.log_every == 0) {
@@ -311,6 +315,8 @@ class Worker {
                              std::max(1e-9, now - last_log_wall - eval_s);
         rec.eval = eval_now ? &last_eval : nullptr;
         rec.sim = sim_.get();
+        rec.grad_norm = grad_norm;
+        rec.noise_scale = noise_ ? noise_->simple_noise_scale() : std::numeric_limits<double>::quiet_NaN();
         reporter->record(rec);
         interval_loss = 0;
         interval_steps = 0;
@@ -343,6 +349,8 @@ class Worker {
   const TrainData& data_;
   const TrainPlan& plan_;
   const TrainOptions& opts_;
+  std::vector<std::int64_t> eval_order_;
+  std::optional<NoiseScaleEstimator> noise_;
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
   double modeled_step_s_ = 0;
@@ -370,20 +378,31 @@ std::string summary_json(const TrainSummary& s) {
   return j.dump(2) + "\n";
 }
 
-}  // namespace
-
-TrainData load_data(const Recipe& recipe) {
-  TrainData d;
-  d.train = std::make_shared<ImageDataset>(load_fashion_mnist(recipe.data.path, Split::train));
-  d.test = std::make_shared<ImageDataset>(load_fashion_mnist(recipe.data.path, Split::test));
-  return d;
+// What the recipe resolved to, appended to recipe.resolved.toml as comments (the keys above
+// stay the ones the user wrote, so the file still loads as a recipe).
+std::string resolved_comment(const TrainPlan& p, const TrainData& d) {
+  std::ostringstream os;
+  os << std::setprecision(17) << "\n# Resolved at start:\n"
+     << "#   model           = " << p.model << "\n"
+     << "#   data            = " << d.describe << "\n"
+     << "#   global_batch    = " << p.global_batch << "\n"
+     << "#   steps           = " << p.steps << " (" << p.steps_per_epoch << " per epoch)\n"
+     << "#   effective_lr    = " << p.lr << "\n"
+     << "#   warmup_steps    = " << p.warmup_steps << "\n";
+  if (!std::isnan(d.baseline_loss)) os << "#   unigram_loss    = " << d.baseline_loss << "\n";
+  return os.str();
 }
+
+}  // namespace
 
 TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   LC_CHECK(data.train, "no training data");
   TrainPlan p;
   p.global_batch = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum * r.distributed.world_size;
   p.steps_per_epoch = data.train->size() / p.global_batch;
+  const ScaledLr lr = resolve_lr(r, p.global_batch);
+  p.lr = lr.lr;
+  p.warmup_steps = lr.warmup_steps;
   if (p.steps_per_epoch == 0)
     LC_INPUT_ERROR(r.path, ": the global batch (micro_batch ", r.train.micro_batch, " x grad_accum ",
                    r.train.grad_accum, " x world_size ", r.distributed.world_size, " = ", p.global_batch,
@@ -391,7 +410,7 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   p.steps = r.train.steps > 0 ? r.train.steps
                               : static_cast<std::int64_t>(std::ceil(r.train.epochs * static_cast<double>(p.steps_per_epoch)));
   p.steps = std::max<std::int64_t>(1, p.steps);
-  const auto model = make_model(r, *data.train);
+  const auto model = make_model(r, data);
   p.parameters = static_cast<std::int64_t>(model->params().size());
   p.model = model->describe();
   return p;
@@ -405,7 +424,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
     const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
     if (lead && !opts.run_dir.empty()) {
       make_directories(opts.run_dir);
-      write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe));
+      write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe) + resolved_comment(plan, data));
     }
     if (lead && opts.log) {
       *opts.log << "laconic: " << plan.model << ", " << comm.size() << " ranks (" << comm.backend()
@@ -413,6 +432,15 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                 << plan.global_batch << ", " << plan.steps << " steps (" << std::fixed << std::setprecision(2)
                 << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
                 << std::endl;
+      *opts.log << "laconic: data " << data.describe << std::endl;
+      *opts.log << "laconic: " << name_of(recipe.optimizer.name) << ", peak lr " << std::defaultfloat
+                << std::setprecision(6) << plan.lr << " (" << name_of(recipe.schedule.scaling_rule)
+                << " scaling from batch " << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch)
+                << " at lr " << recipe.optimizer.lr << "), warmup " << plan.warmup_steps << " steps, "
+                << name_of(recipe.schedule.decay) << " decay" << std::endl;
+      if (!std::isnan(data.baseline_loss))
+        *opts.log << "laconic: unigram baseline (context-free) MLM loss " << std::fixed << std::setprecision(3)
+                  << data.baseline_loss << " nats" << std::endl;
       if (recipe.network.groups > 0)
         *opts.log << "laconic: simulating " << recipe.network.groups << " groups, "
                   << format_bandwidth(recipe.network.intra_bandwidth.bytes_per_s) << " / "

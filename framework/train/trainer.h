@@ -11,19 +11,10 @@
 #include <vector>
 
 #include "framework/core/params.h"
-#include "framework/data/fashion_mnist.h"
+#include "framework/train/factory.h"
 #include "framework/recipe/recipe.h"
 
 namespace laconic {
-
-// Datasets are loaded once and shared read-only by all ranks.
-struct TrainData {
-  std::shared_ptr<const ImageDataset> train;
-  std::shared_ptr<const ImageDataset> test;  // may be null: no evaluation
-};
-
-// Loads what the recipe's [data] names. Throws InputError for missing or corrupt files.
-TrainData load_data(const Recipe& recipe);
 
 // What a recipe resolves to once the data is known.
 struct TrainPlan {
@@ -31,6 +22,8 @@ struct TrainPlan {
   std::int64_t global_batch = 0;     // micro_batch * grad_accum * world_size
   std::int64_t steps_per_epoch = 0;  // full global batches per pass over the training set
   std::int64_t parameters = 0;
+  double lr = 0;                     // peak learning rate after the scaling rule
+  std::int64_t warmup_steps = 0;     // after the scaling rule
   std::string model;                 // Model::describe()
 };
 TrainPlan make_plan(const Recipe& recipe, const TrainData& data);

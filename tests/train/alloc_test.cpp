@@ -143,10 +143,8 @@ Recipe recipe() {
 }
 
 TEST(StepLoop, AllocatesNothingAfterWarmup) {
-  TrainData data;
+  TrainData data = image_data(blobs(1000, 784, 10, 1), blobs(200, 784, 10, 2));
   // 1000 examples over a global batch of 192: the window crosses epoch boundaries (reshuffles).
-  data.train = blobs(1000, 784, 10, 1);
-  data.test = blobs(200, 784, 10, 2);
 
   // seen[rank][step]: the process-wide count when that rank finished that step. Preallocated,
   // and each slot written by one thread only, so the callback itself allocates nothing.

@@ -1,0 +1,162 @@
+#include "framework/train/factory.h"
+
+#include <filesystem>
+
+#include "framework/core/check.h"
+#include "framework/data/text_corpus.h"
+#include "framework/data/tokenizer.h"
+#include "framework/models/bert.h"
+#include "framework/models/mlp.h"
+#include "optimizers/adamw.h"
+#include "optimizers/lamb.h"
+#include "optimizers/lars.h"
+#include "optimizers/sgd.h"
+
+namespace laconic {
+namespace {
+
+constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
+
+std::string data_path(const Recipe& r) {
+  if (r.data.path != "default") return r.data.path;
+  return r.data.name == DataKind::text ? kFortunesDir : kFashionMnistDir;
+}
+
+TrainData load_text(const Recipe& r, const LoadOptions& opts) {
+  const std::string path = data_path(r);
+  const std::vector<std::string> docs = load_text_corpus(path);
+  TokenizerOptions to;
+  to.vocab_size = r.data.vocab_size;
+  std::string note;
+  Tokenizer tok = [&] {
+    if (opts.cache_dir.empty()) return Tokenizer::train(docs, to);
+    const std::string cache = opts.cache_dir + "/tokenizer-" + std::to_string(r.data.vocab_size) + ".txt";
+    if (!opts.write_cache && !std::filesystem::exists(cache)) return Tokenizer::train(docs, to);
+    if (opts.write_cache) std::filesystem::create_directories(opts.cache_dir);
+    return Tokenizer::load_or_train(cache, docs, to, &note);
+  }();
+  TextDatasetOptions dopts;
+  dopts.seq_len = r.data.seq_len;
+  dopts.eval_fraction = r.data.eval_fraction;
+  TextSplits splits = build_text_datasets(docs, tok, dopts);
+  MlmOptions mopts;
+  mopts.mask_prob = r.data.mask_prob;
+  TrainData d;
+  d.vocab = tok.vocab_size();
+  d.seq_len = r.data.seq_len;
+  d.baseline_loss = unigram_entropy(splits.eval.size() > 0 ? splits.eval : splits.train);
+  d.describe = detail::concat("text ", path, ": ", docs.size(), " documents, ", splits.train.size(),
+                              " train / ", splits.eval.size(), " eval sequences of ", r.data.seq_len,
+                              " tokens, vocabulary ", d.vocab, note.empty() ? "" : " (" + note + ")");
+  auto train = std::make_shared<TokenDataset>(std::move(splits.train));
+  d.train = std::make_shared<MlmSource>(train, mopts);
+  if (splits.eval.size() > 0) d.eval = std::make_shared<MlmSource>(std::make_shared<TokenDataset>(std::move(splits.eval)), mopts);
+  if (opts.note) *opts.note = note;
+  return d;
+}
+
+}  // namespace
+
+TrainData image_data(std::shared_ptr<const ImageDataset> train, std::shared_ptr<const ImageDataset> test) {
+  TrainData d;
+  d.features = train->features();
+  d.classes = train->classes;
+  d.describe = detail::concat("images: ", train->size(), " train / ", test ? test->size() : 0, " test");
+  d.train = std::make_shared<ImageSource>(std::move(train));
+  if (test) d.eval = std::make_shared<ImageSource>(std::move(test));
+  return d;
+}
+
+TrainData load_data(const Recipe& r, const LoadOptions& opts) {
+  switch (r.data.name) {
+    case DataKind::fashion_mnist: {
+      const std::string path = data_path(r);
+      TrainData d = image_data(std::make_shared<ImageDataset>(load_fashion_mnist(path, Split::train)),
+                               std::make_shared<ImageDataset>(load_fashion_mnist(path, Split::test)));
+      d.describe = "Fashion-MNIST " + path + ": " + d.describe.substr(d.describe.find(' ') + 1);
+      return d;
+    }
+    case DataKind::text:
+      return load_text(r, opts);
+  }
+  LC_CHECK(false, "unknown data kind");
+}
+
+std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) {
+  switch (r.model.name) {
+    case ModelKind::mlp: {
+      LC_CHECK(data.features > 0, "the MLP needs image data");
+      MlpOptions o;
+      o.inputs = data.features;
+      o.hidden = r.model.hidden;
+      o.classes = data.classes;
+      o.activation = r.model.activation == Activation::gelu ? MlpActivation::gelu : MlpActivation::relu;
+      o.dropout = r.model.dropout;
+      o.layernorm = r.model.layernorm;
+      return std::make_unique<Mlp>(o);
+    }
+    case ModelKind::bert: {
+      LC_CHECK(data.vocab > 0, "BERT needs token data");
+      BertOptions o;
+      o.vocab = data.vocab;
+      o.seq_len = data.seq_len;
+      o.dim = r.model.dim;
+      o.layers = r.model.layers;
+      o.heads = r.model.heads;
+      o.ffn = r.model.ffn;
+      o.dropout = r.model.dropout;
+      return std::make_unique<Bert>(o);
+    }
+  }
+  LC_CHECK(false, "unknown model kind");
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
+  switch (c.name) {
+    case OptimizerKind::sgd:
+      return std::make_unique<Sgd>(SgdOptions{c.momentum, c.nesterov, c.weight_decay});
+    case OptimizerKind::adamw:
+      return std::make_unique<AdamW>(AdamWOptions{c.beta1, c.beta2, c.eps, c.weight_decay});
+    case OptimizerKind::lars:
+      return std::make_unique<Lars>(LarsOptions{c.momentum, c.eta, c.weight_decay, 0.0});
+    case OptimizerKind::lamb: {
+      LambOptions o;
+      o.beta1 = c.beta1;
+      o.beta2 = c.beta2;
+      o.eps = c.eps;
+      o.weight_decay = c.weight_decay;
+      o.clamp_min = c.trust_min;
+      o.clamp_max = c.trust_max;
+      return std::make_unique<Lamb>(o);
+    }
+  }
+  LC_CHECK(false, "unknown optimizer");
+}
+
+std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c) {
+  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb}, std::make_unique<DenseReducer>());
+}
+
+ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {
+  const ScalingRule rule = r.schedule.scaling_rule == ScalingKind::linear ? ScalingRule::linear
+                           : r.schedule.scaling_rule == ScalingKind::sqrt ? ScalingRule::sqrt
+                                                                         : ScalingRule::none;
+  const std::int64_t base = r.schedule.base_batch > 0 ? r.schedule.base_batch : global_batch;
+  return scale_lr(rule, r.optimizer.lr, base, global_batch, r.schedule.warmup_steps);
+}
+
+LrSchedule make_schedule(const Recipe& r, std::int64_t global_batch, std::int64_t steps) {
+  const ScaledLr lr = resolve_lr(r, global_batch);
+  ScheduleOptions s;
+  s.peak_lr = lr.lr;
+  s.warmup_steps = lr.warmup_steps;
+  s.total_steps = steps;
+  s.decay = r.schedule.decay == DecayKind::cosine ? LrDecay::cosine
+            : r.schedule.decay == DecayKind::poly ? LrDecay::poly
+                                                  : LrDecay::constant;
+  s.min_ratio = r.schedule.min_lr_ratio;
+  s.power = r.schedule.power;
+  return LrSchedule(s);
+}
+
+}  // namespace laconic

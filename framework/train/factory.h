@@ -1,0 +1,50 @@
+// Recipe -> objects: the one place that maps the typed recipe onto models, data, optimizers,
+// schedules and sync strategies, so the step loop only sees interfaces.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "framework/data/source.h"
+#include "framework/models/model.h"
+#include "framework/recipe/recipe.h"
+#include "framework/sync/sync_strategy.h"
+#include "optimizers/optimizer.h"
+#include "optimizers/schedule.h"
+
+namespace laconic {
+
+// Datasets are loaded once per process and shared read-only by its ranks.
+struct TrainData {
+  std::shared_ptr<const DataSource> train;
+  std::shared_ptr<const DataSource> eval;  // null: no evaluation
+  int features = 0, classes = 0;           // image data: what the MLP is built for
+  int vocab = 0, seq_len = 0;              // token data: what BERT is built for
+  double baseline_loss = std::numeric_limits<double>::quiet_NaN();  // text: unigram entropy (nats)
+  std::string describe;
+};
+
+// Image data from datasets in memory (tests, synthetic data).
+TrainData image_data(std::shared_ptr<const ImageDataset> train, std::shared_ptr<const ImageDataset> test);
+
+struct LoadOptions {
+  std::string cache_dir;     // where the trained tokenizer is cached ("" = do not cache)
+  bool write_cache = true;   // false on all but one process of an MPI job
+  std::string* note = nullptr;  // receives what loading did (e.g. "tokenizer loaded from ...")
+};
+
+// Loads what the recipe's [data] names. Throws InputError for missing or corrupt files.
+TrainData load_data(const Recipe& recipe, const LoadOptions& opts = {});
+
+std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c);
+std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c);
+
+// The learning rate and warmup actually used: optimizer.lr and schedule.warmup_steps scaled
+// from schedule.base_batch to the global batch by schedule.scaling_rule.
+ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch);
+LrSchedule make_schedule(const Recipe& r, std::int64_t global_batch, std::int64_t steps);
+
+}  // namespace laconic
