@@ -4,7 +4,7 @@
 
 BUILD  ?= build
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
-RECIPE ?= recipes/mlp_fmnist.toml
+RECIPE ?= recipes/lamb_bert.toml
 CMAKE_ARGS ?=
 
 .PHONY: all deps configure build run test clean
