@@ -142,6 +142,19 @@ ForwardResult Bert::forward(const Batch& batch, const ForwardOptions& opts) {
            batch.targets.size(), " targets");
   rows_ = rows;
   have_forward_ = false;  // until this forward completes
+  if (rows > head_reserved_) {
+    // The head runs on the masked positions only, whose count varies from batch to batch (at
+    // most B*T): size its buffers for the bound once, so no later step allocates.
+    const auto bound = static_cast<std::size_t>(rows);
+    head_fc_.reserve(rows);
+    head_gelu_.reserve(rows);
+    head_ln_.reserve(rows);
+    loss_.reserve(rows);
+    nn::grow(gathered_, bound * dim);
+    nn::grow(logits_, bound * vocab);
+    nn::grow(dhead_, bound * dim);
+    head_reserved_ = rows;
+  }
 
   // Embeddings: e = LN(E[tokens] + P[t]), dropped.
   std::int32_t* pos = nn::grow(pos_ids_, rows);

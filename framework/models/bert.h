@@ -110,6 +110,7 @@ class Bert : public Model {
   std::vector<std::int32_t> pos_ids_;   // [B*T]: t for row b*T + t
   std::vector<float> embed_;            // [B*T, dim]: E[tokens] + P[positions]
   int predicted_ = 0;                   // M: positions with a target in the last batch
+  int head_reserved_ = 0;               // rows the head buffers are sized for (see forward)
   std::vector<std::int32_t> picked_;    // [M]: their rows
   std::vector<std::int32_t> picked_targets_;  // [M]
   std::vector<float> gathered_;         // [M, dim]

@@ -42,4 +42,16 @@ const float* Gelu::backward(const float* dy) {
   return dx;
 }
 
+void Relu::reserve(int rows) {
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(features_);
+  grow(y_, n);
+  grow(dx_, n);
+}
+
+void Gelu::reserve(int rows) {
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(features_);
+  grow(y_, n);
+  grow(dx_, n);
+}
+
 }  // namespace laconic::nn

@@ -12,6 +12,9 @@ class Relu {
   explicit Relu(int features);
   const float* forward(const float* x, int rows);  // x: [rows, features] -> y (owned)
   const float* backward(const float* dy);          // dy -> dx (owned)
+  // Grows every buffer for batches of up to `rows` rows now, so that later, smaller or equal
+  // batches of varying size (e.g. the masked positions of MLM) allocate nothing.
+  void reserve(int rows);
 
  private:
   int features_;
@@ -26,6 +29,9 @@ class Gelu {
   explicit Gelu(int features);
   const float* forward(const float* x, int rows);
   const float* backward(const float* dy);
+  // Grows every buffer for batches of up to `rows` rows now, so that later, smaller or equal
+  // batches of varying size (e.g. the masked positions of MLM) allocate nothing.
+  void reserve(int rows);
 
  private:
   int features_;

@@ -38,4 +38,12 @@ const float* LayerNorm::backward(const float* dy) {
   return dx;
 }
 
+void LayerNorm::reserve(int rows) {
+  const std::size_t n = static_cast<std::size_t>(rows) * opts_.features;
+  grow(y_, n);
+  grow(dx_, n);
+  grow(mean_, static_cast<std::size_t>(rows));
+  grow(rstd_, static_cast<std::size_t>(rows));
+}
+
 }  // namespace laconic::nn

@@ -24,6 +24,9 @@ class LayerNorm {
   const float* forward(const float* x, int rows);
   // dy -> dx (owned); dgamma += sum_rows dy * xhat, dbeta += sum_rows dy.
   const float* backward(const float* dy);
+  // Grows every buffer for batches of up to `rows` rows now, so that later, smaller or equal
+  // batches of varying size (e.g. the masked positions of MLM) allocate nothing.
+  void reserve(int rows);
 
   std::size_t gamma_view() const { return gamma_; }
   std::size_t beta_view() const { return beta_; }

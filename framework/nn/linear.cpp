@@ -44,4 +44,9 @@ const float* Linear::backward(const float* dy) {
   return dx;
 }
 
+void Linear::reserve(int rows) {
+  grow(y_, static_cast<std::size_t>(rows) * opts_.out);
+  if (opts_.input_grad) grow(dx_, static_cast<std::size_t>(rows) * opts_.in);
+}
+
 }  // namespace laconic::nn

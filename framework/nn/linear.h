@@ -32,6 +32,9 @@ class Linear {
   // dy: [rows, out] -> dx: [rows, in] (owned; nullptr without input_grad).
   // Accumulates dW += dy^T x and db += sum_rows dy.
   const float* backward(const float* dy);
+  // Grows every buffer for batches of up to `rows` rows now, so that later, smaller or equal
+  // batches of varying size (e.g. the masked positions of MLM) allocate nothing.
+  void reserve(int rows);
 
   const LinearOptions& options() const { return opts_; }
   std::size_t weight_view() const { return weight_; }

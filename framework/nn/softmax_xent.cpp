@@ -41,4 +41,12 @@ const float* SoftmaxCrossEntropy::backward() {
   return d;
 }
 
+void SoftmaxCrossEntropy::reserve(int rows) {
+  const std::size_t n = static_cast<std::size_t>(rows) * opts_.classes;
+  grow(probs_, n);
+  grow(losses_, static_cast<std::size_t>(rows));
+  grow(argmax_, static_cast<std::size_t>(rows));
+  grow(dlogits_, n);
+}
+
 }  // namespace laconic::nn

@@ -26,6 +26,9 @@ class SoftmaxCrossEntropy {
   LossResult forward(const float* logits, const std::int32_t* targets, int rows);
   // Gradient of the mean loss: dlogits = (softmax - onehot) / counted; 0 on ignored rows. Owned.
   const float* backward();
+  // Grows every buffer for batches of up to `rows` rows now, so that later, smaller or equal
+  // batches of varying size (e.g. the masked positions of MLM) allocate nothing.
+  void reserve(int rows);
 
   const float* probs() const { return probs_.data(); }
 

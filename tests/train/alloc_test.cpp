@@ -142,10 +142,8 @@ Recipe recipe() {
   return r;
 }
 
-TEST(StepLoop, AllocatesNothingAfterWarmup) {
-  TrainData data = image_data(blobs(1000, 784, 10, 1), blobs(200, 784, 10, 2));
-  // 1000 examples over a global batch of 192: the window crosses epoch boundaries (reshuffles).
-
+// Trains `r` on `data` and asserts that no rank allocated between steps kFirst and kLast.
+void expect_no_allocations_in_steps(const Recipe& r, const TrainData& data) {
   // seen[rank][step]: the process-wide count when that rank finished that step. Preallocated,
   // and each slot written by one thread only, so the callback itself allocates nothing.
   std::array<std::array<std::uint64_t, kSteps>, kWorld> seen{};
@@ -159,7 +157,7 @@ TEST(StepLoop, AllocatesNothingAfterWarmup) {
 
   g_allocs = 0;
   g_armed = true;
-  const TrainSummary s = train(recipe(), data, opts);
+  const TrainSummary s = train(r, data, opts);
   g_armed = false;
   g_abort_in_window = false;
 
@@ -184,6 +182,44 @@ TEST(StepLoop, AllocatesNothingAfterWarmup) {
     std::cout << "\n";
   }
   EXPECT_EQ(delta, 0u) << "the step loop allocated (LACONIC_ALLOC_ABORT=1 under gdb names the caller)";
+}
+
+TEST(StepLoop, AllocatesNothingAfterWarmup) {
+  // 1000 examples over a global batch of 192: the window crosses epoch boundaries (reshuffles).
+  expect_no_allocations_in_steps(recipe(), image_data(blobs(1000, 784, 10, 1), blobs(200, 784, 10, 2)));
+}
+
+// BERT on masked tokens with LAMB, gradient clipping and the noise-scale estimate (one extra
+// all-reduce per step): the token model's step loop allocates nothing either.
+TEST(StepLoop, BertWithLambAllocatesNothingAfterWarmup) {
+  auto tokens = std::make_shared<TokenDataset>();
+  tokens->seq_len = 16;
+  tokens->vocab = 60;
+  const auto k = rng::key({5, rng::kTest});
+  for (int s = 0; s < 200; ++s)
+    for (int t = 0; t < tokens->seq_len; ++t)
+      tokens->tokens.push_back(t == 0 ? 2 : 5 + static_cast<std::int32_t>(rng::below(k, s * 16 + t, 55)));
+  TrainData data;
+  data.train = std::make_shared<MlmSource>(tokens, MlmOptions{});
+  data.eval = data.train;
+  data.vocab = tokens->vocab;
+  data.seq_len = tokens->seq_len;
+  Recipe r = recipe();
+  r.model.name = ModelKind::bert;
+  r.data.name = DataKind::text;
+  r.model.dim = 32;
+  r.model.heads = 4;
+  r.model.ffn = 64;
+  r.model.dropout = 0.1f;
+  r.train.micro_batch = 8;
+  r.train.grad_accum = 2;
+  r.train.noise_scale = true;
+  r.optimizer.name = OptimizerKind::lamb;
+  r.optimizer.lr = 0.01;
+  r.optimizer.weight_decay = 0.01;
+  r.optimizer.grad_clip = 1.0;
+  r.schedule.decay = DecayKind::poly;
+  expect_no_allocations_in_steps(r, data);
 }
 
 }  // namespace
