@@ -1,0 +1,197 @@
+// Time of one training step (zero_grad, forward, backward, optimizer step) of the two models the
+// recipes train, single-threaded (our CPU kernels have no intra-op threading: data parallelism
+// uses the cores). tests/bench/bert_step_torch.py is the same step in PyTorch 1.13, and
+// tests/bench/bert_step.sh runs the two in alternation.
+//
+//   bert_step_bench [--reps N] [--warmup N] [--model bert|mlp|all] [--phases]
+//
+// - bert: framework/models/bert.h at the lamb_bert size (vocab 4000, seq_len 128, dim 128,
+//   2 layers, 4 heads, ffn 512, dropout 0.1), 32 sequences per step, 19 of the 128 positions of
+//   each sequence (15%, rounded down) as targets, LAMB with its defaults (no gradient clipping).
+// - mlp: 784-512-256-10 ReLU at batch 256, SGD momentum 0.9, weight decay 5e-4.
+//
+// One row per model: ms/step (mean, min and median over N timed steps after the warm-ups) and
+// GFLOP/s = flops_per_example() x batch / mean step time. BERT's flops_per_example counts the MLM
+// head at every position (an upper bound; see bert.h), so its row also gives the GFLOP/s of the
+// work actually done, with the tied projection counted on the predicted positions only.
+// --phases adds the mean time of each part of the step (forward, backward, optimizer).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "framework/core/batch.h"
+#include "framework/core/rng.h"
+#include "framework/core/step.h"
+#include "framework/models/bert.h"
+#include "framework/models/mlp.h"
+#include "optimizers/lamb.h"
+#include "optimizers/sgd.h"
+
+namespace {
+
+using namespace laconic;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int reps = 20;
+  int warmup = 3;
+  std::string model = "all";
+  bool phases = false;
+};
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr, "bert_step_bench: %s\nusage: bert_step_bench [--reps N] [--warmup N] "
+               "[--model bert|mlp|all] [--phases]\n", msg);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage(("missing value after " + s).c_str());
+      return argv[++i];
+    };
+    if (s == "--reps") a.reps = std::max(1, std::atoi(value()));
+    else if (s == "--warmup") a.warmup = std::max(0, std::atoi(value()));
+    else if (s == "--model") a.model = value();
+    else if (s == "--phases") a.phases = true;
+    else usage(("unknown argument " + s).c_str());
+  }
+  if (a.model != "bert" && a.model != "mlp" && a.model != "all") usage("--model is bert, mlp or all");
+  return a;
+}
+
+struct Timings {
+  std::vector<double> step;               // seconds per timed step
+  double forward = 0, backward = 0, optimizer = 0;  // summed over timed steps
+};
+
+// Runs warmup + reps steps; the warm-up steps size every activation buffer and the optimizer's
+// state, so the timed steps are training's steady state (no allocation, warm caches).
+Timings run_steps(Model& model, Optimizer& opt, const Batch& batch, double lr, const Args& args) {
+  Timings t;
+  ForwardOptions fo;
+  fo.seed = 1;
+  for (int s = 0; s < args.warmup + args.reps; ++s) {
+    fo.step = s;  // new dropout masks every step, as in training
+    const auto t0 = Clock::now();
+    model.params().zero_grad();
+    model.forward(batch, fo);
+    const auto t1 = Clock::now();
+    model.backward();
+    const auto t2 = Clock::now();
+    opt.step(model.params(), lr);
+    const auto t3 = Clock::now();
+    if (s < args.warmup) continue;
+    t.step.push_back(std::chrono::duration<double>(t3 - t0).count());
+    t.forward += std::chrono::duration<double>(t1 - t0).count();
+    t.backward += std::chrono::duration<double>(t2 - t1).count();
+    t.optimizer += std::chrono::duration<double>(t3 - t2).count();
+  }
+  return t;
+}
+
+void report(const char* name, int batch, double flops_per_step, double useful_flops_per_step,
+            const Timings& t, const Args& args) {
+  std::vector<double> s = t.step;
+  std::sort(s.begin(), s.end());
+  const double mean = std::accumulate(s.begin(), s.end(), 0.0) / s.size();
+  const double median = s[s.size() / 2];
+  std::printf("%-8s %-5s %6d %10.2f %10.2f %10.2f %10.1f %10.1f\n", "laconic", name, batch,
+              mean * 1e3, s.front() * 1e3, median * 1e3, flops_per_step / mean / 1e9,
+              useful_flops_per_step / mean / 1e9);
+  if (args.phases) {
+    const double n = static_cast<double>(s.size());
+    std::printf("#   %s phases (ms/step): forward %.2f  backward %.2f  optimizer %.2f\n", name,
+                t.forward / n * 1e3, t.backward / n * 1e3, t.optimizer / n * 1e3);
+  }
+  std::fflush(stdout);
+}
+
+void bench_bert(const Args& args) {
+  BertOptions o;
+  o.vocab = 4000;
+  o.seq_len = 128;
+  o.dim = 128;
+  o.layers = 2;
+  o.heads = 4;
+  o.ffn = 512;
+  o.dropout = 0.1f;
+  const int batch_size = 32;
+  const int predicted = o.seq_len * 15 / 100;  // 19 per sequence
+
+  auto model = std::make_unique<Bert>(o);
+  model->init(1);
+  Batch batch;
+  batch.size = batch_size;
+  batch.seq_len = o.seq_len;
+  const std::size_t n = static_cast<std::size_t>(batch_size) * o.seq_len;
+  batch.tokens.resize(n);
+  batch.targets.assign(n, -1);
+  const auto key = rng::key({7, rng::kTest});
+  for (std::size_t i = 0; i < n; ++i)
+    batch.tokens[i] = static_cast<std::int32_t>(rng::below(key, i, o.vocab));
+  // The first `predicted` entries of a seeded Fisher-Yates shuffle of each sequence's positions.
+  std::vector<int> pos(o.seq_len);
+  for (int b = 0; b < batch_size; ++b) {
+    std::iota(pos.begin(), pos.end(), 0);
+    for (int i = 0; i < predicted; ++i) {
+      const auto j = i + static_cast<int>(rng::below(key, n + b * o.seq_len + i, o.seq_len - i));
+      std::swap(pos[i], pos[j]);
+      const std::size_t r = static_cast<std::size_t>(b) * o.seq_len + pos[i];
+      batch.targets[r] = static_cast<std::int32_t>(rng::below(key, 2 * n + r, o.vocab));
+    }
+  }
+
+  Lamb lamb(LambOptions{});
+  const Timings t = run_steps(*model, lamb, batch, 1e-3, args);
+  // The head's tied projection (6 dim vocab per position in flops_per_example) runs on the
+  // predicted positions only.
+  const double flops = model->flops_per_example() * batch_size;
+  const double head_all = 6.0 * o.dim * o.vocab * static_cast<double>(n);
+  const double head_done = 6.0 * o.dim * o.vocab * predicted * batch_size;
+  report("bert", batch_size, flops, flops - head_all + head_done, t, args);
+}
+
+void bench_mlp(const Args& args) {
+  MlpOptions o;  // 784-512-256-10 ReLU
+  const int batch_size = 256;
+  auto model = std::make_unique<Mlp>(o);
+  model->init(1);
+  Batch batch;
+  batch.size = batch_size;
+  batch.features = o.inputs;
+  batch.inputs.resize(static_cast<std::size_t>(batch_size) * o.inputs);
+  batch.targets.resize(batch_size);
+  const auto key = rng::key({8, rng::kTest});
+  for (std::size_t i = 0; i < batch.inputs.size(); ++i) batch.inputs[i] = rng::uniform(key, i);
+  for (int i = 0; i < batch_size; ++i)
+    batch.targets[i] = static_cast<std::int32_t>(rng::below(key, batch.inputs.size() + i, o.classes));
+
+  SgdOptions so;
+  so.momentum = 0.9;
+  so.weight_decay = 5e-4;
+  Sgd sgd(so);
+  const Timings t = run_steps(*model, sgd, batch, 0.05, args);
+  const double flops = model->flops_per_example() * batch_size;
+  report("mlp", batch_size, flops, flops, t, args);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  std::printf("%-8s %-5s %6s %10s %10s %10s %10s %10s\n", "impl", "model", "batch", "ms/step",
+              "min ms", "median ms", "GFLOP/s", "done GF/s");
+  if (args.model != "mlp") bench_bert(args);
+  if (args.model != "bert") bench_mlp(args);
+  return 0;
+}
