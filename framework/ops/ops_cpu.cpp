@@ -15,6 +15,8 @@
 // Eigen, so no other instantiation of its templates sees a different limit.
 #define EIGEN_STACK_ALLOCATION_LIMIT (1024 * 1024)
 #include <Eigen/Core>
+
+#include "framework/ops/vec_math.h"
 #if LACONIC_HAVE_OPENBLAS
 // OpenBLAS's single-threaded SGEMM is 1.3-1.7x Eigen's on every layer shape of the BERT and MLP
 // models on an AVX2 machine (docs/benchmarks.md, "Training step: Laconic vs PyTorch 1.13").
@@ -174,7 +176,9 @@ void gelu_backward(float* dx, const float* dy, const float* x, std::size_t n) {
     const auto len = static_cast<Eigen::Index>(std::min<std::size_t>(kBlock, n - i));
     normal_cdf(cdf, x + i, len);
     const ConstArrayMap v(x + i, len);
-    const auto pdf = kInvSqrt2Pi * (-0.5f * v * v).exp();
+    // Into an aligned block first: evaluated straight into dx, Eigen would peel scalar exp()
+    // iterations up to dx's alignment, so the result would depend on where dx lies in memory.
+    const BlockArray pdf = kInvSqrt2Pi * (-0.5f * v * v).exp();
     // Elementwise within the block, so dx may alias dy.
     ArrayMap(dx + i, len) = ConstArrayMap(dy + i, len) * (ConstArrayMap(cdf, len) + v * pdf);
   }
@@ -277,14 +281,14 @@ void softmax_xent_forward(float* losses, float* probs, const float* logits,
     LC_CHECK(t == ignore_index || (t >= 0 && t < classes), "target ", t, " in row ", r,
              " is outside [0, ", classes, ") and is not ignore_index ", ignore_index);
     // Subtracting the row max keeps exp() in range (every exponent <= 0, the largest is 1).
-    // Eigen's packet exp, max and sum: the scalar loops (libm expf, one dependent add per class)
-    // took 2% of a BERT step over its 4000-word vocabulary.
-    const ConstArrayMap za(z, classes);
-    ArrayMap pa(pr, classes);
-    const float zmax = za.maxCoeff();
-    pa = (za - zmax).exp();
-    const float sum = pa.sum();
-    pa *= 1.0f / sum;
+    // Vectorised helpers with a fixed order (vec_math.h): libm's scalar expf and one dependent
+    // add per class took 2% of a BERT step over its 4000-word vocabulary, and Eigen's packet
+    // versions peel to alignment, which made losses depend on where the buffer was allocated.
+    const float zmax = vec::row_max(z, classes);
+    for (int c = 0; c < classes; ++c) pr[c] = vec::exp_nonpositive(z[c] - zmax);
+    const float sum = vec::row_sum(pr, classes);
+    const float inv = 1.0f / sum;
+    for (int c = 0; c < classes; ++c) pr[c] *= inv;
     // -log p[t] = log(sum) - (z[t] - zmax): finite even when p[t] underflows to 0.
     losses[r] = t == ignore_index ? 0.0f : std::log(sum) - (z[t] - zmax);
   }
