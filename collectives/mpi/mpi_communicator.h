@@ -53,14 +53,7 @@
 // MPI error handler is MPI_ERRORS_RETURN so that the codes reach us instead of aborting.
 #pragma once
 
-// Only the C API: mpi.h would otherwise pull in the deprecated C++ bindings, which need
-// libmpi_cxx at link time (MPI::MPI_C does not provide it).
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
+// Only MPI's C API is used; CMake defines OMPI_SKIP_MPICXX for every user of this library.
 #include <mpi.h>
 
 #include <climits>

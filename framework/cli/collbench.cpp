@@ -48,14 +48,6 @@
 #include "collectives/threads/threads_communicator.h"
 #include "framework/core/check.h"
 #ifdef LACONIC_HAVE_MPI
-// Only the C API: OpenMPI's mpi.h otherwise pulls in its deprecated C++ bindings, whose symbols
-// live in a library we do not link.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
 #include <mpi.h>
 
 #include "collectives/mpi/mpi_communicator.h"

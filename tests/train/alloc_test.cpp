@@ -22,6 +22,7 @@
 
 #include "framework/core/rng.h"
 #include "framework/train/trainer.h"
+#include "tests/train/synthetic.h"
 
 // glibc's own entry points: the interposed functions forward to them.
 extern "C" {
@@ -93,30 +94,12 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
 namespace laconic {
 namespace {
 
+using testing::blobs;
+
 constexpr int kWorld = 3;
 constexpr int kSteps = 20;
 constexpr int kFirst = 5;  // rank 0's steps bounding the window (0-based, after on_step)
 constexpr int kLast = 14;
-
-// Gaussian blobs, as in equivalence_test.cpp: learnable, so the run takes ordinary steps.
-std::shared_ptr<ImageDataset> blobs(int n, int features, int classes, std::uint64_t seed) {
-  auto d = std::make_shared<ImageDataset>();
-  d->rows = 1;
-  d->cols = features;
-  d->classes = classes;
-  d->images.resize(static_cast<std::size_t>(n) * features);
-  d->labels.resize(n);
-  const auto k = rng::key({seed, rng::kTest});
-  for (int i = 0; i < n; ++i) {
-    const int c = static_cast<int>(rng::below(k, i, classes));
-    d->labels[i] = c;
-    for (int f = 0; f < features; ++f) {
-      const std::uint64_t ctr = 1000003ULL * (i + 1) + f;
-      d->images[static_cast<std::size_t>(i) * features + f] = 0.7f * rng::normal(k, ctr) + (f == c ? 1.0f : 0.0f);
-    }
-  }
-  return d;
-}
 
 // The default recipe's shapes (784 inputs as Fashion-MNIST, hidden {512, 256}, micro-batch 64):
 // every GEMM takes Eigen's blocked path, whose packing buffers here exceed Eigen's default

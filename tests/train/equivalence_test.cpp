@@ -14,29 +14,12 @@
 
 #include "framework/core/rng.h"
 #include "framework/train/trainer.h"
+#include "tests/train/synthetic.h"
 
 namespace laconic {
 namespace {
 
-// Gaussian blobs: class c has mean +-1 on feature c, noise 0.7 elsewhere. Learnable, not trivial.
-std::shared_ptr<ImageDataset> blobs(int n, int features, int classes, std::uint64_t seed) {
-  auto d = std::make_shared<ImageDataset>();
-  d->rows = 1;
-  d->cols = features;
-  d->classes = classes;
-  d->images.resize(static_cast<std::size_t>(n) * features);
-  d->labels.resize(n);
-  const auto k = rng::key({seed, rng::kTest});
-  for (int i = 0; i < n; ++i) {
-    const int c = static_cast<int>(rng::below(k, i, classes));
-    d->labels[i] = c;
-    for (int f = 0; f < features; ++f) {
-      const std::uint64_t ctr = 1000003ULL * (i + 1) + f;
-      d->images[static_cast<std::size_t>(i) * features + f] = 0.7f * rng::normal(k, ctr) + (f == c ? 1.0f : 0.0f);
-    }
-  }
-  return d;
-}
+using testing::blobs;
 
 Recipe small_recipe(int world, int micro_batch) {
   Recipe r;

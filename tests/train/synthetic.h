@@ -1,0 +1,32 @@
+// Synthetic data shared by the train tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "framework/core/rng.h"
+#include "framework/data/fashion_mnist.h"
+
+namespace laconic::testing {
+
+// Gaussian blobs: class c has mean +-1 on feature c, noise 0.7 elsewhere. Learnable, not trivial.
+inline std::shared_ptr<ImageDataset> blobs(int n, int features, int classes, std::uint64_t seed) {
+  auto d = std::make_shared<ImageDataset>();
+  d->rows = 1;
+  d->cols = features;
+  d->classes = classes;
+  d->images.resize(static_cast<std::size_t>(n) * features);
+  d->labels.resize(n);
+  const auto k = rng::key({seed, rng::kTest});
+  for (int i = 0; i < n; ++i) {
+    const int c = static_cast<int>(rng::below(k, i, classes));
+    d->labels[i] = c;
+    for (int f = 0; f < features; ++f) {
+      const std::uint64_t ctr = 1000003ULL * (i + 1) + f;
+      d->images[static_cast<std::size_t>(i) * features + f] = 0.7f * rng::normal(k, ctr) + (f == c ? 1.0f : 0.0f);
+    }
+  }
+  return d;
+}
+
+}  // namespace laconic::testing
