@@ -18,4 +18,7 @@ double global_grad_norm(std::span<const float> grads);
 // and is returned as is, for the caller's non-finite guard to act on.
 double clip_grad_norm(std::span<float> grads, double max_norm);
 
+// The same clipping when the caller already has the norm of `grads` (one pass fewer).
+void clip_to_norm(std::span<float> grads, double norm, double max_norm);
+
 }  // namespace laconic

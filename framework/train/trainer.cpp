@@ -13,11 +13,11 @@
 
 #include "collectives/netsim/cost_model.h"
 #include "collectives/netsim/sim_communicator.h"
-#include "compression/reducer.h"
 #include "framework/core/check.h"
 #include "framework/core/timer.h"
 #include "framework/core/units.h"
 #include "framework/core/rng.h"
+#include "framework/ops/ops.h"
 #include "framework/data/sampler.h"
 #include "framework/train/factory.h"
 #include "optimizers/clip.h"
@@ -257,26 +257,29 @@ class Worker {
         loss += model_->forward(batch_, fo).loss;
         model_->backward();
       }
-      if (accum > 1) {  // the mean over the accumulated micro-batches
-        const float inv = 1.0f / static_cast<float>(accum);
-        for (float& g : store.grads()) g *= inv;
-      }
+      if (accum > 1)  // the mean over the accumulated micro-batches
+        ops::cpu::scale(store.grads().data(), 1.0f / static_cast<float>(accum), store.size());
       double step_compute = t.seconds();
       t.reset();
       if (sim_) sim_->advance_compute(modeled ? modeled_step_s_ : step_compute);
       double local_sq = 0;
       if (noise_) local_sq = squared(global_grad_norm(store.grads()));
       sync_->after_backward(store, comm_, step);
-      if (noise_) {
-        // Mean of the workers' |g_b|^2 (one float on the wire) against |G_B|^2 of the average.
-        float mean_local = static_cast<float>(local_sq);
-        comm_.all_reduce(std::span(&mean_local, 1), ReduceOp::avg);
-        noise_->update(mean_local, squared(global_grad_norm(store.grads())));
-      }
+      // Mean of the workers' |g_b|^2 (one float on the wire), for the noise scale.
+      float mean_local = static_cast<float>(local_sq);
+      if (noise_) comm_.all_reduce(std::span(&mean_local, 1), ReduceOp::avg);
       comm_s += t.seconds();
       t.reset();
-      // Clipping after averaging: every rank sees the same norm and scales identically.
-      if (r_.optimizer.grad_clip > 0) grad_norm = clip_grad_norm(store.grads(), r_.optimizer.grad_clip);
+      // One pass for the norm of the averaged gradients, shared by the noise scale (|G_B|^2)
+      // and clipping (after averaging: every rank sees the same norm and scales identically).
+      if (noise_ || r_.optimizer.grad_clip > 0) {
+        const double norm = global_grad_norm(store.grads());
+        if (noise_) noise_->update(mean_local, squared(norm));
+        if (r_.optimizer.grad_clip > 0) {
+          clip_to_norm(store.grads(), norm, r_.optimizer.grad_clip);
+          grad_norm = norm;
+        }
+      }
       const double lr = schedule_.at(step);
       optimizer_->step(store, lr);
       if (sim_ && !modeled) sim_->advance_compute(t.seconds());
