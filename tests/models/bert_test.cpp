@@ -10,6 +10,7 @@
 #include "framework/core/check.h"
 #include "framework/core/rng.h"
 #include "framework/models/bert.h"
+#include "tests/models/model_checks.h"
 #include "tests/nn/gradcheck.h"
 
 namespace laconic {
@@ -44,7 +45,6 @@ Batch random_batch(int size, int seq, int vocab, std::uint64_t seed) {
   return b;
 }
 
-std::vector<float> snapshot(std::span<const float> s) { return {s.begin(), s.end()}; }
 
 std::int64_t predicted(const Batch& b) {
   std::int64_t n = 0;
@@ -94,18 +94,7 @@ TEST(BertGrad, OneLayerShorterSequencesNoDropout) {
 TEST(Bert, InitIsDeterministicPerSeed) {
   const BertOptions o = tiny(2, 0.1f);
   Bert a(o), b(o);
-  a.init(42);
-  b.init(42);
-  EXPECT_EQ(snapshot(a.params().params()), snapshot(b.params().params()));
-  b.init(43);
-  EXPECT_NE(snapshot(a.params().params()), snapshot(b.params().params()));
-  b.init(42);
-  const Batch batch = random_batch(2, 4, o.vocab, 1);
-  const ForwardOptions step{true, 5, 0, 3};
-  const float la = a.forward(batch, step).loss;
-  EXPECT_EQ(la, b.forward(batch, step).loss);
-  EXPECT_NE(la, b.forward(batch, {true, 5, 0, 4}).loss);  // another step, other dropout masks
-  EXPECT_EQ(a.forward(batch, {false, 5, 0, 3}).loss, b.forward(batch, {false, 1, 2, 99}).loss);
+  testing::expect_deterministic_init_and_forward(a, b, random_batch(2, 4, o.vocab, 1));
 
   // BERT's init: weights and embeddings N(0, 0.02^2), biases and LayerNorm shifts 0, gains 1.
   const ParamStore& store = a.params();
@@ -164,19 +153,7 @@ TEST(Bert, SgdMemorisesAFixedBatch) {
 TEST(Bert, BackwardAccumulates) {
   Bert model(tiny(2, 0.3f));
   model.init(1);
-  const Batch batch = random_batch(3, 4, 11, 2);
-  model.params().zero_grad();
-  model.forward(batch, {true, 1, 0, 0});
-  model.backward();
-  const auto once = snapshot(model.params().grads());
-  model.backward();
-  const auto twice = snapshot(model.params().grads());
-  double norm = 0.0;
-  for (std::size_t i = 0; i < once.size(); ++i) {
-    EXPECT_NEAR(twice[i], 2.0f * once[i], 1e-6f * (1.0f + std::abs(once[i]))) << i;
-    norm += std::abs(once[i]);
-  }
-  EXPECT_GT(norm, 0.0);
+  testing::expect_backward_accumulates(model, random_batch(3, 4, 11, 2));
 }
 
 TEST(Bert, NoPredictedPositionsGiveZeroLossAndGradient) {

@@ -8,6 +8,7 @@
 #include "framework/core/check.h"
 #include "framework/core/rng.h"
 #include "framework/models/mlp.h"
+#include "tests/models/model_checks.h"
 #include "tests/nn/gradcheck.h"
 
 namespace laconic {
@@ -26,7 +27,6 @@ Batch random_batch(int rows, int features, int classes, std::uint64_t seed) {
   return b;
 }
 
-std::vector<float> snapshot(std::span<const float> s) { return {s.begin(), s.end()}; }
 
 void check_mlp_gradients(const MlpOptions& o, const GradCheckOptions& g) {
   Mlp model(o);
@@ -67,38 +67,13 @@ TEST(MlpGrad, NoHiddenLayerIsSoftmaxRegression) {
 TEST(Mlp, InitIsDeterministicPerSeed) {
   const MlpOptions o{12, {8, 6}, 5, MlpActivation::gelu, 0.1f, true};
   Mlp a(o), b(o);
-  a.init(42);
-  b.init(42);
-  EXPECT_EQ(snapshot(a.params().params()), snapshot(b.params().params()));
-  b.init(43);
-  EXPECT_NE(snapshot(a.params().params()), snapshot(b.params().params()));
-  // Forward (with dropout) is a pure function of parameters, batch and (seed, rank, step).
-  const Batch batch = random_batch(9, 12, 5, 1);
-  b.init(42);
-  const ForwardOptions step{true, 5, 0, 3};
-  const float la = a.forward(batch, step).loss;
-  EXPECT_EQ(la, b.forward(batch, step).loss);
-  EXPECT_NE(la, b.forward(batch, {true, 5, 0, 4}).loss);  // another step, another mask
-  const float eval = a.forward(batch, {false, 5, 0, 3}).loss;
-  EXPECT_EQ(eval, b.forward(batch, {false, 5, 0, 99}).loss);  // no dropout in evaluation
+  testing::expect_deterministic_init_and_forward(a, b, random_batch(9, 12, 5, 1));
 }
 
 TEST(Mlp, BackwardAccumulates) {
   Mlp model({10, {7}, 4, MlpActivation::gelu, 0.3f, true});
   model.init(1);
-  const Batch batch = random_batch(8, 10, 4, 2);
-  model.params().zero_grad();
-  model.forward(batch, {true, 1, 0, 0});
-  model.backward();
-  const auto once = snapshot(model.params().grads());
-  model.backward();
-  const auto twice = snapshot(model.params().grads());
-  double norm = 0.0;
-  for (std::size_t i = 0; i < once.size(); ++i) {
-    EXPECT_NEAR(twice[i], 2.0f * once[i], 1e-6f * (1.0f + std::abs(once[i]))) << i;
-    norm += std::abs(once[i]);
-  }
-  EXPECT_GT(norm, 0.0);
+  testing::expect_backward_accumulates(model, random_batch(8, 10, 4, 2));
 }
 
 TEST(Mlp, SgdLearnsSeparableProblem) {
