@@ -1,10 +1,74 @@
+#include <algorithm>
+#include <sstream>
+
 #include "compression/reducer.h"
+#include "framework/core/check.h"
 
 namespace laconic {
 
-void DenseReducer::reduce(std::span<float> data, Communicator& comm) {
-  account(data.size_bytes(), data.size_bytes());
-  comm.all_reduce(data, ReduceOp::avg);
+BucketLayout flat_bucket(std::size_t n, int id) {
+  BucketLayout b;
+  b.id = id;
+  b.size = n;
+  b.tensors.push_back(TensorShape{0, n, 1});
+  return b;
+}
+
+ReducerStats& ReducerStats::operator+=(const ReducerStats& o) {
+  calls += o.calls;
+  input_bytes += o.input_bytes;
+  value_bytes += o.value_bytes;
+  index_bytes += o.index_bytes;
+  scale_bytes += o.scale_bytes;
+  meta_bytes += o.meta_bytes;
+  return *this;
+}
+
+DenseReducer::DenseReducer(DType wire) : wire_(wire) {
+  LC_CHECK(wire == DType::f32 || wire == DType::bf16 || wire == DType::f16,
+           "dense reducer wire format must be f32, bf16 or f16, not ", name_of(wire));
+}
+
+void DenseReducer::prepare(std::span<const BucketLayout> buckets) {
+  if (wire_ == DType::f32) return;
+  std::size_t largest = 0;
+  for (const auto& b : buckets) largest = std::max(largest, b.size);
+  half_.resize(largest);
+}
+
+void DenseReducer::reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t /*step*/,
+                          Communicator& comm) {
+  LC_CHECK(data.size() == bucket.size, "bucket ", bucket.id, " has ", bucket.size, " elements, got ",
+           data.size());
+  ReducerStats s;
+  s.calls = 1;
+  s.input_bytes = data.size_bytes();
+  s.value_bytes = data.size() * dtype_size(wire_);
+  account(s);
+  if (wire_ == DType::f32) {
+    comm.all_reduce(data, ReduceOp::avg);
+    return;
+  }
+  if (half_.size() < data.size()) half_.resize(data.size());  // prepare() was skipped
+  const std::size_t n = data.size();
+  std::uint16_t* h = half_.data();
+  if (wire_ == DType::bf16) {
+    for (std::size_t i = 0; i < n; ++i) h[i] = to_bf16(data[i]).bits;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) h[i] = to_f16(data[i]).bits;
+  }
+  comm.all_reduce(Buf{h, n, wire_}, ReduceOp::avg);
+  if (wire_ == DType::bf16) {
+    for (std::size_t i = 0; i < n; ++i) data[i] = from_bf16(bf16{h[i]});
+  } else {
+    for (std::size_t i = 0; i < n; ++i) data[i] = from_f16(f16{h[i]});
+  }
+}
+
+std::string DenseReducer::describe() const {
+  std::ostringstream os;
+  os << "dense " << name_of(wire_) << " all-reduce";
+  return os.str();
 }
 
 }  // namespace laconic

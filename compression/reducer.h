@@ -1,47 +1,100 @@
 // A Reducer averages one flat buffer across the ranks of a communicator, possibly lossily, and
 // owns whatever state that needs (error-feedback residuals, PowerSGD's Q, ...). Sync strategies
-// call it on gradient buckets or on parameter / pseudo-gradient buffers.
+// call it on gradient buckets (data parallel) or on parameter / pseudo-gradient buffers.
+//
+// Life cycle: prepare(buckets) once, with the layout of every bucket the reducer will see; it
+// sizes all state there, so reduce() allocates nothing. Then reduce(data, bucket, step, comm) for
+// each bucket, every step, in the same order on every rank. `step` is the optimizer step (from 0);
+// reducers with a dense warm-up (PowerSGD's start_iter, 1-bit's warm-up) compare against it,
+// so a resumed run behaves like an uninterrupted one without a counter to save.
+//
+// Each reducer's encode / decode are free functions in its header, pure and tested without
+// communication; reduce() composes them with collectives.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
+#include "framework/core/state.h"
 
 namespace laconic {
 
+// One tensor inside a bucket, viewed as a rows x cols matrix the way PowerSGD does:
+// (shape[0], numel / shape[0]). A 1-D tensor of n elements is n x 1.
+struct TensorShape {
+  std::size_t offset = 0;  // elements from the start of the bucket
+  std::size_t rows = 0;
+  std::size_t cols = 1;
+  std::size_t numel() const { return rows * cols; }
+};
+
+// A contiguous slice [begin, begin + size) of a flat buffer made of whole tensors.
+struct BucketLayout {
+  int id = 0;              // 0..buckets-1, stable across steps: reducers keep state per id
+  std::size_t begin = 0;   // elements into the flat buffer
+  std::size_t size = 0;    // elements
+  std::vector<TensorShape> tensors;  // in buffer order, covering [0, size) exactly
+};
+
+// One bucket of n elements holding a single 1-D tensor: for callers without a tensor layout.
+BucketLayout flat_bucket(std::size_t n, int id = 0);
+
+// Cumulative counts. The payload is what this rank's encoding contributes to the collectives
+// (before any fan-out by the algorithm): dense values, top-k values and indices, packed sign
+// bits and their scales, PowerSGD's P and Q. compression ratio = input_bytes / payload_bytes().
+// The bytes that actually crossed the wire are the communicator's counters.
 struct ReducerStats {
   std::uint64_t calls = 0;
-  std::uint64_t input_bytes = 0;    // fp32 bytes handed to reduce()
-  std::uint64_t payload_bytes = 0;  // bytes of the encoded representation this rank contributed
+  std::uint64_t input_bytes = 0;  // fp32 bytes handed to reduce()
+  std::uint64_t value_bytes = 0;  // encoded values (or packed bits)
+  std::uint64_t index_bytes = 0;  // positions of sparse values
+  std::uint64_t scale_bytes = 0;  // per-chunk scales
+  std::uint64_t meta_bytes = 0;   // counts, headers
+  std::uint64_t payload_bytes() const { return value_bytes + index_bytes + scale_bytes + meta_bytes; }
+  double compression_ratio() const {
+    return payload_bytes() ? static_cast<double>(input_bytes) / static_cast<double>(payload_bytes()) : 1.0;
+  }
+  ReducerStats& operator+=(const ReducerStats& o);
 };
 
 class Reducer {
  public:
   virtual ~Reducer() = default;
-  // In place: on return every rank holds the (approximate) average of all ranks' `data`.
-  virtual void reduce(std::span<float> data, Communicator& comm) = 0;
+  // Sizes the state for these buckets (ids 0..n-1 in order). Called once, before reduce().
+  virtual void prepare(std::span<const BucketLayout> buckets) { (void)buckets; }
+  // In place: on return every rank holds the (approximate) average of all ranks' `data`, which
+  // is the slice of bucket `bucket` (data.size() == bucket.size).
+  virtual void reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t step,
+                      Communicator& comm) = 0;
   virtual std::string describe() const = 0;
+  // Every state buffer (after prepare()), for checkpoints; names are unique.
+  virtual std::vector<StateTensor> state() { return {}; }
   const ReducerStats& stats() const { return stats_; }
 
  protected:
-  void account(std::uint64_t input_bytes, std::uint64_t payload_bytes) {
-    ++stats_.calls;
-    stats_.input_bytes += input_bytes;
-    stats_.payload_bytes += payload_bytes;
-  }
+  void account(const ReducerStats& delta) { stats_ += delta; }
 
  private:
   ReducerStats stats_;
 };
 
-// Exact averaging with an fp32 all-reduce: the baseline every compressed reducer is measured
-// against (compression ratio = input_bytes / payload_bytes = 1).
+// Exact averaging with a dense all-reduce whose wire format is `wire`: f32 (exact), or bf16 /
+// f16 (cast, all-reduce with fp32 arithmetic at every addition, cast back; half the bytes).
 class DenseReducer final : public Reducer {
  public:
-  void reduce(std::span<float> data, Communicator& comm) override;
-  std::string describe() const override { return "dense fp32 all-reduce"; }
+  explicit DenseReducer(DType wire = DType::f32);
+  void prepare(std::span<const BucketLayout> buckets) override;
+  void reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t step,
+              Communicator& comm) override;
+  std::string describe() const override;
+
+ private:
+  DType wire_;
+  std::vector<std::uint16_t> half_;  // the 16-bit wire copy, sized for the largest bucket
 };
 
 }  // namespace laconic

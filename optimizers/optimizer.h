@@ -8,14 +8,9 @@
 #include <vector>
 
 #include "framework/core/params.h"
+#include "framework/core/state.h"
 
 namespace laconic {
-
-// A named flat state buffer (e.g. "momentum"), laid out like ParamStore::params().
-struct StateTensor {
-  std::string name;
-  std::span<float> data;
-};
 
 class Optimizer {
  public:

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "compression/reducer.h"
@@ -29,10 +30,15 @@ class SyncStrategy {
 };
 
 struct DataParallelOptions {
-  // Gradients are reduced in buckets of at most this many bytes, last layers first (the order
-  // backward produces them), so later overlap with backward needs no change of layout.
+  // Gradients are reduced in buckets of whole tensors of about this many MiB (a bucket is closed
+  // once it reaches the cap; one larger tensor makes a bucket of its own), last layers first.
   double bucket_mb = 25.0;
 };
+
+// The buckets of `store` for a cap of bucket_mb MiB: whole tensors, filled from the last tensor
+// backwards (the order backward produces gradients), bucket 0 holding the last tensors. Each
+// tensor is described as the (shape[0], numel / shape[0]) matrix PowerSGD compresses.
+std::vector<BucketLayout> make_buckets(const ParamStore& store, double bucket_mb);
 
 // Averages gradients every step through a Reducer (dense fp32 by default): synchronous
 // data parallelism. With plain averaging, K ranks on micro-batch b step exactly like one rank on
@@ -40,6 +46,7 @@ struct DataParallelOptions {
 class DataParallel final : public SyncStrategy {
  public:
   DataParallel(DataParallelOptions opts, std::unique_ptr<Reducer> reducer);
+  void start(ParamStore& store, Communicator& comm) override;
   void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return reducer_->stats(); }
@@ -47,6 +54,7 @@ class DataParallel final : public SyncStrategy {
  private:
   DataParallelOptions opts_;
   std::unique_ptr<Reducer> reducer_;
+  std::vector<BucketLayout> buckets_;
 };
 
 }  // namespace laconic

@@ -338,7 +338,7 @@ class Worker {
     s.bytes_sent = comm_.bytes().sent;
     s.bytes_recv = comm_.bytes().recv;
     const ReducerStats rs = sync_->reducer_stats();
-    s.compression_ratio = rs.payload_bytes ? static_cast<double>(rs.input_bytes) / static_cast<double>(rs.payload_bytes) : 1.0;
+    s.compression_ratio = rs.compression_ratio();
     s.comm_s = comm_s;
     s.compute_s = compute_s;
     s.wall_s = wall.seconds();
