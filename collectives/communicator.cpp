@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <thread>
 
 #include "collectives/algorithms/barrier_dissemination.h"
@@ -42,6 +41,12 @@ bool Work::done() const {
   return done_;
 }
 
+void Work::reset() {
+  std::lock_guard lock(mu_);
+  done_ = false;
+  error_ = nullptr;
+}
+
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard lock(mu_);
@@ -57,7 +62,16 @@ struct Communicator::AsyncQueue {
   std::mutex mu;
   std::condition_variable wake;  // work arrived, or stop
   std::condition_variable idle;  // the queue ran empty
-  std::deque<std::function<void()>> ops;
+  // Queued operations: ops[head..] wait to run. Reused (cleared, capacity kept) whenever the
+  // queue runs empty, so a steady stream of run_async() calls allocates nothing.
+  struct Item {
+    std::function<void()> op;
+    Work* work = nullptr;
+    std::shared_ptr<Work> owned;  // submit()'s Work, kept alive until finished
+  };
+  std::vector<Item> ops;
+  std::size_t head = 0;
+  bool empty() const { return head == ops.size(); }
   bool running = false;  // an op is executing
   bool stop = false;
   std::thread thread;
@@ -88,20 +102,41 @@ void Communicator::async_loop() {
   AsyncQueue& q = *async_;
   std::unique_lock lock(q.mu);
   for (;;) {
-    q.wake.wait(lock, [&] { return q.stop || !q.ops.empty(); });
-    if (q.ops.empty()) return;  // stop requested and nothing left to run
-    std::function<void()> op = std::move(q.ops.front());
-    q.ops.pop_front();
+    q.wake.wait(lock, [&] { return q.stop || !q.empty(); });
+    if (q.empty()) return;  // stop requested and nothing left to run
+    AsyncQueue::Item item = std::move(q.ops[q.head++]);
+    if (q.empty()) {
+      q.ops.clear();
+      q.head = 0;
+    }
     q.running = true;
     lock.unlock();
-    op();  // never throws: submit() wraps it
+    std::exception_ptr error;
+    try {
+      item.op();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    item.work->finish(error);
+    item = {};  // release the op's captures before reporting idle
     lock.lock();
     q.running = false;
-    if (q.ops.empty()) q.idle.notify_all();
+    if (q.empty()) q.idle.notify_all();
   }
 }
 
 std::shared_ptr<Work> Communicator::submit(std::function<void()> op) {
+  auto work = std::make_shared<Work>();
+  enqueue(std::move(op), *work, work);
+  return work;
+}
+
+void Communicator::run_async(Work& work, std::function<void()> op) {
+  work.reset();
+  enqueue(std::move(op), work, nullptr);
+}
+
+void Communicator::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned) {
   if (!async_) {
     async_ = std::make_unique<AsyncQueue>();
     try {
@@ -111,26 +146,17 @@ std::shared_ptr<Work> Communicator::submit(std::function<void()> op) {
       throw;
     }
   }
-  auto work = std::make_shared<Work>();
   {
     std::lock_guard lock(async_->mu);
-    async_->ops.push_back([work, op = std::move(op)] {
-      try {
-        op();
-        work->finish(nullptr);
-      } catch (...) {
-        work->finish(std::current_exception());
-      }
-    });
+    async_->ops.push_back({std::move(op), &work, std::move(owned)});
   }
   async_->wake.notify_one();
-  return work;
 }
 
 void Communicator::drain() {
   if (!async_ || std::this_thread::get_id() == async_->thread.get_id()) return;
   std::unique_lock lock(async_->mu);
-  async_->idle.wait(lock, [&] { return async_->ops.empty() && !async_->running; });
+  async_->idle.wait(lock, [&] { return async_->empty() && !async_->running; });
 }
 
 void Communicator::wait_all() { drain(); }

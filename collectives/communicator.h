@@ -48,6 +48,8 @@ class Work {
   // Blocks until the operation finished; rethrows its exception if it failed.
   void wait();
   bool done() const;
+  // Makes a finished Work reusable (run_async() calls it).
+  void reset();
 
   // Used by the communication thread.
   void finish(std::exception_ptr error);
@@ -108,6 +110,13 @@ class Communicator {
   std::shared_ptr<Work> broadcast_async(Buf data, int root);
   // Waits until every queued operation has run (rethrows nothing: wait() on each Work does).
   void wait_all();
+  // Runs any `op` on the communication thread, after everything queued before it: a composite
+  // operation (a reducer's encode, collectives, decode) that must overlap the caller's work.
+  // `work` is reset here and finished when op returns or throws; it must outlive that. Allocates
+  // nothing once the queue has grown, if op's captures fit std::function's inline storage (two
+  // pointers): strategies reuse one Work per bucket every step. Collectives called inside op
+  // run directly (they do not wait for the queue they are running on).
+  void run_async(Work& work, std::function<void()> op);
 
   // The all-reduce algorithm used by all_reduce (default ring). With Algorithm::auto_, the
   // chooser picks per call from the message size (set by whoever knows the network, e.g. the
@@ -161,6 +170,7 @@ class Communicator {
 
  private:
   std::shared_ptr<Work> submit(std::function<void()> op);
+  void enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned);
   void drain();  // waits for the queue unless called from the communication thread itself
   void async_loop();
 

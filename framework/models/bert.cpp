@@ -208,6 +208,7 @@ void Bert::backward() {
   float* dh = nn::grow(dhead_, static_cast<std::size_t>(m) * dim);
   ops::cpu::gemm(dh, dlogits, params_.param(table), m, dim, vocab, false, false, 1.0f, 0.0f);
   const float* dg = head_fc_.backward(head_gelu_.backward(head_ln_.backward(dh)));
+  notify_grads_ready(offset_of(head_fc_.weight_view()));  // the head's own tensors (not the tied E)
 
   // Scatter back to [B*T, dim]; unpredicted positions get 0.
   const std::size_t n = static_cast<std::size_t>(rows_) * dim;
@@ -217,10 +218,14 @@ void Bert::backward() {
     std::copy_n(dg + static_cast<std::size_t>(i) * dim, dim, d + static_cast<std::size_t>(picked_[i]) * dim);
 
   const float* dx = d;
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = it->backward(dx);
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    dx = it->backward(dx);
+    notify_grads_ready(offset_of(it->first_view()));
+  }
   dx = embed_ln_.backward(embed_drop_.backward(dx));
   tokens_.backward(dx);  // dE gets the input-embedding term on top of the output-projection term
   positions_.backward(dx);
+  notify_grads_ready(0);
 }
 
 double Bert::flops_per_example() const {

@@ -74,6 +74,7 @@ class Bert : public Model {
     // x: [B*T, dim] (kept until backward) -> [B*T, dim] (owned)
     const float* forward(const float* x, int batch, int seq, const ForwardOptions& step);
     const float* backward(const float* dy);  // -> dx (owned)
+    std::size_t first_view() const { return attn_.qkv().weight_view(); }  // its first tensor
 
    private:
     ParamStore* store_;

@@ -74,11 +74,13 @@ ForwardResult Mlp::forward(const Batch& batch, const ForwardOptions& opts) {
 void Mlp::backward() {
   LC_CHECK(have_forward_, "Mlp::backward() without forward()");
   const float* d = head_->backward(loss_.backward());
+  notify_grads_ready(offset_of(head_->weight_view()));
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
     if (it->drop) d = it->drop->backward(d);
     d = std::visit([&](auto& act) { return act.backward(d); }, it->act);
     if (it->norm) d = it->norm->backward(d);
     d = it->fc.backward(d);
+    notify_grads_ready(offset_of(it->fc.weight_view()));  // the block's first tensor
   }
 }
 

@@ -18,6 +18,16 @@ struct ForwardResult {
   std::int64_t correct = 0;  // argmax == target among the counted
 };
 
+// Told during backward() as gradients become final: after grads_ready(from), the gradients at
+// [from, params().size()) will not change again in this backward. Models report after each layer
+// (they lay their tensors out first layer first, so the final region grows from the end); sync
+// strategies use it to start reducing a bucket while backward goes on.
+class GradsReadyListener {
+ public:
+  virtual ~GradsReadyListener() = default;
+  virtual void grads_ready(std::size_t from) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -30,6 +40,19 @@ class Model {
   // Training FLOPs per example (forward + backward), for throughput and MFU.
   virtual double flops_per_example() const = 0;
   virtual std::string describe() const = 0;
+
+  // Whom backward() tells about final gradients (nullptr: nobody). Not owned.
+  void set_grads_ready_listener(GradsReadyListener* l) { listener_ = l; }
+
+ protected:
+  void notify_grads_ready(std::size_t from) {
+    if (listener_) listener_->grads_ready(from);
+  }
+  // The offset of view v: where a layer's tensors start.
+  std::size_t offset_of(std::size_t view) { return params().view(view).offset; }
+
+ private:
+  GradsReadyListener* listener_ = nullptr;
 };
 
 }  // namespace laconic

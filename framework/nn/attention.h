@@ -66,6 +66,7 @@ class MultiHeadSelfAttention {
   // Attention probabilities of the last forward, before dropout: [batch, heads, seq, seq].
   const float* probs() const { return probs_.data(); }
   nn::Linear& qkv() { return qkv_; }
+  const nn::Linear& qkv() const { return qkv_; }
   nn::Linear& proj() { return proj_; }
   const MultiHeadSelfAttentionOptions& options() const { return opts_; }
 

@@ -38,7 +38,10 @@ constexpr std::array kDecayNames{"constant", "cosine", "poly"};
 constexpr std::array kScalingNames{"none", "linear", "sqrt"};
 constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 constexpr std::array kDeviceNames{"cpu"};
-constexpr std::array kSyncNames{"allreduce"};
+constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit"};
+constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
+constexpr std::array kSelectionNames{"exact", "sampled"};
+constexpr std::array kOneBitScaleNames{"l2", "mean_abs"};
 constexpr std::array kAlgorithmNames{"native", "ring", "recursive_doubling", "rabenseifner", "hierarchical", "auto"};
 constexpr std::array kComputeNames{"measured", "modeled"};
 
@@ -51,6 +54,9 @@ std::span<const char* const> names(ScalingKind) { return kScalingNames; }
 std::span<const char* const> names(BackendKind) { return kBackendNames; }
 std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
 std::span<const char* const> names(SyncKind) { return kSyncNames; }
+std::span<const char* const> names(WireKind) { return kWireNames; }
+std::span<const char* const> names(TopKSelection) { return kSelectionNames; }
+std::span<const char* const> names(OneBitScale) { return kOneBitScaleNames; }
 std::span<const char* const> names(AlgorithmKind) { return kAlgorithmNames; }
 std::span<const char* const> names(ComputeKind) { return kComputeNames; }
 
@@ -348,23 +354,24 @@ struct Field {
   std::string path() const { return detail::concat(section, ".", key); }
 };
 
-// Adds the keys of one section: Part is the Recipe member holding it, Member a member of that.
-template <auto Part>
+// Adds the keys of one section: Path is the chain of members from Recipe to the struct holding
+// it (one for [sync], two for [sync.topk]), Member a member of that.
+template <auto... Path>
 struct SectionBuilder {
   std::string_view name;
   std::vector<Field>& out;
 
   template <auto Member>
   SectionBuilder& add(std::string_view key, Bound bound = {}) {
-    using T = std::remove_cvref_t<decltype((std::declval<Recipe&>().*Part).*Member)>;
+    using T = std::remove_cvref_t<decltype((std::declval<Recipe&>() .* ... .* Path).*Member)>;
     out.push_back(Field{
         name, key, bound, &Codec<T>::expected,
         [](const toml::node& node, const Bound& b, Recipe& r) {
           auto v = Codec<T>::read(node, b);
-          if (v) (r.*Part).*Member = std::move(*v);
+          if (v) (r .* ... .* Path).*Member = std::move(*v);
           return v.has_value();
         },
-        [](const Recipe& r) { return Codec<T>::write((r.*Part).*Member); }});
+        [](const Recipe& r) { return Codec<T>::write((r .* ... .* Path).*Member); }});
     return *this;
   }
 };
@@ -430,7 +437,26 @@ const std::vector<Field>& schema() {
         .add<&DistributedConfig::algorithm>("algorithm");
     SectionBuilder<&Recipe::sync>{"sync", f}
         .add<&SyncConfig::strategy>("strategy")
-        .add<&SyncConfig::bucket_mb>("bucket_mb", above(0));
+        .add<&SyncConfig::bucket_mb>("bucket_mb", above(0))
+        .add<&SyncConfig::overlap>("overlap");
+    SectionBuilder<&Recipe::sync, &SyncConfig::allreduce>{"sync.allreduce", f}
+        .add<&AllReduceConfig::dtype>("dtype");
+    SectionBuilder<&Recipe::sync, &SyncConfig::topk>{"sync.topk", f}
+        .add<&TopKConfig::ratio>("ratio", Bound{.lo = 0, .hi = 1, .lo_open = true})
+        .add<&TopKConfig::error_feedback>("error_feedback")
+        .add<&TopKConfig::selection>("selection")
+        .add<&TopKConfig::sample_fraction>("sample_fraction", Bound{.lo = 0, .hi = 1, .lo_open = true})
+        .add<&TopKConfig::warmup_steps>("warmup_steps", at_least(0));
+    SectionBuilder<&Recipe::sync, &SyncConfig::powersgd>{"sync.powersgd", f}
+        .add<&PowerSgdConfig::rank>("rank", closed(1, 1024))
+        .add<&PowerSgdConfig::start_iter>("start_iter", at_least(0))
+        .add<&PowerSgdConfig::min_compression_rate>("min_compression_rate", at_least(1))
+        .add<&PowerSgdConfig::error_feedback>("error_feedback")
+        .add<&PowerSgdConfig::warm_start>("warm_start");
+    SectionBuilder<&Recipe::sync, &SyncConfig::onebit>{"sync.onebit", f}
+        .add<&OneBitConfig::warmup_steps>("warmup_steps", at_least(0))
+        .add<&OneBitConfig::error_feedback>("error_feedback")
+        .add<&OneBitConfig::scale>("scale");
     SectionBuilder<&Recipe::network>{"network", f}
         .add<&NetworkConfig::groups>("groups", closed(0, 1024))
         .add<&NetworkConfig::intra_bandwidth>("intra_bandwidth", above(0))
@@ -482,7 +508,7 @@ std::string unknown_section_message(std::string_view section) {
 
 // For a path whose section exists (or that has no section at all, like a top-level "steps = 1").
 std::string unknown_key_message(std::string_view path) {
-  const auto dot = path.find('.');
+  const auto dot = path.rfind('.');
   const std::string_view section = dot == std::string_view::npos ? "" : path.substr(0, dot);
   const std::string_view key = dot == std::string_view::npos ? path : path.substr(dot + 1);
   if (!section.empty() && !is_section(section)) return unknown_section_message(section);
@@ -534,6 +560,23 @@ void assign(Draft& d, const Field& f, const toml::node& node, const std::string&
   d.order[index] = d.next++;
 }
 
+// The keys of [name], and its subsections ([sync] holds [sync.topk]).
+void apply_section(Draft& d, const std::string& name, const toml::table& table) {
+  d.sections.emplace_back(name, at(d.file, table.source()));
+  for (const auto& [key, value] : table) {
+    const std::string path = detail::concat(name, ".", key.str());
+    if (const Field* f = find_field(path)) {
+      assign(d, *f, value, at(d.file, key.source()), true);
+    } else if (is_section(path)) {
+      const auto* sub = value.as_table();
+      if (!sub) LC_INPUT_ERROR(at(d.file, key.source()), ": ", path, ": expected a table, got ", describe(value));
+      apply_section(d, path, *sub);
+    } else {
+      LC_INPUT_ERROR(at(d.file, key.source()), ": ", unknown_key_message(path));
+    }
+  }
+}
+
 void apply_table(Draft& d, const toml::table& root) {
   for (const auto& [section, node] : root) {
     const std::string where = at(d.file, section.source());
@@ -545,13 +588,7 @@ void apply_table(Draft& d, const toml::table& root) {
     }
     if (!is_section(section.str()))
       LC_INPUT_ERROR(at(d.file, node.source()), ": ", unknown_section_message(section.str()));
-    d.sections.emplace_back(section.str(), at(d.file, node.source()));
-    for (const auto& [key, value] : *table) {
-      const std::string path = detail::concat(section.str(), ".", key.str());
-      const Field* f = find_field(path);
-      if (!f) LC_INPUT_ERROR(at(d.file, key.source()), ": ", unknown_key_message(path));
-      assign(d, *f, value, at(d.file, key.source()), true);
-    }
+    apply_section(d, std::string(section.str()), *table);
   }
 }
 
@@ -596,7 +633,7 @@ std::string locate(const Draft& d, std::initializer_list<std::string_view> paths
     }
   }
   if (!where.empty()) return where;
-  const auto section = paths.begin()->substr(0, paths.begin()->find('.'));
+  const auto section = paths.begin()->substr(0, paths.begin()->rfind('.'));
   for (const auto& [name, loc] : d.sections)
     if (name == section) return loc;
   return d.file;
@@ -688,6 +725,9 @@ const char* name_of(DecayKind v) { return enum_name(v); }
 const char* name_of(BackendKind v) { return enum_name(v); }
 const char* name_of(DeviceKind v) { return enum_name(v); }
 const char* name_of(SyncKind v) { return enum_name(v); }
+const char* name_of(WireKind v) { return enum_name(v); }
+const char* name_of(TopKSelection v) { return enum_name(v); }
+const char* name_of(OneBitScale v) { return enum_name(v); }
 const char* name_of(AlgorithmKind v) { return enum_name(v); }
 const char* name_of(ComputeKind v) { return enum_name(v); }
 const char* name_of(ScalingKind v) { return enum_name(v); }

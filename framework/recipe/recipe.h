@@ -37,7 +37,11 @@ struct RankList {
   bool operator==(const RankList&) const = default;
 };
 enum class DeviceKind { cpu };  // "cuda" arrives with the CUDA trainer path
-enum class SyncKind { allreduce };
+// Data-parallel gradient averaging: exact (allreduce) or compressed with error feedback.
+enum class SyncKind { allreduce, topk, powersgd, onebit };
+enum class WireKind { fp32, bf16, fp16 };        // dense all-reduce wire format
+enum class TopKSelection { exact, sampled };     // exact k largest, or a sampled threshold (DGC)
+enum class OneBitScale { l2, mean_abs };         // sign scale: ||x||/sqrt(n) or mean |x|
 
 struct RunConfig {
   std::string name = "run";       // run directory name under out_dir
@@ -124,9 +128,48 @@ struct DistributedConfig {
   bool operator==(const DistributedConfig&) const = default;
 };
 
+// [sync.allreduce]
+struct AllReduceConfig {
+  WireKind dtype = WireKind::fp32;  // bf16 / fp16: half the bytes, fp32 arithmetic
+  bool operator==(const AllReduceConfig&) const = default;
+};
+
+// [sync.topk]: each rank sends its k = ratio * n largest-magnitude (value, index) pairs.
+struct TopKConfig {
+  double ratio = 0.01;               // in (0, 1]
+  bool error_feedback = true;        // keep what was not sent and add it next step
+  TopKSelection selection = TopKSelection::exact;
+  double sample_fraction = 0.01;     // sampled: share of elements the threshold is estimated on
+  std::int64_t warmup_steps = 0;     // dense fp32 all-reduce for the first steps
+  bool operator==(const TopKConfig&) const = default;
+};
+
+// [sync.powersgd]: Vogels et al. 2019, as PyTorch's powerSGD_hook.
+struct PowerSgdConfig {
+  int rank = 4;                        // approximation rank r
+  std::int64_t start_iter = 100;       // dense all-reduce before this step (torch: 1000)
+  double min_compression_rate = 2.0;   // compress a tensor only if (n+m)*r*rate < n*m
+  bool error_feedback = true;
+  bool warm_start = true;              // reuse Q from the previous step
+  bool operator==(const PowerSgdConfig&) const = default;
+};
+
+// [sync.onebit]: sign + scale per chunk, two-phase compressed all-reduce (1-bit Adam).
+struct OneBitConfig {
+  std::int64_t warmup_steps = 100;     // dense fp32 all-reduce for the first steps
+  bool error_feedback = true;
+  OneBitScale scale = OneBitScale::l2;
+  bool operator==(const OneBitConfig&) const = default;
+};
+
 struct SyncConfig {
   SyncKind strategy = SyncKind::allreduce;
   double bucket_mb = 25.0;
+  bool overlap = true;  // reduce each bucket while backward continues (not when simulating)
+  AllReduceConfig allreduce;
+  TopKConfig topk;
+  PowerSgdConfig powersgd;
+  OneBitConfig onebit;
 
   bool operator==(const SyncConfig&) const = default;
 };
@@ -188,6 +231,9 @@ const char* name_of(DecayKind);
 const char* name_of(BackendKind);
 const char* name_of(DeviceKind);
 const char* name_of(SyncKind);
+const char* name_of(WireKind);
+const char* name_of(TopKSelection);
+const char* name_of(OneBitScale);
 const char* name_of(AlgorithmKind);
 const char* name_of(ComputeKind);
 const char* name_of(ScalingKind);

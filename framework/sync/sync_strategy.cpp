@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "framework/core/check.h"
+#include "framework/core/timer.h"
 
 namespace laconic {
 
@@ -47,20 +48,69 @@ DataParallel::DataParallel(DataParallelOptions opts, std::unique_ptr<Reducer> re
   LC_CHECK(reducer_ != nullptr, "DataParallel needs a reducer");
 }
 
+DataParallel::~DataParallel() {
+  // A step that threw midway may have reductions queued that write into the gradients.
+  try {
+    wait_launched();
+  } catch (...) {
+  }
+}
+
 void DataParallel::start(ParamStore& store, Communicator& comm) {
   SyncStrategy::start(store, comm);
   buckets_ = make_buckets(store, opts_.bucket_mb);
   reducer_->prepare(buckets_);
+  work_.clear();
+  for (std::size_t i = 0; i < buckets_.size(); ++i) work_.push_back(std::make_unique<Work>());
+}
+
+void DataParallel::reduce_bucket(std::size_t i) {
+  Stopwatch t;
+  const BucketLayout& b = buckets_[i];
+  reducer_->reduce(std::span<float>(grads_ + b.begin, b.size), b, step_, *comm_);
+  comm_s_ += t.seconds();
+}
+
+void DataParallel::launch(ParamStore& store, Communicator& comm, std::int64_t step) {
+  grads_ = store.grads().data();
+  comm_ = &comm;
+  step_ = step;
+  const std::size_t i = launched_++;
+  if (!opts_.overlap) {
+    reduce_bucket(i);
+    return;
+  }
+  comm.run_async(*work_[i], [this, i] { reduce_bucket(i); });  // two words: no allocation
+}
+
+void DataParallel::wait_launched() {
+  std::exception_ptr first;
+  for (std::size_t i = 0; i < launched_ && opts_.overlap; ++i) {
+    try {
+      work_[i]->wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  launched_ = 0;
+  if (first) std::rethrow_exception(first);
+}
+
+void DataParallel::grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) {
+  if (!opts_.overlap) return;
+  while (launched_ < buckets_.size() && buckets_[launched_].begin >= from) launch(store, comm, step);
 }
 
 void DataParallel::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
-  auto grads = store.grads();
-  for (const BucketLayout& b : buckets_) reducer_->reduce(grads.subspan(b.begin, b.size), b, step, comm);
+  LC_CHECK(!buckets_.empty() || store.size() == 0, "DataParallel::after_backward before start()");
+  while (launched_ < buckets_.size()) launch(store, comm, step);
+  wait_launched();
 }
 
 std::string DataParallel::describe() const {
   std::ostringstream os;
-  os << "allreduce (" << reducer_->describe() << ", buckets of " << opts_.bucket_mb << " MB)";
+  os << "data parallel (" << reducer_->describe() << ", " << buckets_.size() << " buckets of <= "
+     << opts_.bucket_mb << " MiB, " << (opts_.overlap ? "overlapped with backward" : "after backward") << ")";
   return os.str();
 }
 

@@ -3,7 +3,9 @@
 //
 //   start()          once, before the first step: make every replica start from rank 0's
 //                    parameters (broadcast), so different local initialisations cannot matter.
-//   after_backward() gradients of the step are complete: e.g. average them (data parallel).
+//   grads_ready()    during the last backward of a step: gradients at [from, size) are final
+//                    (already averaged over micro-batches), so reducing them may start now.
+//   after_backward() gradients of the step are complete: e.g. finish averaging them.
 //   after_update()   the optimizer has stepped: e.g. average parameters every H steps (local SGD).
 #pragma once
 
@@ -22,17 +24,25 @@ class SyncStrategy {
  public:
   virtual ~SyncStrategy() = default;
   virtual void start(ParamStore& store, Communicator& comm);
+  virtual void grads_ready(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/,
+                           std::size_t /*from*/) {}
   virtual void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) = 0;
   virtual void after_update(ParamStore& store, Communicator& comm, std::int64_t step) {}
   virtual std::string describe() const = 0;
   // What the strategy's reducers were handed and what they put on the wire (compression ratio).
   virtual ReducerStats reducer_stats() const { return {}; }
+  // Seconds spent reducing so far, whichever thread ran it (with overlap, part of it is hidden
+  // behind backward: the step loop measures what it waited for, the exposed part).
+  virtual double comm_seconds() const = 0;
 };
 
 struct DataParallelOptions {
   // Gradients are reduced in buckets of whole tensors of about this many MiB (a bucket is closed
   // once it reaches the cap; one larger tensor makes a bucket of its own), last layers first.
   double bucket_mb = 25.0;
+  // Start each bucket's reduction on the communication thread as soon as backward has produced
+  // it (grads_ready), instead of all of them after backward.
+  bool overlap = true;
 };
 
 // The buckets of `store` for a cap of bucket_mb MiB: whole tensors, filled from the last tensor
@@ -42,19 +52,35 @@ std::vector<BucketLayout> make_buckets(const ParamStore& store, double bucket_mb
 
 // Averages gradients every step through a Reducer (dense fp32 by default): synchronous
 // data parallelism. With plain averaging, K ranks on micro-batch b step exactly like one rank on
-// the union batch K*b (up to float summation order).
+// the union batch K*b (up to float summation order). Buckets are reduced in the same order on
+// every rank (bucket 0 first), overlapped or not, so results do not depend on timing.
 class DataParallel final : public SyncStrategy {
  public:
   DataParallel(DataParallelOptions opts, std::unique_ptr<Reducer> reducer);
+  ~DataParallel() override;
   void start(ParamStore& store, Communicator& comm) override;
+  void grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) override;
   void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return reducer_->stats(); }
+  double comm_seconds() const override { return comm_s_; }
+  const std::vector<BucketLayout>& buckets() const { return buckets_; }
 
  private:
+  void launch(ParamStore& store, Communicator& comm, std::int64_t step);  // the next bucket
+  void reduce_bucket(std::size_t i);
+  void wait_launched();
+
   DataParallelOptions opts_;
   std::unique_ptr<Reducer> reducer_;
   std::vector<BucketLayout> buckets_;
+  std::vector<std::unique_ptr<Work>> work_;  // one per bucket, reused every step
+  std::size_t launched_ = 0;                 // buckets started this step
+  // What the queued reductions need (set before launching, read on the communication thread).
+  float* grads_ = nullptr;
+  Communicator* comm_ = nullptr;
+  std::int64_t step_ = 0;
+  double comm_s_ = 0;  // written by whichever thread reduces; read after the waits
 };
 
 }  // namespace laconic

@@ -133,8 +133,22 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
   LC_CHECK(false, "unknown optimizer");
 }
 
-std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c) {
-  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb}, std::make_unique<DenseReducer>());
+std::unique_ptr<Reducer> make_reducer(const SyncConfig& c) {
+  switch (c.strategy) {
+    case SyncKind::allreduce: {
+      constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
+      return std::make_unique<DenseReducer>(wire[static_cast<int>(c.allreduce.dtype)]);
+    }
+    case SyncKind::topk:
+    case SyncKind::powersgd:
+    case SyncKind::onebit:
+      break;
+  }
+  LC_INPUT_ERROR("sync.strategy: \"", name_of(c.strategy), "\" is not built yet");
+}
+
+std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap) {
+  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap}, make_reducer(c));
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {

@@ -40,7 +40,10 @@ TrainData load_data(const Recipe& recipe, const LoadOptions& opts = {});
 
 std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data);
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c);
-std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c);
+// The Reducer the recipe's [sync] asks for, and the strategy around it. `overlap` = reduce
+// buckets while backward runs (the trainer turns it off when simulating a network).
+std::unique_ptr<Reducer> make_reducer(const SyncConfig& c);
+std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap);
 
 // The learning rate and warmup actually used: optimizer.lr and schedule.warmup_steps scaled
 // from schedule.base_batch to the global batch by schedule.scaling_rule.

@@ -110,7 +110,10 @@ class Reporter {
     std::int64_t step = 0;  // optimizer steps completed
     double loss = 0, lr = 0;
     ByteCounters bytes;
-    double comm_s = 0, compute_s = 0, wall_s = 0;
+    double comm_s = 0;          // reducing gradients, on whichever thread
+    double exposed_comm_s = 0;  // what the step loop waited for communication (not overlapped)
+    double compression_ratio = 1;
+    double compute_s = 0, wall_s = 0;
     double examples_per_s = 0;
     const EvalResult* eval = nullptr;
     const SimCommunicator* sim = nullptr;  // the simulated network, when there is one
@@ -127,6 +130,8 @@ class Reporter {
     j["bytes_sent"] = r.bytes.sent;
     j["bytes_recv"] = r.bytes.recv;
     j["comm_s"] = r.comm_s;
+    j["exposed_comm_s"] = r.exposed_comm_s;
+    j["compression_ratio"] = r.compression_ratio;
     j["compute_s"] = r.compute_s;
     j["wall_s"] = r.wall_s;
     j["examples_per_s"] = r.examples_per_s;
@@ -149,7 +154,8 @@ class Reporter {
          << std::setprecision(2) << epoch(r.step) << " | loss " << std::setprecision(4) << r.loss
          << " | lr " << std::setprecision(5) << r.lr << " | " << std::setprecision(0) << r.examples_per_s
          << " ex/s | sent " << human_bytes(static_cast<double>(r.bytes.sent)) << " | comm "
-         << std::setprecision(0) << 100.0 * r.comm_s / std::max(1e-9, r.wall_s) << "%";
+         << std::setprecision(0) << 100.0 * r.exposed_comm_s / std::max(1e-9, r.wall_s) << "%";
+    if (r.compression_ratio != 1.0) line << " | x" << std::setprecision(1) << r.compression_ratio;
     if (!std::isnan(r.noise_scale)) line << " | B_noise " << std::setprecision(0) << r.noise_scale;
     if (r.sim)
       line << " | sim " << human_seconds(r.sim->clock()) << " (comm " << std::setprecision(0)
@@ -192,6 +198,43 @@ class Reporter {
   bool progress_shown_ = false;
 };
 
+// Between the model's last backward of a step and the sync strategy: each range of gradients
+// that backward reports final is first averaged over the micro-batches and its square norm
+// taken (for the noise scale), then handed on, so the strategy may start reducing it.
+class GradsReady final : public GradsReadyListener {
+ public:
+  GradsReady(ParamStore& store, SyncStrategy& sync, Communicator& comm) : store_(store), sync_(sync), comm_(comm) {}
+
+  void begin_step(std::int64_t step, float scale, bool want_norm) {
+    step_ = step;
+    scale_ = scale;
+    want_norm_ = want_norm;
+    local_sq_ = 0;
+    pending_ = store_.size();
+  }
+
+  void grads_ready(std::size_t from) override {
+    if (from >= pending_) return;
+    const auto range = store_.grads().subspan(from, pending_ - from);
+    if (scale_ != 1.0f) ops::cpu::scale(range.data(), scale_, range.size());
+    if (want_norm_) local_sq_ += squared(global_grad_norm(range));
+    pending_ = from;
+    sync_.grads_ready(store_, comm_, step_, from);
+  }
+
+  double local_sq() const { return local_sq_; }  // |g|^2 of this rank's (averaged) gradients
+
+ private:
+  ParamStore& store_;
+  SyncStrategy& sync_;
+  Communicator& comm_;
+  std::int64_t step_ = 0;
+  float scale_ = 1.0f;
+  bool want_norm_ = false;
+  double local_sq_ = 0;
+  std::size_t pending_ = 0;  // gradients at [pending_, size) were handed on
+};
+
 // One rank's replica and loop.
 class Worker {
  public:
@@ -201,7 +244,9 @@ class Worker {
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r, data)),
         optimizer_(make_optimizer(r.optimizer)),
-        sync_(make_sync(r.sync)),
+        // The simulated clock charges compute and messages in program order; overlapped
+        // reductions would race it, so simulated runs reduce after backward.
+        sync_(make_sync(r.sync, /*overlap=*/r.sync.overlap && r.network.groups == 0)),
         schedule_(make_schedule(r, plan.global_batch, plan.steps)),
         // One optimizer step consumes one global batch; this rank's slice of it is cut into
         // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K
@@ -233,7 +278,8 @@ class Worker {
     if (lead) reporter = std::make_unique<Reporter>(opts_, plan_);
 
     Stopwatch wall;
-    double comm_s = 0, compute_s = 0, interval_loss = 0, last_loss = 0;
+    GradsReady ready(store, *sync_, comm_);
+    double exposed_s = 0, compute_s = 0, interval_loss = 0, last_loss = 0;
     std::int64_t interval_steps = 0, last_log_step = 0;
     double last_log_wall = 0, grad_norm = std::numeric_limits<double>::quiet_NaN();
     const int accum = r_.train.grad_accum;
@@ -242,6 +288,7 @@ class Worker {
     for (std::int64_t step = 0; step < plan_.steps; ++step) {
       Stopwatch t;
       store.zero_grad();
+      ready.begin_step(step, 1.0f / static_cast<float>(accum), noise_.has_value());
       double loss = 0;
       const std::span<const std::int64_t> slice = sampler_.next();
       const auto micro = static_cast<std::size_t>(r_.train.micro_batch);
@@ -255,20 +302,19 @@ class Worker {
         fo.rank = comm_.rank();
         fo.step = step * accum + a;
         loss += model_->forward(batch_, fo).loss;
+        // Only the last backward of the step makes final gradients.
+        model_->set_grads_ready_listener(a + 1 == accum ? &ready : nullptr);
         model_->backward();
       }
-      if (accum > 1)  // the mean over the accumulated micro-batches
-        ops::cpu::scale(store.grads().data(), 1.0f / static_cast<float>(accum), store.size());
+      ready.grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
       double step_compute = t.seconds();
       t.reset();
       if (sim_) sim_->advance_compute(modeled ? modeled_step_s_ : step_compute);
-      double local_sq = 0;
-      if (noise_) local_sq = squared(global_grad_norm(store.grads()));
       sync_->after_backward(store, comm_, step);
       // Mean of the workers' |g_b|^2 (one float on the wire), for the noise scale.
-      float mean_local = static_cast<float>(local_sq);
+      float mean_local = static_cast<float>(ready.local_sq());
       if (noise_) comm_.all_reduce(std::span(&mean_local, 1), ReduceOp::avg);
-      comm_s += t.seconds();
+      exposed_s += t.seconds();
       t.reset();
       // One pass for the norm of the averaged gradients, shared by the noise scale (|G_B|^2)
       // and clipping (after averaging: every rank sees the same norm and scales identically).
@@ -287,7 +333,7 @@ class Worker {
       compute_s += step_compute;
       t.reset();
       sync_->after_update(store, comm_, step);
-      comm_s += t.seconds();
+      exposed_s += t.seconds();
       if (opts_.on_step) opts_.on_step(comm_.rank(), step, store);
 
       interval_loss += loss / accum;
@@ -310,7 +356,9 @@ class Worker {
         rec.loss = last_loss;
         rec.lr = lr;
         rec.bytes = comm_.bytes();
-        rec.comm_s = comm_s;
+        rec.comm_s = sync_->comm_seconds();
+        rec.exposed_comm_s = exposed_s;
+        rec.compression_ratio = sync_->reducer_stats().compression_ratio();
         rec.compute_s = compute_s;
         rec.wall_s = now;
         // Training throughput: the evaluation just run is not training time.
@@ -339,7 +387,8 @@ class Worker {
     s.bytes_recv = comm_.bytes().recv;
     const ReducerStats rs = sync_->reducer_stats();
     s.compression_ratio = rs.compression_ratio();
-    s.comm_s = comm_s;
+    s.comm_s = sync_->comm_seconds();
+    s.exposed_comm_s = exposed_s;
     s.compute_s = compute_s;
     s.wall_s = wall.seconds();
     if (sim_) s.sim_time_s = sim_->clock();
@@ -375,6 +424,7 @@ std::string summary_json(const TrainSummary& s) {
   j["bytes_recv"] = s.bytes_recv;
   j["compression_ratio"] = s.compression_ratio;
   j["comm_s"] = s.comm_s;
+  j["exposed_comm_s"] = s.exposed_comm_s;
   j["compute_s"] = s.compute_s;
   j["wall_s"] = s.wall_s;
   if (!std::isnan(s.sim_time_s)) j["sim_time_s"] = s.sim_time_s;

@@ -44,7 +44,8 @@ struct TrainSummary {
   std::uint64_t bytes_sent = 0; // per rank (rank 0), cumulative
   std::uint64_t bytes_recv = 0;
   double compression_ratio = 1; // fp32 gradient bytes / payload bytes
-  double comm_s = 0;            // rank 0's time inside the sync strategy
+  double comm_s = 0;            // rank 0's time reducing gradients (overlapped or not)
+  double exposed_comm_s = 0;    // rank 0's step loop waiting for communication
   double compute_s = 0;         // rank 0's forward + backward + optimizer time
   double wall_s = 0;
   double sim_time_s = std::numeric_limits<double>::quiet_NaN();  // simulated clock (with [network])

@@ -165,7 +165,7 @@ TEST_F(RecipeTest, UnknownSection) {
   const std::string path = write("[train]\nsteps = 1\n\n[trian]\nsteps = 2\n");
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
-                                   "distributed, sync, network)");
+                                   "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, network)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
@@ -194,7 +194,7 @@ TEST_F(RecipeTest, IntegerWhereNumberExpectedIsAccepted) {
 
 TEST_F(RecipeTest, BadEnumListsTheChoices) {
   const std::string path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"allreduc\"\n");
-  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", got \"allreduc\"");
+  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"allreduc\"");
   const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"nccl\"\n", "b.toml");
   EXPECT_EQ(error_of(b),
             b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", \"mpi\", got \"nccl\"");
@@ -229,6 +229,14 @@ TEST_F(RecipeTest, OutOfRangeValuesAreRejected) {
       {"schedule", "warmup_steps = -1", "schedule.warmup_steps: expected an integer >= 0, got -1"},
       {"schedule", "min_lr_ratio = 1.5", "schedule.min_lr_ratio: expected a number in [0, 1], got 1.5"},
       {"sync", "bucket_mb = 0", "sync.bucket_mb: expected a number > 0, got 0"},
+      {"sync", "strategy = \"dgc\"",
+       "sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"dgc\""},
+      {"sync.topk", "ratio = 1.5", "sync.topk.ratio: expected a number in (0, 1], got 1.5"},
+      {"sync.topk", "ratio = 0", "sync.topk.ratio: expected a number in (0, 1], got 0"},
+      {"sync.powersgd", "rank = 0", "sync.powersgd.rank: expected an integer in [1, 1024], got 0"},
+      {"sync.onebit", "scale = \"max\"", "sync.onebit.scale: expected one of \"l2\", \"mean_abs\", got \"max\""},
+      {"sync.allreduce", "dtype = \"int8\"",
+       "sync.allreduce.dtype: expected one of \"fp32\", \"bf16\", \"fp16\", got \"int8\""},
       {"run", "seed = -1", "run.seed: expected an integer >= 0, got -1"},
       {"run", "name = \"\"", "run.name: expected a non-empty string, got \"\""},
   };
@@ -329,7 +337,7 @@ TEST_F(RecipeTest, BadOverrides) {
   EXPECT_EQ(error_of(path, {"train.micro_batch=1.5"}),
             "--train.micro_batch=1.5: expected an integer >= 1, got 1.5");
   EXPECT_EQ(error_of(path, {"sync.strategy=allreduc"}),
-            "--sync.strategy=allreduc: expected one of \"allreduce\", got \"allreduc\"");
+            "--sync.strategy=allreduc: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"allreduc\"");
   EXPECT_EQ(error_of(path, {"train.nosuch=1"}),
             std::string("--train.nosuch=1: unknown key 'train.nosuch' (valid keys in [train]: ") +
                 kTrainKeys + ")");
@@ -351,10 +359,41 @@ Recipe unusual_recipe() {
   r.optimizer = {OptimizerKind::sgd, 2.0, 0.30000000000000004, true, 1e-7};
   r.schedule = {17, DecayKind::cosine, 1e-300};
   r.distributed = {BackendKind::threads, DeviceKind::cpu, 6, 12.5, AlgorithmKind::rabenseifner};
-  r.sync = {SyncKind::allreduce, 1e20};
+  r.sync = {SyncKind::powersgd, 1e20, false, {WireKind::bf16},
+            {1.0 / 3.0, false, TopKSelection::sampled, 0.125, 7},
+            {3, 9, 1.5, false, false},
+            {11, false, OneBitScale::mean_abs}};
   // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
   r.network = {3, {25e9 / 8}, {7e-6}, {123456.789}, {0.1 + 0.2}, {{0, 5}}, 2.5, ComputeKind::modeled, 312.5, 0.45};
   return r;
+}
+
+TEST_F(RecipeTest, SubsectionsParseAsTablesAndOverrides) {
+  const std::string path = write(
+      "[train]\nsteps = 1\n[sync]\nstrategy = \"topk\"\n[sync.topk]\nratio = 0.05\nselection = \"sampled\"\n"
+      "[sync.powersgd]\nrank = 2\n");
+  const Recipe r = load_recipe(path, {"sync.onebit.warmup_steps=7"});
+  EXPECT_EQ(r.sync.strategy, SyncKind::topk);
+  EXPECT_EQ(r.sync.topk.ratio, 0.05);
+  EXPECT_EQ(r.sync.topk.selection, TopKSelection::sampled);
+  EXPECT_EQ(r.sync.powersgd.rank, 2);
+  EXPECT_EQ(r.sync.onebit.warmup_steps, 7);
+  // A dotted table without its parent, and inline tables, are the same TOML.
+  EXPECT_EQ(load_recipe(write("[train]\nsteps = 1\n[sync.topk]\nratio = 0.5\n")).sync.topk.ratio, 0.5);
+  EXPECT_EQ(load_recipe(write("[train]\nsteps = 1\n[sync]\ntopk = { ratio = 0.25 }\n")).sync.topk.ratio, 0.25);
+}
+
+TEST_F(RecipeTest, SubsectionErrorsNameTheFullPath) {
+  std::string path = write("[train]\nsteps = 1\n[sync.topk]\nratoi = 0.1\n");
+  EXPECT_EQ(error_of(path), path + ":4:1: unknown key 'sync.topk.ratoi' (did you mean 'sync.topk.ratio'? valid keys in "
+                                   "[sync.topk]: ratio, error_feedback, selection, sample_fraction, warmup_steps)");
+  path = write("[train]\nsteps = 1\n[sync]\ntopk = 0.1\n");
+  EXPECT_EQ(error_of(path), path + ":4:1: sync.topk: expected a table, got 0.1");
+  path = write("[train]\nsteps = 1\n[sync]\nratio = 0.1\n");
+  EXPECT_EQ(error_of(path), path + ":4:1: unknown key 'sync.ratio' (did you mean 'sync.topk.ratio'? valid keys in "
+                                   "[sync]: strategy, bucket_mb, overlap)");
+  path = write("[train]\nsteps = 1\n");
+  EXPECT_EQ(error_of(path, {"sync.topk.rank=2"}).substr(0, 50), "--sync.topk.rank=2: unknown key 'sync.topk.rank' (");
 }
 
 TEST_F(RecipeTest, ToTomlRoundTrips) {
@@ -390,7 +429,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 60u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 75u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);
