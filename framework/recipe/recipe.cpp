@@ -438,7 +438,8 @@ const std::vector<Field>& schema() {
     SectionBuilder<&Recipe::sync>{"sync", f}
         .add<&SyncConfig::strategy>("strategy")
         .add<&SyncConfig::bucket_mb>("bucket_mb", above(0))
-        .add<&SyncConfig::overlap>("overlap");
+        .add<&SyncConfig::overlap>("overlap")
+        .add<&SyncConfig::momentum>("momentum", half_open(0, 1));
     SectionBuilder<&Recipe::sync, &SyncConfig::allreduce>{"sync.allreduce", f}
         .add<&AllReduceConfig::dtype>("dtype");
     SectionBuilder<&Recipe::sync, &SyncConfig::topk>{"sync.topk", f}

@@ -166,6 +166,7 @@ struct SyncConfig {
   SyncKind strategy = SyncKind::allreduce;
   double bucket_mb = 25.0;
   bool overlap = true;  // reduce each bucket while backward continues (not when simulating)
+  double momentum = 0;  // momentum correction: reduce local velocities (optimizer momentum 0)
   AllReduceConfig allreduce;
   TopKConfig topk;
   PowerSgdConfig powersgd;

@@ -60,6 +60,7 @@ void DataParallel::start(ParamStore& store, Communicator& comm) {
   SyncStrategy::start(store, comm);
   buckets_ = make_buckets(store, opts_.bucket_mb);
   reducer_->prepare(buckets_);
+  if (opts_.momentum > 0) velocity_.assign(store.size(), 0.0f);
   work_.clear();
   for (std::size_t i = 0; i < buckets_.size(); ++i) work_.push_back(std::make_unique<Work>());
 }
@@ -67,7 +68,13 @@ void DataParallel::start(ParamStore& store, Communicator& comm) {
 void DataParallel::reduce_bucket(std::size_t i) {
   Stopwatch t;
   const BucketLayout& b = buckets_[i];
-  reducer_->reduce(std::span<float>(grads_ + b.begin, b.size), b, step_, *comm_);
+  float* g = grads_ + b.begin;
+  if (opts_.momentum > 0) {
+    float* u = velocity_.data() + b.begin;
+    const auto mu = static_cast<float>(opts_.momentum);
+    for (std::size_t j = 0; j < b.size; ++j) g[j] = u[j] = mu * u[j] + g[j];
+  }
+  reducer_->reduce(std::span<float>(g, b.size), b, step_, *comm_);
   comm_s_ += t.seconds();
 }
 

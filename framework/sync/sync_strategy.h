@@ -43,6 +43,12 @@ struct DataParallelOptions {
   // Start each bucket's reduction on the communication thread as soon as backward has produced
   // it (grads_ready), instead of all of them after backward.
   bool overlap = true;
+  // Momentum correction (Lin et al. 2018, DGC): each rank folds its gradient into a local
+  // velocity u = momentum * u + g and the reducer averages u, not g; the optimizer then runs
+  // without momentum. Exact averaging gives momentum SGD (u is linear in g); under lossy
+  // compression with error feedback, the compression error is not amplified by a momentum applied
+  // after it. 0 = off (reduce the gradients).
+  double momentum = 0.0;
 };
 
 // The buckets of `store` for a cap of bucket_mb MiB: whole tensors, filled from the last tensor
@@ -75,6 +81,7 @@ class DataParallel final : public SyncStrategy {
   std::unique_ptr<Reducer> reducer_;
   std::vector<BucketLayout> buckets_;
   std::vector<std::unique_ptr<Work>> work_;  // one per bucket, reused every step
+  std::vector<float> velocity_;              // momentum correction: laid out like the gradients
   std::size_t launched_ = 0;                 // buckets started this step
   // What the queued reductions need (set before launching, read on the communication thread).
   float* grads_ = nullptr;

@@ -2,6 +2,9 @@
 
 #include <filesystem>
 
+#include "compression/onebit.h"
+#include "compression/powersgd.h"
+#include "compression/topk.h"
 #include "framework/core/check.h"
 #include "framework/data/text_corpus.h"
 #include "framework/data/tokenizer.h"
@@ -139,16 +142,38 @@ std::unique_ptr<Reducer> make_reducer(const SyncConfig& c) {
       constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
       return std::make_unique<DenseReducer>(wire[static_cast<int>(c.allreduce.dtype)]);
     }
-    case SyncKind::topk:
-    case SyncKind::powersgd:
-    case SyncKind::onebit:
-      break;
+    case SyncKind::topk: {
+      TopKOptions o;
+      o.ratio = c.topk.ratio;
+      o.error_feedback = c.topk.error_feedback;
+      o.selection = c.topk.selection == TopKSelection::exact ? TopKOptions::Selection::exact
+                                                              : TopKOptions::Selection::sampled;
+      o.sample_fraction = c.topk.sample_fraction;
+      o.warmup_steps = c.topk.warmup_steps;
+      return std::make_unique<TopKReducer>(o);
+    }
+    case SyncKind::powersgd: {
+      PowerSgdOptions o;
+      o.rank = c.powersgd.rank;
+      o.start_iter = c.powersgd.start_iter;
+      o.min_compression_rate = c.powersgd.min_compression_rate;
+      o.error_feedback = c.powersgd.error_feedback;
+      o.warm_start = c.powersgd.warm_start;
+      return std::make_unique<PowerSgdReducer>(o);
+    }
+    case SyncKind::onebit: {
+      OneBitOptions o;
+      o.warmup_steps = c.onebit.warmup_steps;
+      o.error_feedback = c.onebit.error_feedback;
+      o.scale = c.onebit.scale == OneBitScale::l2 ? OneBitOptions::Scale::l2 : OneBitOptions::Scale::mean_abs;
+      return std::make_unique<OneBitReducer>(o);
+    }
   }
-  LC_INPUT_ERROR("sync.strategy: \"", name_of(c.strategy), "\" is not built yet");
+  LC_CHECK(false, "unknown sync strategy");
 }
 
 std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap) {
-  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap}, make_reducer(c));
+  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap, c.momentum}, make_reducer(c));
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {

@@ -110,6 +110,7 @@ class Reporter {
     std::int64_t step = 0;  // optimizer steps completed
     double loss = 0, lr = 0;
     ByteCounters bytes;
+    double bytes_per_step = 0;  // sent by this rank per step since the previous record
     double comm_s = 0;          // reducing gradients, on whichever thread
     double exposed_comm_s = 0;  // what the step loop waited for communication (not overlapped)
     double compression_ratio = 1;
@@ -129,6 +130,7 @@ class Reporter {
     j["lr"] = r.lr;
     j["bytes_sent"] = r.bytes.sent;
     j["bytes_recv"] = r.bytes.recv;
+    j["bytes_per_step"] = r.bytes_per_step;
     j["comm_s"] = r.comm_s;
     j["exposed_comm_s"] = r.exposed_comm_s;
     j["compression_ratio"] = r.compression_ratio;
@@ -281,6 +283,7 @@ class Worker {
     GradsReady ready(store, *sync_, comm_);
     double exposed_s = 0, compute_s = 0, interval_loss = 0, last_loss = 0;
     std::int64_t interval_steps = 0, last_log_step = 0;
+    std::uint64_t last_log_sent = comm_.bytes().sent;  // after the start broadcast
     double last_log_wall = 0, grad_norm = std::numeric_limits<double>::quiet_NaN();
     const int accum = r_.train.grad_accum;
     EvalResult last_eval;
@@ -356,6 +359,8 @@ class Worker {
         rec.loss = last_loss;
         rec.lr = lr;
         rec.bytes = comm_.bytes();
+        rec.bytes_per_step = static_cast<double>(rec.bytes.sent - last_log_sent) / static_cast<double>(done - last_log_step);
+        last_log_sent = rec.bytes.sent;
         rec.comm_s = sync_->comm_seconds();
         rec.exposed_comm_s = exposed_s;
         rec.compression_ratio = sync_->reducer_stats().compression_ratio();

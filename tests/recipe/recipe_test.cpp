@@ -359,7 +359,7 @@ Recipe unusual_recipe() {
   r.optimizer = {OptimizerKind::sgd, 2.0, 0.30000000000000004, true, 1e-7};
   r.schedule = {17, DecayKind::cosine, 1e-300};
   r.distributed = {BackendKind::threads, DeviceKind::cpu, 6, 12.5, AlgorithmKind::rabenseifner};
-  r.sync = {SyncKind::powersgd, 1e20, false, {WireKind::bf16},
+  r.sync = {SyncKind::powersgd, 1e20, false, 0.375, {WireKind::bf16},
             {1.0 / 3.0, false, TopKSelection::sampled, 0.125, 7},
             {3, 9, 1.5, false, false},
             {11, false, OneBitScale::mean_abs}};
@@ -391,7 +391,7 @@ TEST_F(RecipeTest, SubsectionErrorsNameTheFullPath) {
   EXPECT_EQ(error_of(path), path + ":4:1: sync.topk: expected a table, got 0.1");
   path = write("[train]\nsteps = 1\n[sync]\nratio = 0.1\n");
   EXPECT_EQ(error_of(path), path + ":4:1: unknown key 'sync.ratio' (did you mean 'sync.topk.ratio'? valid keys in "
-                                   "[sync]: strategy, bucket_mb, overlap)");
+                                   "[sync]: strategy, bucket_mb, overlap, momentum)");
   path = write("[train]\nsteps = 1\n");
   EXPECT_EQ(error_of(path, {"sync.topk.rank=2"}).substr(0, 50), "--sync.topk.rank=2: unknown key 'sync.topk.rank' (");
 }
@@ -429,7 +429,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 75u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 76u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

@@ -75,11 +75,11 @@ float wobbly(int rank, std::size_t i) {
 
 // Each rank runs `steps` steps of "backward" (gradients filled last tensor first, reported after
 // each tensor as a model does) and returns its averaged gradients after each step.
-std::vector<std::vector<float>> run(int world, bool overlap, double bucket_mb, int steps) {
+std::vector<std::vector<float>> run(int world, bool overlap, double bucket_mb, int steps, double momentum = 0) {
   std::vector<std::vector<float>> out(static_cast<std::size_t>(world));
   run_threads(world, [&](Communicator& comm) {
     ParamStore s = small_store();
-    DataParallel dp({bucket_mb, overlap}, std::make_unique<DenseReducer>());
+    DataParallel dp({bucket_mb, overlap, momentum}, std::make_unique<DenseReducer>());
     dp.start(s, comm);
     auto& mine = out[static_cast<std::size_t>(comm.rank())];
     for (int step = 0; step < steps; ++step) {
@@ -113,6 +113,25 @@ TEST(DataParallel, OverlappedReductionGivesTheSameBitsAsAfterBackward) {
         for (int r = 0; r < world; ++r) sum += wobbly(r, i);
         EXPECT_NEAR(later[0][i], sum / world, 1e-6 * (1 + std::abs(sum))) << i;
       }
+    }
+  }
+}
+
+// Momentum correction with exact averaging: what is reduced each step is the average velocity
+// u_t = mu * u_{t-1} + mean_r g_t, i.e. what momentum SGD would step with.
+TEST(DataParallel, MomentumCorrectionAveragesTheVelocity) {
+  constexpr int kWorld = 3, kSteps = 4;
+  constexpr double kMu = 0.75;
+  const auto got = run(kWorld, true, mib(12), kSteps, kMu);
+  std::vector<double> u(70, 0.0);
+  for (int step = 0; step < kSteps; ++step) {
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      double mean = 0;
+      for (int r = 0; r < kWorld; ++r) mean += wobbly(r + 7 * step, i);
+      u[i] = kMu * u[i] + mean / kWorld;
+      for (int r = 0; r < kWorld; ++r)
+        EXPECT_NEAR(got[r][static_cast<std::size_t>(step) * 70 + i], u[i], 1e-5 * (1 + std::abs(u[i])))
+            << "rank " << r << ", step " << step << ", element " << i;
     }
   }
 }
