@@ -85,7 +85,8 @@ struct TrainConfig {
   int grad_accum = 1;        // micro-batches per optimizer step
   std::int64_t eval_every = 0;  // steps between evaluations (0 = only at the end)
   std::int64_t log_every = 50;  // steps between log lines / metrics.jsonl records
-  bool noise_scale = false;     // estimate the gradient noise scale B_simple (McCandlish et al. 2018)
+  bool noise_scale = false;     // estimate the gradient noise scale B_simple (McCandlish et al. 2018);
+                                // only with sync.strategy = "allreduce" and sync.momentum = 0
 
   bool operator==(const TrainConfig&) const = default;
 };

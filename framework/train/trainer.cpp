@@ -264,8 +264,10 @@ class Worker {
       eval_order_.resize(static_cast<std::size_t>(data.eval->size()));
       for (std::size_t i = 0; i < eval_order_.size(); ++i) eval_order_[i] = static_cast<std::int64_t>(i);
     }
-    // The noise scale compares per-worker and averaged gradients: it needs more than one worker.
-    if (r.train.noise_scale && plan.global_batch > static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum)
+    // The noise scale compares per-worker and averaged gradients: it needs more than one worker,
+    // and the exact average (a compressed one, or averaged velocities, would bias |G|^2).
+    if (r.train.noise_scale && r.sync.strategy == SyncKind::allreduce && r.sync.momentum == 0 &&
+        plan.global_batch > static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum)
       noise_.emplace(NoiseScaleOptions{static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum,
                                        plan.global_batch});
   }
