@@ -136,7 +136,13 @@ void Communicator::run_async(Work& work, std::function<void()> op) {
   enqueue(std::move(op), work, nullptr);
 }
 
-void Communicator::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned) {
+void Communicator::reserve_async(std::size_t ops) {
+  start_async();
+  std::lock_guard lock(async_->mu);
+  async_->ops.reserve(async_->head + ops);
+}
+
+void Communicator::start_async() {
   if (!async_) {
     async_ = std::make_unique<AsyncQueue>();
     try {
@@ -146,6 +152,10 @@ void Communicator::enqueue(std::function<void()> op, Work& work, std::shared_ptr
       throw;
     }
   }
+}
+
+void Communicator::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned) {
+  start_async();
   {
     std::lock_guard lock(async_->mu);
     async_->ops.push_back({std::move(op), &work, std::move(owned)});

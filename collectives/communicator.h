@@ -113,10 +113,13 @@ class Communicator {
   // Runs any `op` on the communication thread, after everything queued before it: a composite
   // operation (a reducer's encode, collectives, decode) that must overlap the caller's work.
   // `work` is reset here and finished when op returns or throws; it must outlive that. Allocates
-  // nothing once the queue has grown, if op's captures fit std::function's inline storage (two
+  // nothing once the queue has room (reserve_async), if op's captures fit std::function's inline storage (two
   // pointers): strategies reuse one Work per bucket every step. Collectives called inside op
   // run directly (they do not wait for the queue they are running on).
   void run_async(Work& work, std::function<void()> op);
+  // Room for `ops` queued operations at once (starting the communication thread), so that
+  // run_async() never grows the queue later, whatever the timing.
+  void reserve_async(std::size_t ops);
 
   // The all-reduce algorithm used by all_reduce (default ring). With Algorithm::auto_, the
   // chooser picks per call from the message size (set by whoever knows the network, e.g. the
@@ -171,6 +174,7 @@ class Communicator {
  private:
   std::shared_ptr<Work> submit(std::function<void()> op);
   void enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned);
+  void start_async();  // the queue and its thread, on first use
   void drain();  // waits for the queue unless called from the communication thread itself
   void async_loop();
 

@@ -63,6 +63,7 @@ void DataParallel::start(ParamStore& store, Communicator& comm) {
   if (opts_.momentum > 0) velocity_.assign(store.size(), 0.0f);
   work_.clear();
   for (std::size_t i = 0; i < buckets_.size(); ++i) work_.push_back(std::make_unique<Work>());
+  if (opts_.overlap) comm.reserve_async(buckets_.size());
 }
 
 void DataParallel::reduce_bucket(std::size_t i) {

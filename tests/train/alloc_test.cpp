@@ -205,5 +205,23 @@ TEST(StepLoop, BertWithLambAllocatesNothingAfterWarmup) {
   expect_no_allocations_in_steps(r, data);
 }
 
+// Every compressed strategy, in several buckets reduced while backward runs, with momentum
+// correction: compression starts before the window (PowerSGD's dense start included), and from
+// then on the reducers, their collectives and the communication threads allocate nothing.
+TEST(StepLoop, CompressedStrategiesAllocateNothingAfterWarmup) {
+  const TrainData data = image_data(blobs(1000, 784, 10, 1), blobs(200, 784, 10, 2));
+  for (const SyncKind kind : {SyncKind::topk, SyncKind::powersgd, SyncKind::onebit}) {
+    SCOPED_TRACE(name_of(kind));
+    Recipe r = recipe();
+    r.sync.strategy = kind;
+    r.sync.bucket_mb = 0.5;  // fc1's weight, then the rest: two buckets
+    r.sync.momentum = 0.9;
+    r.optimizer.momentum = 0;
+    r.sync.powersgd.start_iter = 2;
+    r.sync.topk.selection = TopKSelection::exact;
+    expect_no_allocations_in_steps(r, data);
+  }
+}
+
 }  // namespace
 }  // namespace laconic
