@@ -18,6 +18,7 @@ repo="$(cd "$here/../.." && pwd)"
 world="${WORLD:-8}"
 epochs="${EPOCHS:-5}"
 out="${OUT:-$(mktemp -d)}"
+mkdir -p "$out"
 trainer="${TRAINER:-${1:-$repo/build}/trainer}"
 [[ -x "$trainer" ]] || { echo "error: $trainer missing (cmake --build build --target trainer)" >&2; exit 2; }
 
@@ -26,7 +27,7 @@ for s in allreduce powersgd topk onebit; do
   recipe="$repo/recipes/${s}_mlp_fmnist.toml"
   [[ "$s" == allreduce ]] && recipe="$repo/recipes/mlp_fmnist.toml"
   start=$(date +%s%N)
-  "$trainer" --recipe "$recipe" --out "$out" --run.name="$s" --distributed.world_size="$world" \
+  "$trainer" --recipe "$recipe" --out "$out/$s" --distributed.world_size="$world" \
     --distributed.backend=threads --distributed.algorithm=ring --train.epochs="$epochs" \
     --train.steps=0 --train.log_every=1000000 --train.eval_every=0 >"$out/$s.log" 2>&1 ||
     { cat "$out/$s.log" >&2; exit 1; }
@@ -46,7 +47,8 @@ failures = []
 for s, r in runs.items():
     drop = 100 * (base["eval_accuracy"] - r["eval_accuracy"])
     fewer = base["bytes_sent"] / r["bytes_sent"]
-    print(f"| {s} | {100 * r['eval_accuracy']:.2f}% | {-drop:+.2f} pp | {r['bytes_sent'] / 1e6:.1f} MB | "
+    versus = "baseline" if s == "allreduce" else f"{-drop:+.2f} pp"
+    print(f"| {s} | {100 * r['eval_accuracy']:.2f}% | {versus} | {r['bytes_sent'] / 1e6:.1f} MB | "
           f"{fewer:.1f}x | {r['compression_ratio']:.1f}x | {float(times[s]) / 1000:.0f} s |")
     if s in need:
         if drop > max_drop:
