@@ -17,6 +17,9 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/threads/threads_communicator.h"
+#include "compression/onebit.h"
+#include "compression/powersgd.h"
+#include "compression/topk.h"
 #include "framework/core/check.h"
 
 namespace laconic {
@@ -535,6 +538,69 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
  private:
   int rank_;
 };
+
+// Every reducer over MPI, with our ring for its all-reduces: the same bits, step after step, as
+// the same reducer on the threads backend at the same world size (which rank 0 runs while the
+// others wait), and the same bits on every rank. With native MPI collectives, every rank still
+// agrees. CTest runs this suite at 8 ranks too.
+TEST(MpiReducers, MatchTheThreadsBackendBitForBit) {
+  MpiCommunicator comm(test_options());
+  const int n = comm.size();
+  const auto un = static_cast<std::size_t>(n);
+  // A bucket like a small layer's: a 40x30 weight (compressible), a bias, a 6x5 matrix.
+  BucketLayout bucket;
+  bucket.tensors = {{0, 40, 30}, {1200, 30, 1}, {1230, 6, 5}};
+  bucket.size = 1260;
+  const auto make = [](int kind) -> std::unique_ptr<Reducer> {
+    switch (kind) {
+      case 0: return std::make_unique<DenseReducer>(DType::f32);
+      case 1: return std::make_unique<DenseReducer>(DType::bf16);
+      case 2: return std::make_unique<TopKReducer>(TopKOptions{.ratio = 0.05});
+      case 3: return std::make_unique<TopKReducer>(
+                  TopKOptions{.ratio = 0.05, .selection = TopKOptions::Selection::sampled, .sample_fraction = 0.2});
+      case 4: return std::make_unique<PowerSgdReducer>(PowerSgdOptions{.rank = 2, .start_iter = 1});
+      case 5: return std::make_unique<PowerSgdReducer>(PowerSgdOptions{.rank = 4, .start_iter = 1});
+      default: return std::make_unique<OneBitReducer>(OneBitOptions{.warmup_steps = 1});
+    }
+  };
+  constexpr int kSteps = 4;
+  // Fingerprints of one rank's output after each step.
+  const auto compute = [&](Communicator& c, int kind) {
+    auto red = make(kind);
+    red->prepare(std::span(&bucket, 1));
+    std::vector<std::uint64_t> fps;
+    std::vector<float> x(bucket.size);
+    for (int step = 0; step < kSteps; ++step) {
+      for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = std::sin(static_cast<float>(i) * 0.31f + static_cast<float>(c.rank() + 5 * step)) *
+               std::exp2(static_cast<float>((i + static_cast<std::size_t>(c.rank())) % 11) - 5);
+      red->reduce(x, bucket, step, c);
+      fps.push_back(fingerprint(x.data(), x.size() * sizeof(float)));
+    }
+    return fps;
+  };
+  for (int kind = 0; kind <= 6; ++kind) {
+    const std::string ctx = make(kind)->describe();
+    for (const Algorithm a : {Algorithm::ring, Algorithm::native}) {
+      comm.set_algorithm(a);
+      const auto mine = compute(comm, kind);
+      std::vector<std::uint64_t> all(un * kSteps);
+      comm.all_gather(CBuf(mine.data(), mine.size() * 8, DType::u8), Buf{all.data(), all.size() * 8, DType::u8});
+      for (std::size_t q = 0; q < un; ++q)
+        for (std::size_t s = 0; s < kSteps; ++s)
+          EXPECT_EQ(all[q * kSteps + s], all[s]) << ctx << ", " << name_of(a) << ": rank " << q << " step " << s;
+      if (a != Algorithm::ring || comm.rank() != 0) continue;
+      std::vector<std::uint64_t> threads(un * kSteps);
+      run_threads(n, [&](Communicator& c) {
+        c.set_algorithm(Algorithm::ring);
+        const auto fps = compute(c, kind);
+        std::copy(fps.begin(), fps.end(), threads.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(c.rank()) * kSteps));
+      });
+      for (std::size_t i = 0; i < all.size(); ++i)
+        EXPECT_EQ(all[i], threads[i]) << ctx << ": rank " << i / kSteps << " step " << i % kSteps;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace laconic
