@@ -115,6 +115,12 @@ void DataParallel::after_backward(ParamStore& store, Communicator& comm, std::in
   wait_launched();
 }
 
+std::vector<StateTensor> DataParallel::state() {
+  std::vector<StateTensor> out = reducer_->state();
+  if (!velocity_.empty()) out.push_back({"data_parallel.velocity", velocity_});
+  return out;
+}
+
 std::string DataParallel::describe() const {
   std::ostringstream os;
   os << "data parallel (" << reducer_->describe() << ", " << buckets_.size() << " buckets of <= "

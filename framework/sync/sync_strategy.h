@@ -6,7 +6,9 @@
 //   grads_ready()    during the last backward of a step: gradients at [from, size) are final
 //                    (already averaged over micro-batches), so reducing them may start now.
 //   after_backward() gradients of the step are complete: e.g. finish averaging them.
-//   after_update()   the optimizer has stepped: e.g. average parameters every H steps (local SGD).
+//   after_update()   the optimizer has stepped: e.g. average parameters every H steps (local SGD);
+//                    returns true when it changed the parameters (a wrapper spreading them to
+//                    ranks outside the strategy's communicator must then do so).
 #pragma once
 
 #include <cstdint>
@@ -27,13 +29,17 @@ class SyncStrategy {
   virtual void grads_ready(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/,
                            std::size_t /*from*/) {}
   virtual void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) = 0;
-  virtual void after_update(ParamStore& store, Communicator& comm, std::int64_t step) {}
+  virtual bool after_update(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/) {
+    return false;
+  }
   virtual std::string describe() const = 0;
   // What the strategy's reducers were handed and what they put on the wire (compression ratio).
   virtual ReducerStats reducer_stats() const { return {}; }
   // Seconds spent reducing so far, whichever thread ran it (with overlap, part of it is hidden
   // behind backward: the step loop measures what it waited for, the exposed part).
   virtual double comm_seconds() const = 0;
+  // Every state buffer (outer momentum, anchors, reducers' residuals), for checkpoints.
+  virtual std::vector<StateTensor> state() { return {}; }
 };
 
 struct DataParallelOptions {
@@ -70,6 +76,7 @@ class DataParallel final : public SyncStrategy {
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return reducer_->stats(); }
   double comm_seconds() const override { return comm_s_; }
+  std::vector<StateTensor> state() override;
   const std::vector<BucketLayout>& buckets() const { return buckets_; }
 
  private:
