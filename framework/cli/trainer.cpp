@@ -4,6 +4,9 @@
 //           [--print-config] [--dry-run]
 //   mpirun -np 4 trainer --recipe ...         (the MPI backend, one rank per process)
 //   trainer plan [--params 7e9] [--dtype bf16] [--world-sizes 8,64,1024] [--intra "450 GB/s"] ...
+//   trainer compare --recipe R --vary sync.strategy=allreduce,topk [--vary ...] --out DIR
+//                   [--target-loss X] [--section.key=value ...]     (variants, one after another)
+//   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
 //
 // Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
 #include <unistd.h>
@@ -23,6 +26,7 @@
 #include "collectives/netsim/topology.h"
 #include "framework/core/check.h"
 #include "framework/recipe/recipe.h"
+#include "framework/train/compare.h"
 #include "framework/train/trainer.h"
 #include "framework/train/world.h"
 #ifdef LACONIC_HAVE_MPI
@@ -95,6 +99,82 @@ int run_plan(const PlanArgs& a) {
   return 0;
 }
 
+struct CompareArgs {
+  std::string recipe, out, plot_script;
+  std::vector<std::string> vary, runs;
+  double target_loss = 0;
+  CLI::Option* target_option = nullptr;  // given or not: any loss, 0 included, is a valid target
+  bool no_plots = false;
+};
+
+void add_compare_options(CLI::App& c, CompareArgs& a) {
+  c.add_option("--recipe", a.recipe, "recipe whose variants to train (with --vary)");
+  c.add_option("--vary", a.vary, "section.key=v1,v2,... one variant per value; repeat for the cartesian product")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  c.add_option("--runs", a.runs, "finished run directories to compare instead (the first is the baseline)")
+      ->expected(1, -1);
+  c.add_option("--out", a.out, "where report.md, compare.json, the plots (and the variants' runs) go")->required();
+  a.target_option = c.add_option("--target-loss", a.target_loss,
+               "loss for time-to-target (default: the baseline's final eval loss x 1.02)");
+  c.add_option("--plot-script", a.plot_script, "the plotting script (default: scripts/plot beside the build directory)");
+  c.add_flag("--no-plots", a.no_plots, "write the report without plots");
+  c.footer("Recipe overrides (--section.key=value) apply to every variant; --vary assignments come last.\n"
+           "Variants train one after another in this process (threads backend); not under mpirun.");
+}
+
+// For the report: the command as one could paste it back into a shell.
+std::string shell_command(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = i == 0 ? "trainer" : argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                         "0123456789_./=,:+@%-") == std::string::npos;
+    if (!plain) {
+      std::string q = "'";
+      for (const char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      a = q + "'";
+    }
+    out += (i ? " " : "") + a;
+  }
+  return out;
+}
+
+// scripts/plot of the source tree this trainer was built in: build directories sit directly in
+// it (build/, build-*/), so <dir of /proc/self/exe>/../scripts/plot. "" when not there.
+std::string default_plot_script() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const auto script = exe.parent_path().parent_path() / "scripts" / "plot";
+  return std::filesystem::exists(script, ec) ? script.string() : "";
+}
+
+int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides, int argc, char** argv) {
+  const bool variants = !a.recipe.empty() || !a.vary.empty();
+  if (variants == !a.runs.empty())
+    LC_INPUT_ERROR("trainer compare: expected either --recipe R --vary KEY=V1,V2 or --runs DIR1 DIR2 ...");
+  if (!variants && !overrides.empty())
+    LC_INPUT_ERROR("trainer compare: --", overrides.front(), ": recipe overrides need --recipe (finished runs "
+                   "are compared as they ran)");
+  if (variants && a.recipe.empty()) LC_INPUT_ERROR("trainer compare: --vary needs --recipe");
+  laconic::CompareOptions o;
+  o.out_dir = a.out;
+  if (a.target_option->count() > 0) o.target = a.target_loss;
+  o.command = shell_command(argc, argv);
+  if (a.no_plots) {
+    o.plot_note = "not requested (--no-plots)";
+  } else {
+    o.plot_script = a.plot_script.empty() ? default_plot_script() : a.plot_script;
+    if (o.plot_script.empty()) o.plot_note = "scripts/plot not found beside the build directory (pass --plot-script)";
+  }
+  o.log = &std::cout;
+  o.progress_line = ::isatty(STDOUT_FILENO) != 0;
+  if (variants) laconic::compare_variants(a.recipe, overrides, a.vary, o);
+  else laconic::compare_run_dirs(a.runs, o);
+  return 0;
+}
+
 int run(int argc, char** argv, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
@@ -110,11 +190,15 @@ int run(int argc, char** argv, bool& quiet_errors) {
   PlanArgs plan_args;
   CLI::App* plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
   add_plan_options(*plan, plan_args);
+  CompareArgs compare_args;
+  CLI::App* compare = app.add_subcommand("compare", "train variants of a recipe side by side (or read finished "
+                                                    "runs) and write a report with plots");
+  add_compare_options(*compare, compare_args);
   std::vector<const char*> args{argv[0]};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(args.size()), args.data());
-    if (!plan->parsed() && recipe_path.empty()) throw CLI::RequiredError("--recipe");
+    if (!plan->parsed() && !compare->parsed() && recipe_path.empty()) throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -122,6 +206,7 @@ int run(int argc, char** argv, bool& quiet_errors) {
     return kInputError;
   }
   if (plan->parsed()) return run_plan(plan_args);
+  if (compare->parsed()) return run_compare(compare_args, overrides, argc, argv);
 
   const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
   if (print_config) {

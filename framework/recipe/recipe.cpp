@@ -38,7 +38,9 @@ constexpr std::array kDecayNames{"constant", "cosine", "poly"};
 constexpr std::array kScalingNames{"none", "linear", "sqrt"};
 constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 constexpr std::array kDeviceNames{"cpu"};
-constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit"};
+constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco"};
+constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
+constexpr std::array kIntraNames{"none", "allreduce"};
 constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
 constexpr std::array kSelectionNames{"exact", "sampled"};
 constexpr std::array kOneBitScaleNames{"l2", "mean_abs"};
@@ -55,6 +57,8 @@ std::span<const char* const> names(BackendKind) { return kBackendNames; }
 std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
 std::span<const char* const> names(SyncKind) { return kSyncNames; }
 std::span<const char* const> names(WireKind) { return kWireNames; }
+std::span<const char* const> names(ReducerKind) { return kReducerNames; }
+std::span<const char* const> names(IntraKind) { return kIntraNames; }
 std::span<const char* const> names(TopKSelection) { return kSelectionNames; }
 std::span<const char* const> names(OneBitScale) { return kOneBitScaleNames; }
 std::span<const char* const> names(AlgorithmKind) { return kAlgorithmNames; }
@@ -341,6 +345,49 @@ struct Codec<E> {
   static std::string write(E v) { return quote(enum_name(v)); }
 };
 
+// A strategy schedule: an array of inline tables {strategy = "...", steps = N}; every phase but
+// the last needs steps >= 1; the last may omit it (or give 0): it runs to the end.
+template <>
+struct Codec<SyncPhases> {
+  static std::string expected(const Bound&) {
+    return "an array of phases like [{strategy = \"allreduce\", steps = 500}, {strategy = \"powersgd\"}] "
+           "(steps >= 1 except in the last phase; strategies: " +
+           join(names(SyncKind{}), ", ", [](const char* n) { return quote(n); }) + ")";
+  }
+  static std::optional<SyncPhases> read(const toml::node& node, const Bound&) {
+    const auto* a = node.as_array();
+    if (!a) return std::nullopt;
+    SyncPhases out;
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const auto* t = (*a)[i].as_table();
+      if (!t) return std::nullopt;
+      SyncPhase p;
+      for (const auto& [key, value] : *t) {
+        if (key.str() == "strategy") {
+          const auto s = Codec<SyncKind>::read(value, {});
+          if (!s) return std::nullopt;
+          p.strategy = *s;
+        } else if (key.str() == "steps") {
+          const auto n = Codec<std::int64_t>::read(value, at_least(0));
+          if (!n) return std::nullopt;
+          p.steps = *n;
+        } else {
+          return std::nullopt;
+        }
+      }
+      if (!t->contains("strategy") || (p.steps == 0 && i + 1 < a->size())) return std::nullopt;
+      out.phases.push_back(p);
+    }
+    return out;
+  }
+  static std::string write(const SyncPhases& v) {
+    return "[" + join(v.phases, ", ", [](const SyncPhase& p) {
+             return "{ strategy = " + Codec<SyncKind>::write(p.strategy) +
+                    (p.steps > 0 ? ", steps = " + Codec<std::int64_t>::write(p.steps) : std::string()) + " }";
+           }) + "]";
+  }
+};
+
 // ---- the schema ----
 
 struct Field {
@@ -439,7 +486,9 @@ const std::vector<Field>& schema() {
         .add<&SyncConfig::strategy>("strategy")
         .add<&SyncConfig::bucket_mb>("bucket_mb", above(0))
         .add<&SyncConfig::overlap>("overlap")
-        .add<&SyncConfig::momentum>("momentum", half_open(0, 1));
+        .add<&SyncConfig::momentum>("momentum", half_open(0, 1))
+        .add<&SyncConfig::intra>("intra")
+        .add<&SyncConfig::phases>("phases");
     SectionBuilder<&Recipe::sync, &SyncConfig::allreduce>{"sync.allreduce", f}
         .add<&AllReduceConfig::dtype>("dtype");
     SectionBuilder<&Recipe::sync, &SyncConfig::topk>{"sync.topk", f}
@@ -458,6 +507,17 @@ const std::vector<Field>& schema() {
         .add<&OneBitConfig::warmup_steps>("warmup_steps", at_least(0))
         .add<&OneBitConfig::error_feedback>("error_feedback")
         .add<&OneBitConfig::scale>("scale");
+    SectionBuilder<&Recipe::sync, &SyncConfig::local_sgd>{"sync.local_sgd", f}
+        .add<&LocalSgdConfig::period>("period", at_least(1))
+        .add<&LocalSgdConfig::warmup_steps>("warmup_steps", at_least(0))
+        .add<&LocalSgdConfig::reducer>("reducer");
+    SectionBuilder<&Recipe::sync, &SyncConfig::diloco>{"sync.diloco", f}
+        .add<&DilocoConfig::period>("period", at_least(1))
+        .add<&DilocoConfig::warmup_steps>("warmup_steps", at_least(0))
+        .add<&DilocoConfig::outer_lr>("outer_lr", above(0))
+        .add<&DilocoConfig::outer_momentum>("outer_momentum", half_open(0, 1))
+        .add<&DilocoConfig::nesterov>("nesterov")
+        .add<&DilocoConfig::reducer>("reducer");
     SectionBuilder<&Recipe::network>{"network", f}
         .add<&NetworkConfig::groups>("groups", closed(0, 1024))
         .add<&NetworkConfig::intra_bandwidth>("intra_bandwidth", above(0))
@@ -667,6 +727,17 @@ void check_cross_fields(const Draft& d) {
     LC_INPUT_ERROR(locate(d, {"network.groups", "distributed.world_size"}),
                    ": network.groups: expected a divisor of distributed.world_size = ", world,
                    " (groups of equal size), got ", r.network.groups);
+  if (r.sync.intra == IntraKind::allreduce && r.network.groups < 2)
+    LC_INPUT_ERROR(locate(d, {"sync.intra", "network.groups"}),
+                   ": sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups (the groups are the "
+                   "network's), got network.groups = ", r.network.groups);
+  const auto periodic = [](SyncKind k) { return k == SyncKind::local_sgd || k == SyncKind::diloco; };
+  bool any_periodic = periodic(r.sync.strategy) && r.sync.phases.phases.empty();
+  for (const auto& p : r.sync.phases.phases) any_periodic = any_periodic || periodic(p.strategy);
+  if (r.sync.momentum > 0 && any_periodic)
+    LC_INPUT_ERROR(locate(d, {"sync.momentum", "sync.strategy", "sync.phases"}),
+                   ": sync.momentum: expected 0 with local_sgd or diloco (momentum correction applies to gradient "
+                   "strategies; give the inner optimizer its momentum), got ", format_float(r.sync.momentum));
   for (const int s : r.network.stragglers.ranks)
     if (s >= world)
       LC_INPUT_ERROR(locate(d, {"network.stragglers", "distributed.world_size"}),
@@ -727,6 +798,8 @@ const char* name_of(BackendKind v) { return enum_name(v); }
 const char* name_of(DeviceKind v) { return enum_name(v); }
 const char* name_of(SyncKind v) { return enum_name(v); }
 const char* name_of(WireKind v) { return enum_name(v); }
+const char* name_of(ReducerKind v) { return enum_name(v); }
+const char* name_of(IntraKind v) { return enum_name(v); }
 const char* name_of(TopKSelection v) { return enum_name(v); }
 const char* name_of(OneBitScale v) { return enum_name(v); }
 const char* name_of(AlgorithmKind v) { return enum_name(v); }

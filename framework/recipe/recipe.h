@@ -37,8 +37,14 @@ struct RankList {
   bool operator==(const RankList&) const = default;
 };
 enum class DeviceKind { cpu };  // "cuda" arrives with the CUDA trainer path
-// Data-parallel gradient averaging: exact (allreduce) or compressed with error feedback.
-enum class SyncKind { allreduce, topk, powersgd, onebit };
+// How ranks synchronise: gradients every step, exactly (allreduce) or compressed with error
+// feedback (topk, powersgd, onebit); or parameters every H steps (local_sgd, diloco).
+enum class SyncKind { allreduce, topk, powersgd, onebit, local_sgd, diloco };
+// The reducer that local_sgd and diloco average through (the strategies' own [sync.X] settings).
+enum class ReducerKind { allreduce, topk, powersgd, onebit };
+// Hierarchical composition: none = the strategy spans all ranks; allreduce = ranks of one
+// network group average gradients densely every step and the strategy runs between groups.
+enum class IntraKind { none, allreduce };
 enum class WireKind { fp32, bf16, fp16 };        // dense all-reduce wire format
 enum class TopKSelection { exact, sampled };     // exact k largest, or a sampled threshold (DGC)
 enum class OneBitScale { l2, mean_abs };         // sign scale: ||x||/sqrt(n) or mean |x|
@@ -163,6 +169,37 @@ struct OneBitConfig {
   bool operator==(const OneBitConfig&) const = default;
 };
 
+// [sync.local_sgd] (Lin et al. 2020, post-local SGD): H local steps, then parameters averaged.
+struct LocalSgdConfig {
+  std::int64_t period = 8;            // H
+  std::int64_t warmup_steps = 0;      // average gradients every step before this step
+  ReducerKind reducer = ReducerKind::allreduce;
+  bool operator==(const LocalSgdConfig&) const = default;
+};
+
+// [sync.diloco] (Douillard et al. 2023): H inner steps of the [optimizer], then the averaged
+// pseudo-gradient theta_global - theta_local drives an outer SGD step on theta_global.
+struct DilocoConfig {
+  std::int64_t period = 50;           // H (the paper: 500; INTELLECT-1: 100)
+  std::int64_t warmup_steps = 0;      // average gradients every step before this step
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  bool nesterov = true;
+  ReducerKind reducer = ReducerKind::allreduce;
+  bool operator==(const DilocoConfig&) const = default;
+};
+
+// One phase of a strategy schedule: `strategy` for `steps` optimizer steps (0 = to the end).
+struct SyncPhase {
+  SyncKind strategy = SyncKind::allreduce;
+  std::int64_t steps = 0;
+  bool operator==(const SyncPhase&) const = default;
+};
+struct SyncPhases {
+  std::vector<SyncPhase> phases;  // empty: sync.strategy for the whole run
+  bool operator==(const SyncPhases&) const = default;
+};
+
 struct SyncConfig {
   SyncKind strategy = SyncKind::allreduce;
   double bucket_mb = 25.0;
@@ -172,6 +209,10 @@ struct SyncConfig {
   TopKConfig topk;
   PowerSgdConfig powersgd;
   OneBitConfig onebit;
+  LocalSgdConfig local_sgd;
+  DilocoConfig diloco;
+  IntraKind intra = IntraKind::none;
+  SyncPhases phases;  // e.g. [{strategy = "allreduce", steps = 500}, {strategy = "powersgd"}]
 
   bool operator==(const SyncConfig&) const = default;
 };
@@ -234,6 +275,8 @@ const char* name_of(BackendKind);
 const char* name_of(DeviceKind);
 const char* name_of(SyncKind);
 const char* name_of(WireKind);
+const char* name_of(ReducerKind);
+const char* name_of(IntraKind);
 const char* name_of(TopKSelection);
 const char* name_of(OneBitScale);
 const char* name_of(AlgorithmKind);

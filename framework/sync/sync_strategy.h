@@ -32,6 +32,15 @@ class SyncStrategy {
   virtual bool after_update(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/) {
     return false;
   }
+  // Whether after_backward / after_update communicate at `step`: known in advance on every rank,
+  // so that a composite strategy can tell ranks outside the inner communicator what to expect.
+  virtual bool reduces_gradients(std::int64_t /*step*/) const { return true; }
+  virtual bool averages_params(std::int64_t /*step*/) const { return false; }
+  // A schedule of strategies switches at these: begin() when this strategy takes over at `step`
+  // (replicas are identical then), finish() after the last step it ran, `step` (it must leave
+  // identical replicas: periodic strategies average one last time).
+  virtual void begin(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/) {}
+  virtual void finish(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/) {}
   virtual std::string describe() const = 0;
   // What the strategy's reducers were handed and what they put on the wire (compression ratio).
   virtual ReducerStats reducer_stats() const { return {}; }

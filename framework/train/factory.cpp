@@ -5,6 +5,8 @@
 #include "compression/onebit.h"
 #include "compression/powersgd.h"
 #include "compression/topk.h"
+#include "framework/sync/composite.h"
+#include "framework/sync/periodic.h"
 #include "framework/core/check.h"
 #include "framework/data/text_corpus.h"
 #include "framework/data/tokenizer.h"
@@ -136,13 +138,13 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
   LC_CHECK(false, "unknown optimizer");
 }
 
-std::unique_ptr<Reducer> make_reducer(const SyncConfig& c) {
-  switch (c.strategy) {
-    case SyncKind::allreduce: {
+std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c) {
+  switch (kind) {
+    case ReducerKind::allreduce: {
       constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
       return std::make_unique<DenseReducer>(wire[static_cast<int>(c.allreduce.dtype)]);
     }
-    case SyncKind::topk: {
+    case ReducerKind::topk: {
       TopKOptions o;
       o.ratio = c.topk.ratio;
       o.error_feedback = c.topk.error_feedback;
@@ -152,7 +154,7 @@ std::unique_ptr<Reducer> make_reducer(const SyncConfig& c) {
       o.warmup_steps = c.topk.warmup_steps;
       return std::make_unique<TopKReducer>(o);
     }
-    case SyncKind::powersgd: {
+    case ReducerKind::powersgd: {
       PowerSgdOptions o;
       o.rank = c.powersgd.rank;
       o.start_iter = c.powersgd.start_iter;
@@ -161,7 +163,7 @@ std::unique_ptr<Reducer> make_reducer(const SyncConfig& c) {
       o.warm_start = c.powersgd.warm_start;
       return std::make_unique<PowerSgdReducer>(o);
     }
-    case SyncKind::onebit: {
+    case ReducerKind::onebit: {
       OneBitOptions o;
       o.warmup_steps = c.onebit.warmup_steps;
       o.error_feedback = c.onebit.error_feedback;
@@ -169,11 +171,63 @@ std::unique_ptr<Reducer> make_reducer(const SyncConfig& c) {
       return std::make_unique<OneBitReducer>(o);
     }
   }
+  LC_CHECK(false, "unknown reducer");
+}
+
+namespace {
+
+// Gradient strategies are named like their reducers.
+static_assert(static_cast<int>(SyncKind::allreduce) == static_cast<int>(ReducerKind::allreduce) &&
+              static_cast<int>(SyncKind::topk) == static_cast<int>(ReducerKind::topk) &&
+              static_cast<int>(SyncKind::powersgd) == static_cast<int>(ReducerKind::powersgd) &&
+              static_cast<int>(SyncKind::onebit) == static_cast<int>(ReducerKind::onebit));
+
+std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, bool overlap) {
+  switch (kind) {
+    case SyncKind::allreduce:
+    case SyncKind::topk:
+    case SyncKind::powersgd:
+    case SyncKind::onebit:  // the gradient strategies share their names with their reducers
+      return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap, c.momentum},
+                                            make_reducer(static_cast<ReducerKind>(kind), c));
+    case SyncKind::local_sgd: {
+      PeriodicOptions o;  // outer SGD with lr 1 and no momentum: the average of the replicas
+      o.period = c.local_sgd.period;
+      o.warmup_steps = c.local_sgd.warmup_steps;
+      o.bucket_mb = c.bucket_mb;
+      return std::make_unique<PeriodicAveraging>(o, make_reducer(c.local_sgd.reducer, c));
+    }
+    case SyncKind::diloco: {
+      PeriodicOptions o;
+      o.period = c.diloco.period;
+      o.warmup_steps = c.diloco.warmup_steps;
+      o.outer_lr = c.diloco.outer_lr;
+      o.outer_momentum = c.diloco.outer_momentum;
+      o.nesterov = c.diloco.nesterov;
+      o.bucket_mb = c.bucket_mb;
+      return std::make_unique<PeriodicAveraging>(o, make_reducer(c.diloco.reducer, c));
+    }
+  }
   LC_CHECK(false, "unknown sync strategy");
 }
 
+}  // namespace
+
 std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap) {
-  return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap, c.momentum}, make_reducer(c));
+  std::unique_ptr<SyncStrategy> s;
+  if (c.phases.phases.empty()) {
+    s = make_strategy(c.strategy, c, overlap);
+  } else {
+    std::vector<Phased::Phase> phases;
+    std::int64_t first = 0;
+    for (const SyncPhase& p : c.phases.phases) {
+      phases.push_back({first, make_strategy(p.strategy, c, overlap)});
+      first += p.steps;
+    }
+    s = std::make_unique<Phased>(std::move(phases));
+  }
+  if (c.intra == IntraKind::allreduce) s = std::make_unique<Hierarchical>(std::move(s));
+  return s;
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {

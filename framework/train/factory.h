@@ -40,9 +40,10 @@ TrainData load_data(const Recipe& recipe, const LoadOptions& opts = {});
 
 std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data);
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c);
-// The Reducer the recipe's [sync] asks for, and the strategy around it. `overlap` = reduce
-// buckets while backward runs (the trainer turns it off when simulating a network).
-std::unique_ptr<Reducer> make_reducer(const SyncConfig& c);
+// A reducer with its [sync.X] settings, and the strategy the recipe's [sync] asks for (phases
+// and hierarchical composition included). `overlap` = reduce gradient buckets while backward
+// runs (the trainer turns it off when simulating a network).
+std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c);
 std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap);
 
 // The learning rate and warmup actually used: optimizer.lr and schedule.warmup_steps scaled

@@ -1,0 +1,159 @@
+#include "framework/sync/composite.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "framework/core/check.h"
+#include "framework/core/timer.h"
+
+namespace laconic {
+
+// ---- Hierarchical ----
+
+Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter) : inter_(std::move(inter)) {
+  LC_CHECK(inter_ != nullptr, "Hierarchical needs a strategy between groups");
+}
+
+Hierarchical::~Hierarchical() = default;
+
+void Hierarchical::start(ParamStore& store, Communicator& comm) {
+  const std::vector<int>& group_of = comm.groups();
+  LC_CHECK(static_cast<int>(group_of.size()) == comm.size(),
+           "hierarchical sync needs the network's groups (a [network] with groups >= 2)");
+  const int mine = group_of[static_cast<std::size_t>(comm.rank())];
+  group_members_.clear();
+  leaders_.clear();
+  for (int r = 0; r < comm.size(); ++r) {
+    const int g = group_of[static_cast<std::size_t>(r)];
+    if (g == mine) group_members_.push_back(r);
+    if (std::find(group_of.begin(), group_of.begin() + r, g) == group_of.begin() + r) leaders_.push_back(r);
+  }
+  LC_CHECK(leaders_.size() >= 2, "hierarchical sync needs at least two groups, got ", leaders_.size());
+  SyncStrategy::start(store, comm);  // everyone starts from rank 0's parameters
+  intra_ = std::make_unique<SubsetCommunicator>(comm, group_members_);
+  across_.reset();
+  if (group_members_.front() == comm.rank()) {
+    across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);
+    inter_->start(store, *across_);
+  }
+}
+
+void Hierarchical::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
+  (void)comm;
+  Stopwatch t;
+  intra_->all_reduce(store.grads(), ReduceOp::avg);
+  comm_s_ += t.seconds();
+  if (!inter_->reduces_gradients(step)) return;
+  if (across_) {
+    const double before = inter_->comm_seconds();
+    inter_->after_backward(store, *across_, step);
+    comm_s_ += inter_->comm_seconds() - before;
+  }
+  t.reset();
+  intra_->broadcast(Buf{store.grads().data(), store.size(), DType::f32}, 0);
+  comm_s_ += t.seconds();
+}
+
+bool Hierarchical::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
+  (void)comm;
+  if (!inter_->averages_params(step)) {
+    if (across_) inter_->after_update(store, *across_, step);  // local bookkeeping only
+    return false;
+  }
+  if (across_) {
+    const double before = inter_->comm_seconds();
+    inter_->after_update(store, *across_, step);
+    comm_s_ += inter_->comm_seconds() - before;
+  }
+  Stopwatch t;
+  intra_->broadcast(Buf{store.params().data(), store.size(), DType::f32}, 0);
+  comm_s_ += t.seconds();
+  return true;
+}
+
+std::string Hierarchical::describe() const {
+  return "hierarchical (dense fp32 all-reduce inside each group; between group leaders: " + inter_->describe() + ")";
+}
+
+// ---- Phased ----
+
+Phased::Phased(std::vector<Phase> phases) : phases_(std::move(phases)) {
+  LC_CHECK(!phases_.empty() && phases_.front().first_step == 0, "a strategy schedule starts at step 0");
+  for (std::size_t i = 0; i < phases_.size(); ++i) {
+    LC_CHECK(phases_[i].strategy != nullptr, "phase ", i, " has no strategy");
+    if (i > 0) LC_CHECK(phases_[i].first_step > phases_[i - 1].first_step, "phases must be in step order");
+  }
+}
+
+const SyncStrategy& Phased::at(std::int64_t step) const {
+  std::size_t i = 0;
+  while (i + 1 < phases_.size() && phases_[i + 1].first_step <= step) ++i;
+  return *phases_[i].strategy;
+}
+
+SyncStrategy& Phased::at(std::int64_t step) {
+  return const_cast<SyncStrategy&>(static_cast<const Phased&>(*this).at(step));
+}
+
+void Phased::start(ParamStore& store, Communicator& comm) {
+  // Each strategy sets itself up (the first one's broadcast gives every replica rank 0's
+  // parameters; the later ones' repeat it, once, at start).
+  for (auto& p : phases_) p.strategy->start(store, comm);
+}
+
+void Phased::grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) {
+  at(step).grads_ready(store, comm, step, from);
+}
+
+void Phased::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
+  at(step).after_backward(store, comm, step);
+}
+
+bool Phased::averages_params(std::int64_t step) const {
+  // A boundary after this step: the outgoing strategy may average once more in finish().
+  for (const auto& p : phases_)
+    if (p.first_step == step + 1) return true;
+  return at(step).averages_params(step);
+}
+
+bool Phased::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
+  SyncStrategy& now = at(step);
+  bool changed = now.after_update(store, comm, step);
+  SyncStrategy& next = at(step + 1);
+  if (&next != &now) {
+    now.finish(store, comm, step);
+    next.begin(store, comm, step + 1);
+    changed = true;
+  }
+  return changed;
+}
+
+std::string Phased::describe() const {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < phases_.size(); ++i) {
+    if (i > 0) os << "; ";
+    os << "from step " << phases_[i].first_step << ": " << phases_[i].strategy->describe();
+  }
+  return os.str();
+}
+
+ReducerStats Phased::reducer_stats() const {
+  ReducerStats s;
+  for (const auto& p : phases_) s += p.strategy->reducer_stats();
+  return s;
+}
+
+double Phased::comm_seconds() const {
+  double s = 0;
+  for (const auto& p : phases_) s += p.strategy->comm_seconds();
+  return s;
+}
+
+std::vector<StateTensor> Phased::state() {
+  std::vector<StateTensor> out;
+  for (std::size_t i = 0; i < phases_.size(); ++i)
+    for (auto& t : phases_[i].strategy->state()) out.push_back({"phase" + std::to_string(i) + "." + t.name, t.data});
+  return out;
+}
+
+}  // namespace laconic

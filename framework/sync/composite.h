@@ -1,0 +1,70 @@
+// Strategies made of strategies: hierarchical composition over the network's groups, and a
+// schedule of strategies over the steps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms/subset_communicator.h"
+#include "framework/sync/sync_strategy.h"
+
+namespace laconic {
+
+// Dense inside a group, `inter` between groups. The ranks of one group (a node or a datacenter:
+// comm.groups(), set by the simulated network) average their gradients with a dense fp32
+// all-reduce every step, so they hold identical replicas; the group's leader (its first rank)
+// then runs `inter` with the other leaders (compressed gradients, local SGD, DiLoCo, ...), and
+// broadcasts what changed to its group. So only leaders cross the slow link, each with one
+// payload, and the other ranks' traffic stays inside their group.
+class Hierarchical final : public SyncStrategy {
+ public:
+  explicit Hierarchical(std::unique_ptr<SyncStrategy> inter);
+  ~Hierarchical() override;
+  void start(ParamStore& store, Communicator& comm) override;
+  void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  bool reduces_gradients(std::int64_t step) const override { return true; }
+  bool averages_params(std::int64_t step) const override { return inter_->averages_params(step); }
+  std::string describe() const override;
+  ReducerStats reducer_stats() const override { return inter_->reducer_stats(); }
+  double comm_seconds() const override { return comm_s_; }
+  std::vector<StateTensor> state() override { return inter_->state(); }
+
+ private:
+  std::unique_ptr<SyncStrategy> inter_;
+  std::vector<int> group_members_, leaders_;
+  std::unique_ptr<SubsetCommunicator> intra_, across_;  // across_: leaders only
+  double comm_s_ = 0;
+};
+
+// A schedule: phase i runs strategy i for its steps (e.g. dense all-reduce for 500 steps, then
+// PowerSGD). At a boundary the outgoing strategy finishes (periodic ones average the replicas
+// one last time) and the incoming one begins from the current parameters.
+class Phased final : public SyncStrategy {
+ public:
+  struct Phase {
+    std::int64_t first_step = 0;
+    std::unique_ptr<SyncStrategy> strategy;
+  };
+  explicit Phased(std::vector<Phase> phases);  // first_step ascending, the first 0
+  void start(ParamStore& store, Communicator& comm) override;
+  void grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) override;
+  void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  bool reduces_gradients(std::int64_t step) const override { return at(step).reduces_gradients(step); }
+  bool averages_params(std::int64_t step) const override;
+  std::string describe() const override;
+  ReducerStats reducer_stats() const override;
+  double comm_seconds() const override;
+  std::vector<StateTensor> state() override;
+
+ private:
+  const SyncStrategy& at(std::int64_t step) const;
+  SyncStrategy& at(std::int64_t step);
+
+  std::vector<Phase> phases_;
+};
+
+}  // namespace laconic

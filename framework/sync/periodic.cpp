@@ -1,0 +1,101 @@
+#include "framework/sync/periodic.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "framework/core/check.h"
+#include "framework/core/timer.h"
+
+namespace laconic {
+
+PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reducer> reducer)
+    : opts_(opts),
+      reducer_(std::move(reducer)),
+      // weight decay 0: the inner optimizer already decays; Sgd checks momentum and Nesterov.
+      outer_(SgdOptions{opts.outer_momentum, opts.nesterov, 0.0}) {
+  LC_CHECK(opts_.period >= 1, "period ", opts_.period);
+  LC_CHECK(opts_.warmup_steps >= 0, "warmup_steps ", opts_.warmup_steps);
+  LC_CHECK(opts_.outer_lr > 0.0, "outer_lr ", opts_.outer_lr);
+  LC_CHECK(opts_.bucket_mb > 0.0, "bucket_mb ", opts_.bucket_mb);
+  LC_CHECK(reducer_ != nullptr, "PeriodicAveraging needs a reducer");
+}
+
+void PeriodicAveraging::start(ParamStore& store, Communicator& comm) {
+  SyncStrategy::start(store, comm);
+  shadow_ = ParamStore();
+  for (const auto& v : store.views()) shadow_.add(v.name, v.shape, v.group);
+  shadow_.finalize();
+  for (std::size_t i = 0; i < store.views().size(); ++i)
+    LC_CHECK(shadow_.view(i).offset == store.view(i).offset, "parameter '", store.view(i).name,
+             "' is not where its shape puts it");
+  std::copy(store.params().begin(), store.params().end(), shadow_.params().begin());
+  outer_.prepare(shadow_);
+  buckets_ = make_buckets(store, opts_.bucket_mb);
+  reducer_->prepare(buckets_);
+}
+
+void PeriodicAveraging::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
+  if (step >= opts_.warmup_steps) return;  // a local step
+  Stopwatch t;
+  comm.all_reduce(store.grads(), ReduceOp::avg);
+  comm_s_ += t.seconds();
+}
+
+bool PeriodicAveraging::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
+  LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::after_update before start()");
+  if (step < opts_.warmup_steps) {  // synchronous: every replica holds the same parameters
+    std::copy(store.params().begin(), store.params().end(), shadow_.params().begin());
+    return false;
+  }
+  if (!averages_params(step)) return false;
+  sync(store, comm, (step + 1 - opts_.warmup_steps) / opts_.period - 1);
+  return true;
+}
+
+void PeriodicAveraging::begin(ParamStore& store, Communicator& /*comm*/, std::int64_t /*step*/) {
+  LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::begin before start()");
+  std::copy(store.params().begin(), store.params().end(), shadow_.params().begin());
+}
+
+void PeriodicAveraging::finish(ParamStore& store, Communicator& comm, std::int64_t step) {
+  LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::finish before start()");
+  if (step < opts_.warmup_steps || averages_params(step)) return;
+  sync(store, comm, (step + 1 - opts_.warmup_steps) / opts_.period);  // the syncs before this one
+}
+
+void PeriodicAveraging::sync(ParamStore& store, Communicator& comm, std::int64_t outer_step) {
+  const std::span<const float> params = store.params();
+  const std::span<const float> global = shadow_.params();
+  const std::span<float> delta = shadow_.grads();
+  for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global[i] - params[i];
+  Stopwatch t;
+  for (const BucketLayout& b : buckets_) reducer_->reduce(delta.subspan(b.begin, b.size), b, outer_step, comm);
+  comm_s_ += t.seconds();
+  // Every rank holds the same anchor and (the reducer guarantees) the same averaged Delta, so the
+  // outer step gives every rank the same bits.
+  outer_.step(shadow_, opts_.outer_lr);
+  std::copy(global.begin(), global.end(), store.params().begin());
+}
+
+std::vector<StateTensor> PeriodicAveraging::state() {
+  std::vector<StateTensor> out;
+  out.push_back({"periodic.global", shadow_.params()});
+  for (const StateTensor& s : outer_.state()) out.push_back({"periodic.outer." + s.name, s.data});
+  for (StateTensor& s : reducer_->state()) out.push_back(std::move(s));
+  return out;
+}
+
+std::string PeriodicAveraging::describe() const {
+  std::ostringstream os;
+  os << (is_local_sgd() ? "local SGD" : "DiLoCo") << " (every " << opts_.period << " steps";
+  if (opts_.warmup_steps > 0) os << " after " << opts_.warmup_steps << " synchronous steps";
+  if (!is_local_sgd()) {
+    os << ", outer SGD lr " << opts_.outer_lr;
+    if (opts_.outer_momentum > 0) os << (opts_.nesterov ? " Nesterov " : " momentum ") << opts_.outer_momentum;
+  }
+  os << ", " << (is_local_sgd() ? "parameter deltas" : "pseudo-gradients") << " by " << reducer_->describe()
+     << ", " << buckets_.size() << " buckets of <= " << opts_.bucket_mb << " MiB)";
+  return os.str();
+}
+
+}  // namespace laconic

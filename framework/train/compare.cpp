@@ -1,0 +1,704 @@
+#include "framework/train/compare.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <streambuf>
+#include <toml++/toml.h>
+
+#include "framework/core/check.h"
+#include "framework/train/factory.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/trainer.h"
+#include "framework/train/world.h"
+
+extern char** environ;
+
+namespace laconic {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// "section.key" or "section.sub.key": dotted identifiers, at least two.
+bool is_dotted_key(const std::string& key) {
+  std::size_t start = 0, parts = 0;
+  while (true) {
+    const auto dot = key.find('.', start);
+    if (!is_identifier(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start))) return false;
+    ++parts;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return parts >= 2;
+}
+
+// Keeps names usable as directory names and shell words without quoting.
+std::string filesystem_safe(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-';
+    if (keep) out += c;
+    else if (out.empty() || out.back() != '-') out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  while (!out.empty() && out.front() == '-') out.erase(0, 1);
+  if (out.empty()) return "empty";
+  if (out.front() == '.') out.insert(0, "_");  // never a hidden directory, never ".."
+  return out;
+}
+
+double number_or_nan(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : kNaN;
+}
+
+// recipe.resolved.toml flattened to "section.key" -> value as TOML writes it.
+void flatten(const toml::table& t, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
+  for (const auto& [k, node] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = node.as_table()) {
+      flatten(*sub, key, out);
+    } else {
+      std::ostringstream os;
+      node.visit([&](const auto& v) { os << v; });
+      out.emplace_back(key, os.str());
+    }
+  }
+}
+
+std::string fixed(double x, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << x;
+  return os.str();
+}
+
+constexpr const char* kNone = "—";
+
+std::string fmt_loss(double x) { return std::isnan(x) ? kNone : fixed(x, 4); }
+std::string fmt_percent(double x) { return std::isnan(x) ? kNone : fixed(100.0 * x, 2) + "%"; }
+
+std::string fmt_bytes(double b) {
+  if (std::isnan(b)) return kNone;
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (b >= 1000.0 && u < 5) b /= 1000.0, ++u;
+  return fixed(b, b < 10 ? 2 : 1) + " " + units[u];
+}
+
+std::string fmt_seconds(double s) {
+  if (std::isnan(s)) return kNone;
+  if (s < 1) return fixed(s, 3) + " s";
+  if (s < 100) return fixed(s, 2) + " s";
+  return fixed(s, 0) + " s";
+}
+
+// Ratios span orders of magnitude (top-k sends ~1% of the bytes): three significant digits.
+std::string fmt_ratio(double x) {
+  if (std::isnan(x) || std::isinf(x)) return kNone;
+  std::ostringstream os;
+  os << std::setprecision(3) << x << "x";
+  return os.str();
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+// The same value for every run: "1 (every run)"; else "a: 1, b: 2"; "unknown" without recipes.
+std::string common_value(const std::vector<RunResult>& runs, const std::string& key) {
+  std::vector<std::string> values;
+  std::set<std::string> distinct;
+  for (const auto& r : runs) {
+    std::string v = r.recipe_value(key);
+    if (v.empty()) v = "unknown";
+    distinct.insert(v);
+    values.push_back(r.name + ": " + v);
+  }
+  if (distinct.size() == 1) return *distinct.begin() + (runs.size() > 1 ? " (every run)" : "");
+  return join(values, ", ");
+}
+
+// The variants' log lines, each prefixed with "[name] " (also after '\r': the progress line).
+class PrefixBuf : public std::streambuf {
+ public:
+  PrefixBuf(std::ostream& out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    if (line_start_) out_ << prefix_;
+    line_start_ = c == '\n' || c == '\r';
+    out_.put(static_cast<char>(c));
+    return c;
+  }
+  int sync() override {
+    out_.flush();
+    return 0;
+  }
+
+ private:
+  std::ostream& out_;
+  std::string prefix_;
+  bool line_start_ = true;
+};
+
+// The same launcher variables MpiRuntime::launched_by_mpirun() looks at, checked in every build:
+// a non-MPI trainer under mpirun would otherwise run the whole comparison once per process.
+bool under_mpi_launcher() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
+    if (std::getenv(var) != nullptr) return true;
+  return false;
+}
+
+// Runs `python3 SCRIPT OUT_DIR` (python3 rather than the script itself: a lost executable bit
+// must not cost the plots). Returns "" on success, else what to say in the report.
+std::string run_plot(const std::string& script, const std::string& out_dir) {
+  std::vector<std::string> args{"python3", script, out_dir};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err = posix_spawnp(&pid, "python3", nullptr, nullptr, argv.data(), environ); err != 0)
+    return std::string("cannot run python3: ") + std::strerror(err);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return std::string("waiting for scripts/plot: ") + std::strerror(errno);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+    return "scripts/plot could not plot (matplotlib missing? apt-get install python3-matplotlib)";
+  if (WIFEXITED(status)) return "scripts/plot failed with exit code " + std::to_string(WEXITSTATUS(status));
+  return "scripts/plot was killed by signal " + std::to_string(WTERMSIG(status));
+}
+
+const char* const kPlots[] = {"loss_vs_steps.png", "loss_vs_bytes.png", "loss_vs_time.png"};
+
+// The shared tail of both modes: compare.json, the plots, report.md; the table on the log.
+void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, const CompareOptions& opts) {
+  const Comparison c = compare_runs(runs, opts.target);
+  make_directories(opts.out_dir);
+  write_file_atomic(opts.out_dir + "/compare.json", compare_json(c, runs));
+  ctx.command = opts.command;
+  ctx.plot_note = opts.plot_note;
+  if (!opts.plot_script.empty()) {
+    for (const char* png : kPlots) fs::remove(fs::path(opts.out_dir) / png);  // no stale plots
+    ctx.plot_note = run_plot(opts.plot_script, opts.out_dir);
+    if (ctx.plot_note.empty())
+      for (const char* png : kPlots)
+        if (fs::exists(fs::path(opts.out_dir) / png)) ctx.plots.push_back(png);
+  }
+  if (!ctx.plot_note.empty() && opts.log) *opts.log << "compare: plots skipped: " << ctx.plot_note << "\n";
+  const std::string report = report_markdown(c, runs, ctx);
+  write_file_atomic(opts.out_dir + "/report.md", report);
+  if (opts.log) {
+    // The table alone: the report's lines that start with '|'.
+    std::istringstream in(report);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("|", 0) == 0) *opts.log << line << "\n";
+    *opts.log << "compare: wrote " << opts.out_dir << "/report.md" << std::endl;
+  }
+}
+
+}  // namespace
+
+// ---- variants --------------------------------------------------------------------------------
+
+VaryAxis parse_vary(const std::string& spec) {
+  const std::string where = "--vary " + spec;
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos) LC_INPUT_ERROR(where, ": expected section.key=value1,value2,...");
+  VaryAxis axis;
+  axis.key = trim(spec.substr(0, eq));
+  if (!is_dotted_key(axis.key))
+    LC_INPUT_ERROR(where, ": expected a recipe key like sync.strategy before '=', got \"", axis.key, "\"");
+  // Split on commas outside brackets and quotes: array values ("[256,128]") stay whole.
+  std::string current;
+  int depth = 0;
+  char quote = 0;
+  const std::string values = spec.substr(eq + 1);
+  auto finish = [&] {
+    const std::string v = trim(current);
+    if (v.empty()) LC_INPUT_ERROR(where, ": empty value in the list (expected value1,value2,...)");
+    if (std::find(axis.values.begin(), axis.values.end(), v) != axis.values.end())
+      LC_INPUT_ERROR(where, ": value ", v, " is listed twice");
+    axis.values.push_back(v);
+    current.clear();
+  };
+  for (const char c : values) {
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[') {
+      ++depth;
+    } else if (c == ']') {
+      if (--depth < 0) LC_INPUT_ERROR(where, ": unbalanced ']'");
+    } else if (c == ',' && depth == 0) {
+      finish();
+      continue;
+    }
+    current += c;
+  }
+  if (quote || depth != 0) LC_INPUT_ERROR(where, ": unterminated ", quote ? "quote" : "'['");
+  finish();
+  return axis;
+}
+
+std::vector<Variant> make_variants(const std::vector<VaryAxis>& axes) {
+  LC_CHECK(!axes.empty(), "no axes");
+  std::map<std::string, int> last_part;  // how many axes end in each last key component
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j)
+      if (axes[i].key == axes[j].key) LC_INPUT_ERROR("--vary ", axes[i].key, ": the key is varied twice");
+    ++last_part[axes[i].key.substr(axes[i].key.rfind('.') + 1)];
+  }
+  auto label = [&](const std::string& key) {
+    const std::string last = key.substr(key.rfind('.') + 1);
+    return last_part[last] > 1 ? key : last;
+  };
+
+  std::vector<Variant> out;
+  std::set<std::string> taken;
+  std::vector<std::size_t> index(axes.size(), 0);  // an odometer: the last axis turns fastest
+  while (true) {
+    Variant v;
+    std::vector<std::string> parts;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      const std::string& value = axes[a].values[index[a]];
+      v.assignments.push_back(axes[a].key + "=" + value);
+      parts.push_back(axes.size() == 1 ? filesystem_safe(value)
+                                       : filesystem_safe(label(axes[a].key)) + "=" + filesystem_safe(value));
+    }
+    v.name = join(parts, ",");
+    for (int n = 2; taken.count(v.name); ++n) v.name = join(parts, ",") + "-" + std::to_string(n);
+    taken.insert(v.name);
+    out.push_back(std::move(v));
+    std::size_t a = axes.size();
+    while (a > 0 && ++index[a - 1] == axes[a - 1].values.size()) index[--a] = 0;
+    if (a == 0) break;
+  }
+  return out;
+}
+
+// ---- run directories -------------------------------------------------------------------------
+
+std::string RunResult::recipe_value(const std::string& key) const {
+  for (const auto& [k, v] : recipe)
+    if (k == key) return v;
+  return "";
+}
+
+RunResult read_run(const std::string& dir, const std::string& name) {
+  if (!fs::is_directory(dir)) LC_INPUT_ERROR(dir, ": not a run directory (no such directory)");
+  for (const char* f : {"summary.json", "metrics.jsonl"})
+    if (!fs::exists(fs::path(dir) / f))
+      LC_INPUT_ERROR(dir, ": not a finished run: ", f, " is missing");
+  RunResult r;
+  r.name = name;
+  r.dir = dir;
+
+  const std::string summary_path = (fs::path(dir) / "summary.json").string();
+  nlohmann::json s;
+  try {
+    std::ifstream in(summary_path);
+    s = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    LC_INPUT_ERROR(summary_path, ": not valid JSON: ", e.what());
+  }
+  if (!s.is_object()) LC_INPUT_ERROR(summary_path, ": expected a JSON object");
+  r.steps = static_cast<std::int64_t>(number_or_nan(s, "steps"));
+  r.final_loss = number_or_nan(s, "final_loss");
+  r.eval_loss = number_or_nan(s, "eval_loss");  // null (NaN) when the run had no test split
+  r.eval_accuracy = number_or_nan(s, "eval_accuracy");
+  r.bytes_sent = number_or_nan(s, "bytes_sent");
+  r.compression_ratio = number_or_nan(s, "compression_ratio");
+  r.wall_s = number_or_nan(s, "wall_s");
+  r.sim_time_s = number_or_nan(s, "sim_time_s");
+  if (std::isnan(r.bytes_sent)) LC_INPUT_ERROR(summary_path, ": bytes_sent is missing");
+
+  const std::string metrics_path = (fs::path(dir) / "metrics.jsonl").string();
+  std::ifstream in(metrics_path);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (trim(line).empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      LC_INPUT_ERROR(metrics_path, ":", n, ": not valid JSON: ", e.what());
+    }
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number())
+      LC_INPUT_ERROR(metrics_path, ":", n, ": expected a record with a \"step\"");
+    MetricPoint p;
+    p.step = j["step"].get<std::int64_t>();
+    p.loss = number_or_nan(j, "loss");
+    p.eval_loss = number_or_nan(j, "eval_loss");
+    p.eval_accuracy = number_or_nan(j, "eval_accuracy");
+    p.bytes_sent = number_or_nan(j, "bytes_sent");
+    p.bytes_inter = number_or_nan(j, "bytes_inter");
+    p.wall_s = number_or_nan(j, "wall_s");
+    p.sim_time_s = number_or_nan(j, "sim_time_s");
+    r.metrics.push_back(p);
+  }
+  if (r.metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
+  r.bytes_inter = r.metrics.back().bytes_inter;  // summary.json does not carry the tiers
+
+  // Optional: for the seeds, world sizes and differences the report states. A recipe written
+  // by another version of Laconic is still TOML, so it is read as such, not as a Recipe.
+  const fs::path recipe = fs::path(dir) / "recipe.resolved.toml";
+  if (fs::exists(recipe)) {
+    try {
+      flatten(toml::parse_file(recipe.string()), "", r.recipe);
+    } catch (const toml::parse_error&) {
+      r.recipe.clear();
+    }
+  }
+  return r;
+}
+
+// ---- the comparison --------------------------------------------------------------------------
+
+std::optional<TargetHit> time_to_target(const std::vector<MetricPoint>& metrics, LossSeries series,
+                                        CompareClock clock, double target) {
+  if (std::isnan(target)) return std::nullopt;
+  const MetricPoint* prev = nullptr;
+  auto loss_of = [&](const MetricPoint& p) { return series == LossSeries::eval ? p.eval_loss : p.loss; };
+  auto time_of = [&](const MetricPoint& p) { return clock == CompareClock::simulated ? p.sim_time_s : p.wall_s; };
+  for (const auto& p : metrics) {
+    const double loss = loss_of(p);
+    if (std::isnan(loss)) continue;  // a training-only record in the eval series
+    if (loss <= target) {
+      if (!prev) return TargetHit{static_cast<double>(p.step), time_of(p), p.bytes_sent};
+      const double l0 = loss_of(*prev);
+      const double f = (l0 - target) / (l0 - loss);  // l0 > target >= loss: f in (0, 1]
+      auto lerp = [f](double a, double b) { return a + f * (b - a); };
+      return TargetHit{lerp(static_cast<double>(prev->step), static_cast<double>(p.step)),
+                       lerp(time_of(*prev), time_of(p)), lerp(prev->bytes_sent, p.bytes_sent)};
+    }
+    prev = &p;
+  }
+  return std::nullopt;
+}
+
+Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double> target) {
+  LC_CHECK(!runs.empty(), "no runs to compare");
+  Comparison c;
+  const bool all_sim = std::all_of(runs.begin(), runs.end(), [](const RunResult& r) { return !std::isnan(r.sim_time_s); });
+  c.clock = all_sim ? CompareClock::simulated : CompareClock::wall;
+  const bool all_eval = std::all_of(runs.begin(), runs.end(), [](const RunResult& r) {
+    return std::any_of(r.metrics.begin(), r.metrics.end(), [](const MetricPoint& p) { return !std::isnan(p.eval_loss); });
+  });
+  c.series = all_eval ? LossSeries::eval : LossSeries::train;
+  if (target) {
+    if (!std::isfinite(*target)) LC_INPUT_ERROR("--target-loss: expected a finite number, got ", *target);
+    c.target = *target;
+  } else {
+    const RunResult& base = runs.front();
+    double final = c.series == LossSeries::eval ? base.eval_loss : base.final_loss;
+    if (std::isnan(final) && c.series == LossSeries::eval)  // summary without it: the last evaluation
+      for (const auto& p : base.metrics)
+        if (!std::isnan(p.eval_loss)) final = p.eval_loss;
+    c.target = final * kDefaultTargetSlack;
+    c.default_target = true;
+  }
+  for (const auto& r : runs) {
+    CompareRow row;
+    row.name = r.name;
+    row.eval_loss = r.eval_loss;
+    row.eval_accuracy = r.eval_accuracy;
+    row.final_loss = r.final_loss;
+    row.bytes_sent = r.bytes_sent;
+    row.bytes_inter = r.bytes_inter;
+    row.compression_ratio = r.compression_ratio;
+    row.time_s = c.clock == CompareClock::simulated ? r.sim_time_s : r.wall_s;
+    row.hit = time_to_target(r.metrics, c.series, c.clock, c.target);
+    if (!std::isnan(r.bytes_inter)) c.simulated_network = true;
+    c.rows.push_back(row);
+  }
+  const CompareRow& base = c.rows.front();
+  for (auto& row : c.rows) {
+    if (base.hit && row.hit && row.hit->time_s > 0) row.speedup = base.hit->time_s / row.hit->time_s;
+    if (base.bytes_sent > 0) row.bytes_ratio = row.bytes_sent / base.bytes_sent;
+  }
+  return c;
+}
+
+std::string report_markdown(const Comparison& c, const std::vector<RunResult>& runs, const ReportContext& ctx) {
+  LC_CHECK(c.rows.size() == runs.size() && !runs.empty(), "rows and runs disagree");
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(r.name);
+  const bool sim = c.clock == CompareClock::simulated;
+  const bool eval = c.series == LossSeries::eval;
+  const bool any_eval = std::any_of(c.rows.begin(), c.rows.end(), [](const CompareRow& r) { return !std::isnan(r.eval_loss); });
+  const std::string clock_word = sim ? "simulated time" : "wall time";
+  const std::string series_word = eval ? "eval loss" : "training loss";
+
+  std::ostringstream os;
+  os << "# Comparison: " << join(names, " vs ") << "\n\n";
+  if (!ctx.command.empty()) os << "```\n" << ctx.command << "\n```\n\n";
+  if (!ctx.recipe.empty()) {
+    os << "- **Recipe**: `" << ctx.recipe << "`";
+    if (!ctx.overrides.empty()) {
+      os << " with";
+      for (const auto& o : ctx.overrides) os << " `--" << o << "`";
+    }
+    os << "\n";
+  }
+  for (const auto& a : ctx.axes) os << "- **Varied**: `" << a.key << "` = " << join(a.values, ", ") << "\n";
+  if (ctx.axes.empty()) {
+    os << "- **Runs**:";
+    for (const auto& r : runs) os << " `" << r.dir << "`";
+    os << "\n";
+  }
+  os << "- **Seed**: " << common_value(runs, "run.seed") << "; **world size**: "
+     << common_value(runs, "distributed.world_size") << "\n";
+  os << "- **Baseline**: " << runs.front().name << " (the first run): speedups and byte ratios are relative to it\n";
+  os << "- **Clock**: "
+     << (sim ? "simulated time (`sim_time_s`: the `[network]` simulation's clock of rank 0)"
+             : "wall time on this machine (`wall_s`; evaluation included)");
+  if (!sim && std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return !std::isnan(r.sim_time_s); }))
+    os << "; some runs have no simulated clock, so none is used";
+  os << "\n";
+  os << "- **Loss**: "
+     << (eval ? "evaluation loss on the test split (`eval_loss`)"
+              : "training loss (`loss`, rank 0's mean over each log interval)");
+  if (!eval && any_eval) os << "; not every run was evaluated, so training loss is compared";
+  os << "\n";
+  os << "- **Target loss**: ";
+  if (std::isnan(c.target)) {
+    os << "none (the baseline has no final " << series_word << ")\n";
+  } else if (c.default_target) {
+    os << fixed(c.target, 4) << " = the baseline's final " << series_word << " x " << kDefaultTargetSlack
+       << " (2% above where it ended; choose another with `--target-loss`)\n";
+  } else {
+    os << fixed(c.target, 4) << " (`--target-loss`)\n";
+  }
+
+  os << "\n## Results\n\n";
+  std::vector<std::string> head{"run"};
+  if (any_eval) head.insert(head.end(), {"eval loss", "eval acc"});
+  head.insert(head.end(), {"train loss", "sent/rank"});
+  if (c.simulated_network) head.push_back("inter-group");
+  head.insert(head.end(), {"compression", clock_word, "time to target", "steps to target",
+                           "speedup", "bytes vs baseline"});
+  os << "| " << join(head, " | ") << " |\n|";
+  for (std::size_t i = 0; i < head.size(); ++i) os << (i == 0 ? " --- |" : " ---: |");
+  os << "\n";
+  for (const auto& row : c.rows) {
+    std::vector<std::string> cells{row.name};
+    if (any_eval) cells.insert(cells.end(), {fmt_loss(row.eval_loss), fmt_percent(row.eval_accuracy)});
+    cells.insert(cells.end(), {fmt_loss(row.final_loss), fmt_bytes(row.bytes_sent)});
+    if (c.simulated_network) cells.push_back(fmt_bytes(row.bytes_inter));
+    cells.push_back(fmt_ratio(row.compression_ratio));
+    cells.push_back(fmt_seconds(row.time_s));
+    if (row.hit) {
+      cells.push_back(fmt_seconds(row.hit->time_s));
+      cells.push_back(fixed(row.hit->step, 0));
+    } else {
+      cells.insert(cells.end(), {"not reached", "not reached"});
+    }
+    cells.push_back(fmt_ratio(row.speedup));
+    cells.push_back(fmt_ratio(row.bytes_ratio));
+    os << "| " << join(cells, " | ") << " |\n";
+  }
+  os << "\n"
+     << "- *sent/rank*: bytes rank 0 sent over the whole run";
+  if (c.simulated_network) os << "; *inter-group*: the part of them that crossed between `[network]` groups";
+  os << "\n"
+     << "- *compression*: fp32 gradient bytes / bytes of their encoding\n"
+     << "- *time to target*, *steps to target*: where the " << series_word
+     << " first reached the target, interpolated linearly between the last record above it and the first at "
+        "or below it (the first record itself when that is already below)\n"
+     << "- *speedup*: the baseline's time to target / this run's (above 1: faster); *bytes vs baseline*: "
+        "sent/rank / the baseline's\n";
+
+  // What differs from the baseline, from the runs' recipe.resolved.toml (run names and output
+  // directories always differ and say nothing).
+  std::ostringstream diffs;
+  const RunResult& base = runs.front();
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    const RunResult& r = runs[i];
+    if (r.recipe.empty() || base.recipe.empty()) continue;
+    std::vector<std::string> d;
+    std::set<std::string> keys;
+    for (const auto& [k, v] : base.recipe) keys.insert(k);
+    for (const auto& [k, v] : r.recipe) keys.insert(k);
+    for (const auto& k : keys) {
+      if (k == "run.name" || k == "run.out_dir") continue;
+      const std::string a = base.recipe_value(k), b = r.recipe_value(k);
+      if (a != b) d.push_back("`" + k + " = " + (b.empty() ? "(absent)" : b) + "`");
+    }
+    diffs << "- **" << r.name << "**: " << (d.empty() ? "the same recipe" : join(d, ", ")) << "\n";
+  }
+  if (!diffs.str().empty())
+    os << "\n## Differences from the baseline\n\n(from each run's `recipe.resolved.toml`)\n\n" << diffs.str();
+
+  os << "\n## Plots\n\n";
+  if (!ctx.plots.empty()) {
+    os << "Eval loss as markers, training loss as a thin line of the same colour; the dashed line is the "
+          "target.\n\n";
+    for (const auto& p : ctx.plots) os << "![" << p.substr(0, p.rfind('.')) << "](" << p << ")\n\n";
+  } else {
+    os << "No plots: " << (ctx.plot_note.empty() ? "none were made" : ctx.plot_note)
+       << ". `scripts/plot DIR` makes them from this directory's `compare.json`.\n";
+  }
+  return os.str();
+}
+
+std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs) {
+  nlohmann::json j;
+  j["clock"] = c.clock == CompareClock::simulated ? "simulated" : "wall";
+  j["series"] = c.series == LossSeries::eval ? "eval" : "train";
+  j["target"] = c.target;  // NaN is written as null
+  j["default_target"] = c.default_target;
+  j["runs"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const CompareRow& row = c.rows[i];
+    nlohmann::json r;
+    r["name"] = runs[i].name;
+    r["dir"] = fs::absolute(runs[i].dir).lexically_normal().string();  // plots work from anywhere
+    r["eval_loss"] = row.eval_loss;
+    r["eval_accuracy"] = row.eval_accuracy;
+    r["final_loss"] = row.final_loss;
+    r["bytes_sent"] = row.bytes_sent;
+    r["bytes_inter"] = row.bytes_inter;
+    r["compression_ratio"] = row.compression_ratio;
+    r["time_s"] = row.time_s;
+    r["target_reached"] = row.hit.has_value();
+    r["time_to_target_s"] = row.hit ? row.hit->time_s : kNaN;
+    r["steps_to_target"] = row.hit ? row.hit->step : kNaN;
+    r["bytes_to_target"] = row.hit ? row.hit->bytes : kNaN;
+    r["speedup"] = row.speedup;
+    r["bytes_ratio"] = row.bytes_ratio;
+    j["runs"].push_back(r);
+  }
+  return j.dump(2) + "\n";
+}
+
+// ---- the subcommand ----------------------------------------------------------------------------
+
+void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                      const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
+  if (under_mpi_launcher())
+    LC_INPUT_ERROR("trainer compare: not supported under mpirun: it trains the variants one after another "
+                   "in one process on the threads backend; run it without mpirun");
+  if (vary_specs.empty()) LC_INPUT_ERROR("trainer compare: --recipe needs at least one --vary section.key=v1,v2");
+  std::vector<VaryAxis> axes;
+  for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
+  const std::vector<Variant> variants = make_variants(axes);
+
+  // Every variant resolved and checked before anything is trained or written.
+  std::vector<Recipe> recipes;
+  for (const auto& v : variants) {
+    std::vector<std::string> all = overrides;
+    all.insert(all.end(), v.assignments.begin(), v.assignments.end());
+    try {
+      recipes.push_back(load_recipe(recipe_path, all));
+    } catch (const InputError& e) {
+      // The recipe names a bad override "--key=value"; the user wrote it as part of a --vary.
+      const std::string msg = e.what();
+      for (const auto& a : v.assignments)
+        if (msg.rfind("--" + a + ":", 0) == 0) throw InputError("--vary " + msg.substr(2));
+      throw;
+    }
+    if (recipes.back().distributed.backend == BackendKind::mpi || resolve_backend(recipes.back()) != BackendKind::threads)
+      LC_INPUT_ERROR("trainer compare: variant ", v.name, ": distributed.backend = \"mpi\": compare runs every "
+                     "variant on the threads backend (use --distributed.backend=threads)");
+  }
+  // One load per distinct [data] table: the variants then see the very same examples.
+  std::vector<std::size_t> data_of(recipes.size());
+  std::vector<TrainData> data;
+  std::vector<const Recipe*> loaded_for;
+  for (std::size_t i = 0; i < recipes.size(); ++i) {
+    std::size_t d = 0;
+    while (d < loaded_for.size() && !(loaded_for[d]->data == recipes[i].data)) ++d;
+    if (d == loaded_for.size()) {
+      LoadOptions load;
+      load.cache_dir = recipes[i].run.out_dir;  // the tokenizer cache, as a plain run keeps it
+      data.push_back(load_data(recipes[i], load));
+      loaded_for.push_back(&recipes[i]);
+    }
+    data_of[i] = d;
+  }
+  for (std::size_t i = 0; i < recipes.size(); ++i) (void)make_plan(recipes[i], data[data_of[i]]);
+  if (opts.log)
+    *opts.log << "compare: " << variants.size() << " variants of " << recipe_path << ", data loaded "
+              << (data.size() == 1 ? "once for all" : std::to_string(data.size()) + " times") << "; into "
+              << opts.out_dir << "/" << std::endl;
+
+  make_directories(opts.out_dir);
+  std::vector<RunResult> runs;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    const Variant& v = variants[i];
+    const std::string dir = (fs::path(opts.out_dir) / v.name).string();
+    std::optional<PrefixBuf> buf;
+    std::optional<std::ostream> prefixed;
+    TrainOptions t;
+    t.run_dir = dir;
+    if (opts.log) {
+      *opts.log << "compare: [" << i + 1 << "/" << variants.size() << "] " << v.name << ": "
+                << join(v.assignments, " ") << std::endl;
+      buf.emplace(*opts.log, "[" + v.name + "] ");
+      prefixed.emplace(&*buf);
+      t.log = &*prefixed;
+      t.progress_line = opts.progress_line;
+    }
+    const TrainSummary s = train(recipes[i], data[data_of[i]], t);
+    if (t.log) {
+      *t.log << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps in " << s.wall_s << " s";
+      if (!std::isnan(s.sim_time_s)) *t.log << " (simulated " << s.sim_time_s << " s)";
+      *t.log << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy << "%, sent "
+             << s.bytes_sent << " bytes per rank" << std::endl;
+    }
+    runs.push_back(read_run(dir, v.name));
+  }
+  ReportContext ctx;
+  ctx.recipe = recipe_path;
+  ctx.overrides = overrides;
+  ctx.axes = axes;
+  write_comparison(runs, ctx, opts);
+}
+
+void compare_run_dirs(const std::vector<std::string>& dirs, const CompareOptions& opts) {
+  if (dirs.empty()) LC_INPUT_ERROR("trainer compare: --runs needs at least one run directory");
+  std::vector<RunResult> runs;
+  std::set<std::string> taken;
+  for (const auto& d : dirs) {
+    // The directory's own name labels it; a clash ("a/run", "b/run") falls back to the path.
+    std::string name = fs::path(d).lexically_normal().filename().string();
+    if (name.empty()) name = fs::path(d).lexically_normal().parent_path().filename().string();
+    if (name.empty() || taken.count(name)) name = d;
+    taken.insert(name);
+    runs.push_back(read_run(d, name));
+  }
+  write_comparison(runs, ReportContext{}, opts);
+}
+
+}  // namespace laconic

@@ -1,0 +1,153 @@
+// `trainer compare`: variants of a recipe run side by side (same seeds, same data order), or
+// finished run directories, summarised in one report. The pieces here are pure (no training):
+// parse --vary specs into variants, read run directories, compute the report's rows, write
+// report.md and the manifest scripts/plot reads. framework/cli/trainer.cpp runs the variants.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace laconic {
+
+// ---- variants --------------------------------------------------------------------------------
+
+// One --vary flag: "section.key=v1,v2,...". Values are split on commas outside [] and quotes, so
+// "model.hidden=[256,128],[64]" is two values.
+struct VaryAxis {
+  std::string key;                  // "sync.strategy"
+  std::vector<std::string> values;  // {"allreduce", "topk"}
+};
+
+// Throws InputError (one line, naming the flag) for a missing '=', a key that is not
+// "section.key", an empty value list or an empty value. Whether the key exists in the recipe
+// schema is checked by load_recipe when the variants are resolved.
+VaryAxis parse_vary(const std::string& spec);
+
+struct Variant {
+  std::string name;                     // also its run directory name under --out
+  std::vector<std::string> assignments;  // "sync.strategy=topk": recipe overrides, in axis order
+};
+
+// The cartesian product of the axes, first axis outermost (the first variant is the baseline).
+// Names: with one axis the value ("topk"); with several "key=value" pairs joined by ','
+// ("strategy=topk,ratio=0.01"), key = its last component unless two axes share it. Characters
+// other than [A-Za-z0-9_.+-] become '-', and duplicate names get "-2", "-3" appended. Throws
+// InputError when two axes vary the same key.
+std::vector<Variant> make_variants(const std::vector<VaryAxis>& axes);
+
+// ---- run directories -------------------------------------------------------------------------
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// One line of metrics.jsonl (the fields the comparison uses; NaN = absent).
+struct MetricPoint {
+  std::int64_t step = 0;
+  double loss = kNaN;         // training loss over the log interval
+  double eval_loss = kNaN;
+  double eval_accuracy = kNaN;
+  double bytes_sent = 0;      // per rank, cumulative
+  double bytes_inter = kNaN;  // between groups ([network] only)
+  double wall_s = kNaN;
+  double sim_time_s = kNaN;   // [network] only
+};
+
+// summary.json, plus what recipe.resolved.toml says (when it is there and readable).
+struct RunResult {
+  std::string name;  // report row / legend label
+  std::string dir;
+  std::int64_t steps = 0;
+  double final_loss = kNaN, eval_loss = kNaN, eval_accuracy = kNaN;
+  double bytes_sent = 0, bytes_inter = kNaN;  // bytes_inter: from the last metrics record
+  double compression_ratio = kNaN, wall_s = kNaN, sim_time_s = kNaN;
+  std::vector<MetricPoint> metrics;
+  // From recipe.resolved.toml: every key flattened ("sync.topk.ratio" -> "0.01"), empty if absent.
+  std::vector<std::pair<std::string, std::string>> recipe;
+  std::string recipe_value(const std::string& key) const;  // "" when unknown
+};
+
+// Reads DIR/summary.json and DIR/metrics.jsonl (both required: InputError naming the directory
+// and the missing or malformed file) and DIR/recipe.resolved.toml (optional).
+RunResult read_run(const std::string& dir, const std::string& name);
+
+// ---- the comparison --------------------------------------------------------------------------
+
+enum class CompareClock { simulated, wall };  // simulated when every run has sim_time_s
+enum class LossSeries { eval, train };        // eval when every run has evaluation records
+
+// Where a run first reached the target loss. The crossing is interpolated linearly between the
+// last record above the target and the first at or below it (step, time and bytes alike); when
+// the very first record is already at or below, it is that record.
+struct TargetHit {
+  double step = 0, time_s = 0, bytes = 0;
+};
+std::optional<TargetHit> time_to_target(const std::vector<MetricPoint>& metrics, LossSeries series,
+                                        CompareClock clock, double target);
+
+struct CompareRow {
+  std::string name;
+  double eval_loss = kNaN, eval_accuracy = kNaN, final_loss = kNaN;
+  double bytes_sent = 0, bytes_inter = kNaN, compression_ratio = kNaN;
+  double time_s = kNaN;                // total time on the comparison's clock
+  std::optional<TargetHit> hit;        // nullopt: target not reached
+  double speedup = kNaN;               // baseline time-to-target / this run's (NaN: either missed)
+  double bytes_ratio = kNaN;           // bytes_sent / the baseline's
+};
+
+struct Comparison {
+  CompareClock clock = CompareClock::wall;
+  LossSeries series = LossSeries::train;
+  double target = kNaN;
+  bool default_target = false;  // target = the baseline's final loss x kDefaultTargetSlack
+  bool simulated_network = false;  // some run has bytes_inter
+  std::vector<CompareRow> rows;    // rows[0] is the baseline
+};
+
+constexpr double kDefaultTargetSlack = 1.02;
+
+// The first run is the baseline. target: --target-loss, or nullopt for the default.
+Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double> target);
+
+// What the report says about how it was made.
+struct ReportContext {
+  std::string command;                // the trainer command line, shell-quoted
+  std::string recipe;                 // recipe path ("" for --runs)
+  std::vector<std::string> overrides;  // shared --section.key=value overrides
+  std::vector<VaryAxis> axes;         // empty for --runs
+  std::vector<std::string> plots;     // PNG file names written next to report.md
+  std::string plot_note;              // why there are no plots ("" when there are)
+};
+
+std::string report_markdown(const Comparison& c, const std::vector<RunResult>& runs, const ReportContext& ctx);
+
+// compare.json: the runs (name, directory), clock, loss series, target and the rows, for
+// scripts/plot and for tools that read results without parsing markdown.
+std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs);
+
+// ---- the subcommand ----------------------------------------------------------------------------
+
+struct CompareOptions {
+  std::string out_dir;               // report.md, compare.json, the PNGs, and (variants) one run each
+  std::optional<double> target;      // --target-loss
+  std::string plot_script;           // scripts/plot; "" = no plots (plot_note says why)
+  std::string plot_note;
+  std::string command;               // for the report
+  std::ostream* log = nullptr;       // progress and the variants' log lines (prefixed "[name] ")
+  bool progress_line = false;        // the trainer's live progress line (a terminal)
+};
+
+// trainer compare --recipe R --vary ...: resolves and validates every variant (recipe, backend,
+// data, plan) before anything is written, then trains them one after another in this process
+// (threads backend; data loaded once per distinct [data] table) into out_dir/<variant name>, and
+// writes the report. Refuses to run under an MPI launcher. Throws InputError for bad input.
+void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                      const std::vector<std::string>& vary_specs, const CompareOptions& opts);
+
+// trainer compare --runs D1 D2 ...: the same report from finished run directories (the first is
+// the baseline; names are the directories' last components).
+void compare_run_dirs(const std::vector<std::string>& dirs, const CompareOptions& opts);
+
+}  // namespace laconic
