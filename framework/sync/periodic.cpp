@@ -69,7 +69,8 @@ void PeriodicAveraging::sync(ParamStore& store, Communicator& comm, std::int64_t
   const std::span<float> delta = shadow_.grads();
   for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global[i] - params[i];
   Stopwatch t;
-  for (const BucketLayout& b : buckets_) reducer_->reduce(delta.subspan(b.begin, b.size), b, outer_step, comm);
+  for (const BucketLayout& b : buckets_)
+    reducer_->reduce(delta.subspan(b.begin, b.size), b, outer_step, comm);
   comm_s_ += t.seconds();
   // Every rank holds the same anchor and (the reducer guarantees) the same averaged Delta, so the
   // outer step gives every rank the same bits.
@@ -91,7 +92,8 @@ std::string PeriodicAveraging::describe() const {
   if (opts_.warmup_steps > 0) os << " after " << opts_.warmup_steps << " synchronous steps";
   if (!is_local_sgd()) {
     os << ", outer SGD lr " << opts_.outer_lr;
-    if (opts_.outer_momentum > 0) os << (opts_.nesterov ? " Nesterov " : " momentum ") << opts_.outer_momentum;
+    if (opts_.outer_momentum > 0)
+      os << (opts_.nesterov ? " Nesterov " : " momentum ") << opts_.outer_momentum;
   }
   os << ", " << (is_local_sgd() ? "parameter deltas" : "pseudo-gradients") << " by " << reducer_->describe()
      << ", " << buckets_.size() << " buckets of <= " << opts_.bucket_mb << " MiB)";

@@ -182,7 +182,10 @@ static_assert(static_cast<int>(SyncKind::allreduce) == static_cast<int>(ReducerK
               static_cast<int>(SyncKind::powersgd) == static_cast<int>(ReducerKind::powersgd) &&
               static_cast<int>(SyncKind::onebit) == static_cast<int>(ReducerKind::onebit));
 
-std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, bool overlap) {
+// `first_step`: where the strategy's phase begins; periodic strategies count their periods from
+// there (their warm-up is shifted by it; steps before it are another phase's).
+std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, bool overlap,
+                                            std::int64_t first_step) {
   switch (kind) {
     case SyncKind::allreduce:
     case SyncKind::topk:
@@ -193,14 +196,14 @@ std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, 
     case SyncKind::local_sgd: {
       PeriodicOptions o;  // outer SGD with lr 1 and no momentum: the average of the replicas
       o.period = c.local_sgd.period;
-      o.warmup_steps = c.local_sgd.warmup_steps;
+      o.warmup_steps = first_step + c.local_sgd.warmup_steps;
       o.bucket_mb = c.bucket_mb;
       return std::make_unique<PeriodicAveraging>(o, make_reducer(c.local_sgd.reducer, c));
     }
     case SyncKind::diloco: {
       PeriodicOptions o;
       o.period = c.diloco.period;
-      o.warmup_steps = c.diloco.warmup_steps;
+      o.warmup_steps = first_step + c.diloco.warmup_steps;
       o.outer_lr = c.diloco.outer_lr;
       o.outer_momentum = c.diloco.outer_momentum;
       o.nesterov = c.diloco.nesterov;
@@ -216,12 +219,12 @@ std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, 
 std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap) {
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
-    s = make_strategy(c.strategy, c, overlap);
+    s = make_strategy(c.strategy, c, overlap, 0);
   } else {
     std::vector<Phased::Phase> phases;
     std::int64_t first = 0;
     for (const SyncPhase& p : c.phases.phases) {
-      phases.push_back({first, make_strategy(p.strategy, c, overlap)});
+      phases.push_back({first, make_strategy(p.strategy, c, overlap, first)});
       first += p.steps;
     }
     s = std::make_unique<Phased>(std::move(phases));

@@ -1,0 +1,531 @@
+// PeriodicAveraging (local SGD and DiLoCo): H = 1 local SGD is data parallel, DiLoCo with outer
+// lr 1 and no momentum is local SGD bit for bit, 1/H of the bytes, replicas identical exactly at
+// syncs, the outer Nesterov step against numbers computed by hand, the post-local SGD warm-up,
+// lossy reducers, state and resuming at a sync, and no allocation in the step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <new>
+#include <set>
+#include <vector>
+
+#include "collectives/threads/threads_communicator.h"
+#include "compression/reducer.h"
+#include "compression/topk.h"
+#include "framework/core/check.h"
+#include "framework/sync/periodic.h"
+#include "framework/sync/sync_strategy.h"
+#include "optimizers/sgd.h"
+
+// Counts operator new per thread while that thread is armed (each rank arms its own). Weak, so
+// another replacement in this binary wins; the allocation test checks that this one is in use.
+namespace {
+thread_local bool t_armed = false;
+thread_local long t_news = 0;
+}  // namespace
+
+__attribute__((weak)) void* operator new(std::size_t n) {
+  if (t_armed) ++t_news;
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+__attribute__((weak)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((weak)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace laconic {
+namespace {
+
+// Tensors of 6x5, 5, 4x3x2, 4, 7 elements (offsets 0, 30, 35, 59, 63; 70 in all).
+ParamStore small_store() {
+  ParamStore s;
+  s.add("a.weight", {6, 5}, ParamGroup::decay);
+  s.add("a.bias", {5}, ParamGroup::no_decay);
+  s.add("b.weight", {4, 3, 2}, ParamGroup::decay);
+  s.add("b.bias", {4}, ParamGroup::no_decay);
+  s.add("c", {7}, ParamGroup::no_decay);
+  s.finalize();
+  return s;
+}
+constexpr std::size_t kSize = 70;
+
+double mib(std::size_t floats) { return static_cast<double>(floats * sizeof(float)) / (1024.0 * 1024.0); }
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+// Rank-dependent starting points (start() must replace them with rank 0's).
+void init_params(ParamStore& s, int rank) {
+  for (std::size_t i = 0; i < s.size(); ++i)
+    s.params()[i] = 0.5f * std::sin(0.7f * static_cast<float>(i) + 3.0f * static_cast<float>(rank));
+}
+
+// The gradient of rank r's quadratic loss 1/2 w'A_r w - b_r'w at step t: A_r has a rank-dependent
+// diagonal in [1, 1.75] and a small coupling to the next coordinate, b_r moves with the step (as a
+// fresh mini-batch would). Steps depend on the parameters, so local trajectories drift apart.
+void quadratic_grads(ParamStore& s, int rank, std::int64_t step) {
+  const std::size_t n = s.size();
+  const float* w = s.params().data();
+  float* g = s.grads().data();
+  for (std::size_t i = 0; i < n; ++i) {
+    const float a = 1.0f + 0.25f * static_cast<float>((i + static_cast<std::size_t>(rank)) % 4);
+    const float b =
+        std::sin(0.3f * static_cast<float>(i) + static_cast<float>(rank) + 0.1f * static_cast<float>(step));
+    g[i] = a * w[i] + 0.05f * w[(i + 1) % n] - b;
+  }
+}
+
+std::span<float> find_state(SyncStrategy& s, const std::string& name) {
+  for (const StateTensor& t : s.state())
+    if (t.name == name) return t.data;
+  return {};
+}
+
+// One rank's run: what it held after each step.
+struct Trace {
+  std::vector<std::vector<float>> params;  // after after_update
+  std::vector<std::vector<float>> grads;   // after after_backward (what the optimizer used)
+  std::vector<std::vector<float>> anchor;  // "periodic.global" after after_update, if any
+  std::vector<bool> changed;               // after_update's answer
+  std::vector<std::uint64_t> step_sent;    // bytes sent during each step
+  std::uint64_t sent = 0;                  // bytes sent by the steps (after start)
+};
+
+using MakeStrategy = std::function<std::unique_ptr<SyncStrategy>()>;
+
+// One training step of the test loop: gradients, the strategy's hooks, inner SGD.
+bool step_once(SyncStrategy& sync, ParamStore& s, Optimizer& opt, Communicator& comm, std::int64_t step,
+               Trace* trace = nullptr) {
+  quadratic_grads(s, comm.rank(), step);
+  sync.after_backward(s, comm, step);
+  if (trace) trace->grads.emplace_back(s.grads().begin(), s.grads().end());
+  opt.step(s, 0.05);
+  return sync.after_update(s, comm, step);
+}
+
+std::vector<Trace> train(int world, int steps, const MakeStrategy& make, SgdOptions inner = {}) {
+  std::vector<Trace> out(static_cast<std::size_t>(world));
+  run_threads(world, [&](Communicator& comm) {
+    Trace& tr = out[static_cast<std::size_t>(comm.rank())];
+    ParamStore s = small_store();
+    init_params(s, comm.rank());
+    const std::unique_ptr<SyncStrategy> sync = make();
+    Sgd opt(inner);
+    sync->start(s, comm);
+    const std::uint64_t sent0 = comm.bytes().sent;
+    for (std::int64_t step = 0; step < steps; ++step) {
+      const std::uint64_t before = comm.bytes().sent;
+      tr.changed.push_back(step_once(*sync, s, opt, comm, step, &tr));
+      tr.step_sent.push_back(comm.bytes().sent - before);
+      tr.params.emplace_back(s.params().begin(), s.params().end());
+      const std::span<float> anchor = find_state(*sync, "periodic.global");
+      tr.anchor.emplace_back(anchor.begin(), anchor.end());
+    }
+    tr.sent = comm.bytes().sent - sent0;
+  });
+  return out;
+}
+
+MakeStrategy periodic(PeriodicOptions o) {
+  return [o] { return std::make_unique<PeriodicAveraging>(o, std::make_unique<DenseReducer>()); };
+}
+MakeStrategy data_parallel(double bucket_mb = 25.0) {
+  return [bucket_mb] {
+    return std::make_unique<DataParallel>(DataParallelOptions{bucket_mb, false},
+                                          std::make_unique<DenseReducer>());
+  };
+}
+
+// With H = 1 every step ends in the average of the ranks' parameters: theta - lr * g_r averaged
+// is theta - lr * mean(g_r), data parallel's step, up to float rounding (the difference of
+// parameters is rounded where data parallel rounds the mean gradient).
+TEST(PeriodicAveraging, LocalSgdEveryStepIsDataParallel) {
+  for (const int world : {2, 3, 4}) {
+    SCOPED_TRACE(testing::Message() << "world " << world);
+    const int steps = 12;
+    const auto local = train(world, steps, periodic(local_sgd_options(1)));
+    const auto dp = train(world, steps, data_parallel());
+    double worst = 0;
+    for (int r = 0; r < world; ++r) {
+      for (int t = 0; t < steps; ++t) {
+        EXPECT_TRUE(local[r].changed[t]);
+        for (std::size_t i = 0; i < kSize; ++i) {
+          const double want = dp[r].params[t][i], got = local[r].params[t][i];
+          const double rel = std::abs(got - want) / std::max(1.0, std::abs(want));
+          worst = std::max(worst, rel);
+          ASSERT_LT(rel, 2e-6) << "rank " << r << ", step " << t << ", element " << i;
+        }
+      }
+    }
+    std::cout << "world " << world << ": local SGD (H = 1) vs data parallel, max relative diff " << worst
+              << "\n";
+  }
+}
+
+// The factory maps "diloco" with outer lr 1 and no momentum to the same options as "local_sgd":
+// one class, one configuration, the same bits.
+TEST(PeriodicAveraging, DilocoWithUnitOuterLrAndNoMomentumIsLocalSgd) {
+  for (const std::int64_t h : {1, 4}) {
+    SCOPED_TRACE(testing::Message() << "H = " << h);
+    const auto local = train(3, 12, periodic(local_sgd_options(h)), SgdOptions{0.9, true, 1e-3});
+    const auto diloco =
+        train(3, 12, periodic(diloco_options(h, 1.0, 0.0, false)), SgdOptions{0.9, true, 1e-3});
+    for (int r = 0; r < 3; ++r)
+      for (int t = 0; t < 12; ++t) {
+        EXPECT_TRUE(same_bits(local[r].params[t], diloco[r].params[t])) << "rank " << r << ", step " << t;
+        EXPECT_EQ(local[r].changed[t], (t + 1) % h == 0);
+      }
+  }
+  PeriodicAveraging plain(diloco_options(4, 1.0, 0.0, false), std::make_unique<DenseReducer>());
+  EXPECT_EQ(plain.describe().rfind("local SGD (every 4 steps", 0), 0u) << plain.describe();
+  PeriodicAveraging diloco(diloco_options(50), std::make_unique<DenseReducer>());
+  EXPECT_NE(diloco.describe().find("DiLoCo (every 50 steps, outer SGD lr 0.7 Nesterov 0.9"),
+            std::string::npos)
+      << diloco.describe();
+}
+
+// Per rank, a ring all-reduce of n floats in N chunks sends 2(N-1) chunks of about n/N floats:
+// about 2(N-1)/N * 4n bytes, the same bits every call. Data parallel runs it on every step, a
+// sync every H steps on the same buckets, so over T = k*H steps: sent(periodic) * H == sent(DP),
+// exactly, rank by rank.
+TEST(PeriodicAveraging, SendsOneHthOfDataParallelBytes) {
+  for (const int world : {2, 3, 4}) {
+    for (const std::int64_t h : {1, 4, 5}) {
+      SCOPED_TRACE(testing::Message() << "world " << world << ", H = " << h);
+      const int steps = static_cast<int>(3 * h);
+      PeriodicOptions o = diloco_options(h);
+      o.bucket_mb = mib(12);  // two buckets
+      const auto per = train(world, steps, periodic(o));
+      const auto dp = train(world, steps, data_parallel(mib(12)));
+      for (int r = 0; r < world; ++r) {
+        EXPECT_GT(per[r].sent, 0u);
+        EXPECT_EQ(per[r].sent * static_cast<std::uint64_t>(h), dp[r].sent) << "rank " << r;
+        const double ring = 3.0 * 2.0 * (world - 1) / world * kSize * sizeof(float);  // 3 syncs
+        EXPECT_NEAR(static_cast<double>(per[r].sent), ring, 3.0 * 2 * 2 * (world - 1) * sizeof(float));
+      }
+    }
+  }
+}
+
+// Replicas hold the same bits right after each outer step (and the anchor equals them), and
+// drift apart on local steps, whose gradients depend on the rank.
+TEST(PeriodicAveraging, ReplicasAreIdenticalExactlyAfterEachSync) {
+  for (const PeriodicOptions& o : {local_sgd_options(3), diloco_options(3)}) {
+    const int world = 3, steps = 12;
+    const auto tr = train(world, steps, periodic(o), SgdOptions{0.9, false, 0.0});
+    for (int t = 0; t < steps; ++t) {
+      const bool sync = (t + 1) % 3 == 0;
+      for (int r = 0; r < world; ++r) {
+        EXPECT_EQ(tr[r].changed[t], sync) << "step " << t;
+        if (sync) {
+          EXPECT_TRUE(same_bits(tr[r].params[t], tr[0].params[t])) << "rank " << r << ", step " << t;
+          EXPECT_TRUE(same_bits(tr[r].anchor[t], tr[r].params[t])) << "rank " << r << ", step " << t;
+        } else if (r > 0) {
+          EXPECT_FALSE(same_bits(tr[r].params[t], tr[0].params[t])) << "rank " << r << ", step " << t;
+        }
+        // The anchor only moves at syncs, identically on every rank.
+        EXPECT_TRUE(same_bits(tr[r].anchor[t], tr[0].anchor[t])) << "rank " << r << ", step " << t;
+      }
+    }
+  }
+}
+
+// Two outer Nesterov steps (lr 0.7, mu 0.9) on 2 ranks with H = 2, the replicas' parameters set by
+// hand at each sync (the local steps in between do not matter: Delta only reads the parameters at
+// the sync). theta0 = (1, -2, 0.5), as tensors "a" (2) and "b" (1), one bucket each.
+//   sync 1: replicas (0.5, -1, 0.5) and (0.7, -2.4, 1.5), mean (0.6, -1.7, 1)
+//     Delta1 = theta0 - mean = (0.4, -0.3, -0.5);  b1 = Delta1;  d1 = Delta1 + 0.9 b1 = 1.9 Delta1
+//     theta1 = theta0 - 0.7 d1 = (0.468, -1.601, 1.165)
+//   sync 2: replicas (0.4, -1.5, 1) and (0.6, -1.7, 1.2), mean (0.5, -1.6, 1.1)
+//     Delta2 = theta1 - mean = (-0.032, -0.001, 0.065)
+//     b2 = 0.9 b1 + Delta2 = (0.328, -0.271, -0.385);  d2 = Delta2 + 0.9 b2 = (0.2632, -0.2449, -0.2815)
+//     theta2 = theta1 - 0.7 d2 = (0.28376, -1.42957, 1.36205)
+TEST(PeriodicAveraging, OuterNesterovStepMatchesHandComputedReference) {
+  const float theta0[3] = {1.0f, -2.0f, 0.5f};
+  const float sync1[2][3] = {{0.5f, -1.0f, 0.5f}, {0.7f, -2.4f, 1.5f}};
+  const float sync2[2][3] = {{0.4f, -1.5f, 1.0f}, {0.6f, -1.7f, 1.2f}};
+  const double theta1[3] = {0.468, -1.601, 1.165};
+  const double theta2[3] = {0.28376, -1.42957, 1.36205};
+  const double b2[3] = {0.328, -0.271, -0.385};
+  run_threads(2, [&](Communicator& comm) {
+    const auto r = static_cast<std::size_t>(comm.rank());
+    ParamStore s;
+    s.add("a", {2}, ParamGroup::decay);
+    s.add("b", {1}, ParamGroup::no_decay);
+    s.finalize();
+    for (std::size_t i = 0; i < 3; ++i) s.params()[i] = r == 0 ? theta0[i] : 42.0f;  // start() broadcasts
+    PeriodicAveraging sync(diloco_options(2, 0.7, 0.9, true, mib(1)), std::make_unique<DenseReducer>());
+    sync.start(s, comm);
+    ASSERT_EQ(sync.buckets().size(), 2u);
+    const auto set = [&](const float (&p)[2][3]) { std::copy(p[r], p[r] + 3, s.params().begin()); };
+    set(sync2);  // a local step: nothing happens
+    EXPECT_FALSE(sync.after_update(s, comm, 0));
+    EXPECT_EQ(s.params()[0], sync2[r][0]);
+    set(sync1);
+    EXPECT_TRUE(sync.after_update(s, comm, 1));
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(s.params()[i], theta1[i], 1e-6) << i;
+    EXPECT_FALSE(sync.after_update(s, comm, 2));
+    set(sync2);
+    EXPECT_TRUE(sync.after_update(s, comm, 3));
+    const std::span<float> b = find_state(sync, "periodic.outer.momentum");
+    ASSERT_EQ(b.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_NEAR(s.params()[i], theta2[i], 2e-6) << i;
+      EXPECT_NEAR(b[i], b2[i], 1e-6) << i;
+    }
+  });
+}
+
+// Post-local SGD: the first `warmup` steps are data parallel (same averaged gradients, same
+// parameters, bit for bit with one bucket), the anchor follows the parameters, then local steps
+// begin and the first sync comes H steps later.
+TEST(PeriodicAveraging, WarmupIsDataParallelThenLocalSteps) {
+  const int world = 3, warmup = 3, steps = 9;
+  const std::int64_t h = 2;
+  const auto per = train(world, steps, periodic(local_sgd_options(h, warmup)), SgdOptions{0.9, false, 0.0});
+  const auto dp = train(world, warmup, data_parallel(), SgdOptions{0.9, false, 0.0});
+  for (int r = 0; r < world; ++r) {
+    for (int t = 0; t < warmup; ++t) {
+      EXPECT_TRUE(same_bits(per[r].grads[t], dp[r].grads[t])) << "rank " << r << ", step " << t;
+      EXPECT_TRUE(same_bits(per[r].params[t], dp[r].params[t])) << "rank " << r << ", step " << t;
+      EXPECT_TRUE(same_bits(per[r].anchor[t], per[r].params[t])) << "rank " << r << ", step " << t;
+      EXPECT_FALSE(per[r].changed[t]);
+    }
+    for (int t = warmup; t < steps; ++t) {
+      const bool sync = (t + 1 - warmup) % h == 0;  // steps 4, 6, 8
+      EXPECT_EQ(per[r].changed[t], sync) << "step " << t;
+      if (!sync) {
+        // Local gradients are not averaged; the anchor stays where the last sync (or the end of
+        // the warm-up) left it.
+        if (r > 0) {
+          EXPECT_FALSE(same_bits(per[r].grads[t], per[0].grads[t])) << "step " << t;
+        }
+        EXPECT_TRUE(same_bits(per[r].anchor[t], per[r].anchor[t - 1])) << "step " << t;
+      } else {
+        EXPECT_TRUE(same_bits(per[r].params[t], per[0].params[t])) << "rank " << r << ", step " << t;
+      }
+    }
+  }
+}
+
+// Averages densely and records the steps it is handed (unless given nowhere to record them).
+class RecordingReducer final : public Reducer {
+ public:
+  explicit RecordingReducer(std::vector<std::int64_t>* steps) : steps_(steps) {}
+  void reduce(std::span<float> data, const BucketLayout& b, std::int64_t step, Communicator& comm) override {
+    if (b.id == 0 && steps_) steps_->push_back(step);
+    comm.all_reduce(data, ReduceOp::avg);
+  }
+  std::string describe() const override { return "recording"; }
+
+ private:
+  std::vector<std::int64_t>* steps_;
+};
+
+// A reducer sees outer steps (syncs done before this one), so its own warm-up counts syncs.
+TEST(PeriodicAveraging, ReducersSeeTheOuterStep) {
+  std::vector<std::int64_t> seen;
+  run_threads(1, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    PeriodicAveraging sync(local_sgd_options(3, 2), std::make_unique<RecordingReducer>(&seen));
+    Sgd opt({});
+    sync.start(s, comm);
+    for (std::int64_t step = 0; step < 12; ++step) step_once(sync, s, opt, comm, step);  // syncs at 4, 7, 10
+  });
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{0, 1, 2}));
+}
+
+// What a composite relies on to tell other ranks what to expect: reduces_gradients(t) and
+// averages_params(t) say exactly which steps communicate, known in advance.
+TEST(PeriodicAveraging, ScheduleQueriesMatchWhatTheStepsDo) {
+  const int world = 3, steps = 12;
+  for (const PeriodicOptions& opts : {diloco_options(3), local_sgd_options(3, 2)}) {
+    const auto tr = train(world, steps, periodic(opts));
+    const PeriodicAveraging p(opts, std::make_unique<DenseReducer>());
+    for (int t = 0; t < steps; ++t) {
+      EXPECT_EQ(p.reduces_gradients(t), t < opts.warmup_steps) << "step " << t;
+      EXPECT_EQ(p.averages_params(t), tr[0].changed[t]) << "step " << t;
+      EXPECT_EQ(tr[0].step_sent[t] > 0, p.reduces_gradients(t) || p.averages_params(t)) << "step " << t;
+    }
+  }
+}
+
+// In a schedule of strategies: data parallel runs steps 0..4, this strategy takes over at 5 with
+// warmup_steps = 5 (so its periods count from there: syncs at 7, 10) and hands over after 12,
+// mid-period, with one more sync. finish() at a sync step does nothing.
+TEST(PeriodicAveraging, BeginAndFinishHandOverIdenticalReplicas) {
+  const int world = 3;
+  std::vector<std::int64_t> outer_steps;
+  std::vector<std::vector<float>> last(world);
+  run_threads(world, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    init_params(s, comm.rank());
+    DataParallel dp({25.0, false}, std::make_unique<DenseReducer>());
+    PeriodicOptions o = diloco_options(3);
+    o.warmup_steps = 5;
+    PeriodicAveraging per(o, std::make_unique<RecordingReducer>(comm.rank() == 0 ? &outer_steps : nullptr));
+    Sgd opt({});
+    dp.start(s, comm);
+    per.start(s, comm);
+    for (std::int64_t step = 0; step < 5; ++step) step_once(dp, s, opt, comm, step);
+    per.begin(s, comm, 5);
+    EXPECT_TRUE(same_bits(find_state(per, "periodic.global"), s.params()));
+    for (std::int64_t step = 5; step <= 12; ++step) {
+      EXPECT_EQ(step_once(per, s, opt, comm, step), step == 7 || step == 10) << "step " << step;
+      if (step == 10) {
+        const std::vector<float> before(s.params().begin(), s.params().end());
+        const std::uint64_t sent = comm.bytes().sent;
+        per.finish(s, comm, 10);
+        EXPECT_EQ(comm.bytes().sent, sent);
+        EXPECT_TRUE(same_bits(before, s.params()));
+      }
+    }
+    per.finish(s, comm, 12);
+    EXPECT_TRUE(same_bits(find_state(per, "periodic.global"), s.params()));
+    last[static_cast<std::size_t>(comm.rank())].assign(s.params().begin(), s.params().end());
+  });
+  for (int r = 1; r < world; ++r) EXPECT_TRUE(same_bits(last[r], last[0])) << "rank " << r;
+  EXPECT_EQ(outer_steps, (std::vector<std::int64_t>{0, 1, 2}));
+}
+
+// Top-k with error feedback at ratio 0.5 on the pseudo-gradients: lossy, but every rank decodes the
+// same bits, so replicas still restart identical from each sync.
+TEST(PeriodicAveraging, LossyReducerKeepsReplicasIdenticalAtSyncs) {
+  const int world = 3, steps = 8;
+  const auto make = [] {
+    PeriodicOptions o = diloco_options(2);
+    o.bucket_mb = mib(12);
+    return std::make_unique<PeriodicAveraging>(o, std::make_unique<TopKReducer>(TopKOptions{0.5}));
+  };
+  const auto tr = train(world, steps, make);
+  const auto dense = train(world, steps, periodic(diloco_options(2)));
+  for (int t = 0; t < steps; ++t) {
+    for (int r = 1; r < world; ++r)
+      EXPECT_EQ(same_bits(tr[r].params[t], tr[0].params[t]), (t + 1) % 2 == 0)
+          << "rank " << r << ", step " << t;
+    for (const float x : tr[0].params[t]) ASSERT_TRUE(std::isfinite(x));
+  }
+  EXPECT_FALSE(same_bits(tr[0].params[steps - 1], dense[0].params[steps - 1]));  // it did compress
+}
+
+TEST(PeriodicAveraging, StateNamesAreUniqueAndSized) {
+  run_threads(2, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    PeriodicOptions o = diloco_options(4);
+    o.bucket_mb = mib(12);  // buckets of 35 and 35
+    PeriodicAveraging sync(o, std::make_unique<TopKReducer>(TopKOptions{0.5}));
+    sync.start(s, comm);
+    const auto st = sync.state();
+    std::set<std::string> names;
+    for (const auto& t : st) names.insert(t.name);
+    EXPECT_EQ(names.size(), st.size());
+    EXPECT_EQ(names, (std::set<std::string>{"periodic.global", "periodic.outer.momentum", "topk.residual.0",
+                                            "topk.residual.1"}));
+    EXPECT_EQ(find_state(sync, "periodic.global").size(), kSize);
+    EXPECT_EQ(find_state(sync, "periodic.outer.momentum").size(), kSize);
+    EXPECT_EQ(find_state(sync, "topk.residual.0").size(), 35u);
+    // Local SGD keeps the anchor only.
+    PeriodicAveraging local(local_sgd_options(4), std::make_unique<DenseReducer>());
+    local.start(s, comm);
+    ASSERT_EQ(local.state().size(), 1u);
+    EXPECT_EQ(local.state()[0].name, "periodic.global");
+  });
+}
+
+// A checkpoint taken at a sync (replicas identical) and loaded into a fresh strategy after start()
+// continues bit for bit: the outer momentum travels in state(), the outer step is derived from
+// the step, and start()'s broadcast of identical replicas changes nothing.
+TEST(PeriodicAveraging, ResumingAtASyncContinuesBitForBit) {
+  const int world = 2, steps = 12, cut = 6;  // H = 3: syncs at 2, 5, 8, 11
+  const auto make = [] {
+    return std::make_unique<PeriodicAveraging>(diloco_options(3),
+                                               std::make_unique<TopKReducer>(TopKOptions{0.5}));
+  };
+  const auto straight = train(world, steps, make);
+  run_threads(world, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    init_params(s, comm.rank());
+    Sgd opt({});
+    std::vector<std::vector<float>> saved;
+    {
+      auto sync = make();
+      sync->start(s, comm);
+      for (std::int64_t step = 0; step < cut; ++step) step_once(*sync, s, opt, comm, step);
+      for (const auto& t : sync->state()) saved.emplace_back(t.data.begin(), t.data.end());
+    }
+    auto sync = make();
+    sync->start(s, comm);
+    const auto st = sync->state();
+    ASSERT_EQ(st.size(), saved.size());
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      ASSERT_EQ(st[i].data.size(), saved[i].size());
+      std::copy(saved[i].begin(), saved[i].end(), st[i].data.begin());
+    }
+    for (std::int64_t step = cut; step < steps; ++step) {
+      step_once(*sync, s, opt, comm, step);
+      EXPECT_TRUE(same_bits(s.params(), straight[static_cast<std::size_t>(comm.rank())].params[step]))
+          << "rank " << comm.rank() << ", step " << step;
+    }
+  });
+}
+
+// After start() and one sync (which sizes the communicator's and top-k's world-dependent
+// buffers), steps and syncs allocate nothing on any rank.
+TEST(PeriodicAveraging, NoAllocationInTheStepAfterTheFirstSync) {
+  t_news = 0;
+  t_armed = true;
+  void* volatile probe = ::operator new(16);  // is our counting operator new the one linked in?
+  t_armed = false;
+  ::operator delete(probe);
+  if (t_news != 1) GTEST_SKIP() << "another operator new replacement is linked in";
+  for (const bool topk : {false, true}) {
+    SCOPED_TRACE(topk ? "top-k" : "dense");
+    std::vector<long> news(2, -1);
+    run_threads(2, [&](Communicator& comm) {
+      ParamStore s = small_store();
+      std::unique_ptr<Reducer> reducer;
+      if (topk) reducer = std::make_unique<TopKReducer>(TopKOptions{0.5});
+      else reducer = std::make_unique<DenseReducer>();
+      PeriodicOptions o = diloco_options(2);
+      o.warmup_steps = 2;
+      o.bucket_mb = mib(12);
+      PeriodicAveraging sync(o, std::move(reducer));
+      Sgd opt({0.9, true, 0.0});
+      sync.start(s, comm);
+      for (std::int64_t step = 0; step < 4; ++step) step_once(sync, s, opt, comm, step);  // a sync at 3
+      const long before = t_news;
+      t_armed = true;
+      for (std::int64_t step = 4; step < 10; ++step) step_once(sync, s, opt, comm, step);  // syncs at 5, 7, 9
+      t_armed = false;
+      news[static_cast<std::size_t>(comm.rank())] = t_news - before;
+    });
+    EXPECT_EQ(news[0], 0);
+    EXPECT_EQ(news[1], 0);
+  }
+}
+
+TEST(PeriodicAveraging, RejectsBadOptions) {
+  const auto make = [](PeriodicOptions o) { PeriodicAveraging p(o, std::make_unique<DenseReducer>()); };
+  PeriodicOptions o;
+  o.period = 0;
+  EXPECT_THROW(make(o), Error);
+  o = {};
+  o.warmup_steps = -1;
+  EXPECT_THROW(make(o), Error);
+  o = {};
+  o.nesterov = true;  // without momentum
+  EXPECT_THROW(make(o), Error);
+  o = {};
+  o.outer_lr = 0;
+  EXPECT_THROW(make(o), Error);
+  EXPECT_THROW(PeriodicAveraging(PeriodicOptions{}, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace laconic
