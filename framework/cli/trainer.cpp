@@ -153,11 +153,11 @@ std::string default_plot_script() {
 int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides, int argc, char** argv) {
   const bool variants = !a.recipe.empty() || !a.vary.empty();
   if (variants == !a.runs.empty())
-    LC_INPUT_ERROR("trainer compare: expected either --recipe R --vary KEY=V1,V2 or --runs DIR1 DIR2 ...");
+    LC_INPUT_ERROR("compare: expected either --recipe R --vary KEY=V1,V2 or --runs DIR1 DIR2 ...");
   if (!variants && !overrides.empty())
-    LC_INPUT_ERROR("trainer compare: --", overrides.front(), ": recipe overrides need --recipe (finished runs "
+    LC_INPUT_ERROR("compare: --", overrides.front(), ": recipe overrides need --recipe (finished runs "
                    "are compared as they ran)");
-  if (variants && a.recipe.empty()) LC_INPUT_ERROR("trainer compare: --vary needs --recipe");
+  if (variants && a.recipe.empty()) LC_INPUT_ERROR("compare: --vary needs --recipe");
   laconic::CompareOptions o;
   o.out_dir = a.out;
   if (a.target_option->count() > 0) o.target = a.target_loss;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -77,16 +78,37 @@ double number_or_nan(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : kNaN;
 }
 
-// recipe.resolved.toml flattened to "section.key" -> value as TOML writes it.
+// A value as a recipe would spell it: floats in their shortest round-trip form (the resolved
+// recipe writes 17 digits: 0.10000000000000001), strings in double quotes.
+std::string format_value(const toml::node& node) {
+  if (const auto* d = node.as_floating_point()) {
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, d->get());
+    std::string out(buf, res.ptr);
+    if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // still a float in TOML
+    return out;
+  }
+  if (const auto* str = node.as_string()) return "\"" + str->get() + "\"";
+  if (const auto* a = node.as_array()) {
+    std::vector<std::string> items;
+    for (const auto& e : *a) items.push_back(format_value(e));
+    std::string out = "[";
+    for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+    return out + "]";
+  }
+  std::ostringstream os;
+  node.visit([&](const auto& v) { os << v; });
+  return os.str();
+}
+
+// recipe.resolved.toml flattened to "section.key" -> value.
 void flatten(const toml::table& t, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
   for (const auto& [k, node] : t) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const auto* sub = node.as_table()) {
       flatten(*sub, key, out);
     } else {
-      std::ostringstream os;
-      node.visit([&](const auto& v) { os << v; });
-      out.emplace_back(key, os.str());
+      out.emplace_back(key, format_value(node));
     }
   }
 }
@@ -120,8 +142,9 @@ std::string fmt_seconds(double s) {
 // Ratios span orders of magnitude (top-k sends ~1% of the bytes): three significant digits.
 std::string fmt_ratio(double x) {
   if (std::isnan(x) || std::isinf(x)) return kNone;
+  if (x >= 100) return fixed(x, 0) + "x";
   std::ostringstream os;
-  os << std::setprecision(3) << x << "x";
+  os << std::showpoint << std::setprecision(3) << x << "x";
   return os.str();
 }
 
@@ -153,7 +176,7 @@ class PrefixBuf : public std::streambuf {
  protected:
   int overflow(int c) override {
     if (c == traits_type::eof()) return traits_type::not_eof(c);
-    if (line_start_) out_ << prefix_;
+    if (line_start_ && c != '\r' && c != '\n') out_ << prefix_;  // "\r\033[K": prefixed once
     line_start_ = c == '\n' || c == '\r';
     out_.put(static_cast<char>(c));
     return c;
@@ -180,6 +203,7 @@ bool under_mpi_launcher() {
 // Runs `python3 SCRIPT OUT_DIR` (python3 rather than the script itself: a lost executable bit
 // must not cost the plots). Returns "" on success, else what to say in the report.
 std::string run_plot(const std::string& script, const std::string& out_dir) {
+  if (!fs::is_regular_file(script)) return "the plot script " + script + " does not exist";
   std::vector<std::string> args{"python3", script, out_dir};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -195,6 +219,10 @@ std::string run_plot(const std::string& script, const std::string& out_dir) {
     return "scripts/plot could not plot (matplotlib missing? apt-get install python3-matplotlib)";
   if (WIFEXITED(status)) return "scripts/plot failed with exit code " + std::to_string(WEXITSTATUS(status));
   return "scripts/plot was killed by signal " + std::to_string(WTERMSIG(status));
+}
+
+void check_target(const std::optional<double>& target) {
+  if (target && !std::isfinite(*target)) LC_INPUT_ERROR("--target-loss: expected a finite number, got ", *target);
 }
 
 const char* const kPlots[] = {"loss_vs_steps.png", "loss_vs_bytes.png", "loss_vs_time.png"};
@@ -417,7 +445,7 @@ Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double
   });
   c.series = all_eval ? LossSeries::eval : LossSeries::train;
   if (target) {
-    if (!std::isfinite(*target)) LC_INPUT_ERROR("--target-loss: expected a finite number, got ", *target);
+    check_target(target);
     c.target = *target;
   } else {
     const RunResult& base = runs.front();
@@ -524,7 +552,7 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
     } else {
       cells.insert(cells.end(), {"not reached", "not reached"});
     }
-    cells.push_back(fmt_ratio(row.speedup));
+    cells.push_back(std::isnan(row.speedup) ? kNone : fixed(row.speedup, 2) + "x");
     cells.push_back(fmt_ratio(row.bytes_ratio));
     os << "| " << join(cells, " | ") << " |\n";
   }
@@ -535,7 +563,7 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
      << "- *compression*: fp32 gradient bytes / bytes of their encoding\n"
      << "- *time to target*, *steps to target*: where the " << series_word
      << " first reached the target, interpolated linearly between the last record above it and the first at "
-        "or below it (the first record itself when that is already below)\n"
+        "or below it (the first record itself when that is already at or below)\n"
      << "- *speedup*: the baseline's time to target / this run's (above 1: faster); *bytes vs baseline*: "
         "sent/rank / the baseline's\n";
 
@@ -606,10 +634,11 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
 
 void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
                       const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
+  check_target(opts.target);  // now, not after training every variant
   if (under_mpi_launcher())
-    LC_INPUT_ERROR("trainer compare: not supported under mpirun: it trains the variants one after another "
+    LC_INPUT_ERROR("compare: not supported under mpirun: it trains the variants one after another "
                    "in one process on the threads backend; run it without mpirun");
-  if (vary_specs.empty()) LC_INPUT_ERROR("trainer compare: --recipe needs at least one --vary section.key=v1,v2");
+  if (vary_specs.empty()) LC_INPUT_ERROR("compare: --recipe needs at least one --vary section.key=v1,v2");
   std::vector<VaryAxis> axes;
   for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
   const std::vector<Variant> variants = make_variants(axes);
@@ -629,7 +658,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
       throw;
     }
     if (recipes.back().distributed.backend == BackendKind::mpi || resolve_backend(recipes.back()) != BackendKind::threads)
-      LC_INPUT_ERROR("trainer compare: variant ", v.name, ": distributed.backend = \"mpi\": compare runs every "
+      LC_INPUT_ERROR("compare: variant ", v.name, ": distributed.backend = \"mpi\": compare runs every "
                      "variant on the threads backend (use --distributed.backend=threads)");
   }
   // One load per distinct [data] table: the variants then see the very same examples.
@@ -687,7 +716,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
 }
 
 void compare_run_dirs(const std::vector<std::string>& dirs, const CompareOptions& opts) {
-  if (dirs.empty()) LC_INPUT_ERROR("trainer compare: --runs needs at least one run directory");
+  if (dirs.empty()) LC_INPUT_ERROR("compare: --runs needs at least one run directory");
   std::vector<RunResult> runs;
   std::set<std::string> taken;
   for (const auto& d : dirs) {

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# trainer compare: two variants of mlp_fmnist (allreduce vs topk) trained side by side write
+# report.md with both rows, compare.json and the plots; --runs on the two run directories gives
+# the same table; bad --vary flags and unfinished runs stop it with exit 2 before it writes.
+# usage: compare.sh TRAINER SOURCE_DIR
+set -euo pipefail
+trainer=$(realpath "$1")
+src=$2
+if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "Fashion-MNIST not installed (scripts/install-deps installs it): skipping"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+recipe="$src/recipes/mlp_fmnist.toml"
+tiny=(--train.steps=20 --train.eval_every=10 --train.log_every=5 --distributed.world_size=2 "--model.hidden=[32]")
+
+# expect_input_error NAME PATTERN ARGS...: exit 2, one line on stderr matching PATTERN, no $tmp/NAME.
+expect_input_error() {
+  local name=$1 pattern=$2
+  shift 2
+  local rc=0
+  (cd "$tmp" && "$trainer" compare --out "$tmp/$name" "$@") >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [ "$rc" -eq 2 ] || { echo "$name: expected exit 2, got $rc"; cat "$tmp/out" "$tmp/err"; exit 1; }
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "$name: expected one line on stderr:"; cat "$tmp/err"; exit 1; }
+  grep -q -- "$pattern" "$tmp/err" || { echo "$name: stderr does not match '$pattern':"; cat "$tmp/err"; exit 1; }
+  [ ! -e "$tmp/$name" ] || { echo "$name: wrote $tmp/$name"; exit 1; }
+  [ ! -e "$tmp/runs" ] || { echo "$name: wrote $tmp/runs"; exit 1; }
+}
+expect_input_error no_values "--vary sync.strategy: expected section.key=value1,value2" \
+  --recipe "$recipe" --vary sync.strategy
+expect_input_error unknown_key "unknown key 'sync.nope'" --recipe "$recipe" --vary sync.nope=1,2
+# The second variant is bad: nothing may have been trained for the first.
+expect_input_error bad_value "--vary sync.strategy=bogus" --recipe "$recipe" --vary sync.strategy=allreduce,bogus "${tiny[@]}"
+expect_input_error both_modes "either --recipe" --recipe "$recipe" --vary sync.strategy=topk --runs "$tmp"
+# As if started by mpirun (the variable OpenMPI sets): refused, whatever the build.
+OMPI_COMM_WORLD_SIZE=2 expect_input_error under_mpirun "not supported under mpirun" \
+  --recipe "$recipe" --vary sync.strategy=topk "${tiny[@]}"
+
+# The real thing.
+"$trainer" compare --recipe "$recipe" --vary sync.strategy=allreduce,topk --out "$tmp/cmp" \
+  --plot-script "$src/scripts/plot" "${tiny[@]}" | tee "$tmp/log"
+grep -q "^\[topk\] step 20/20" "$tmp/log" || { echo "log lines are not prefixed by the variant"; exit 1; }
+for v in allreduce topk; do
+  for f in recipe.resolved.toml metrics.jsonl summary.json; do
+    [ -s "$tmp/cmp/$v/$f" ] || { echo "missing $v/$f"; exit 1; }
+  done
+done
+[ -s "$tmp/cmp/report.md" ] && [ -s "$tmp/cmp/compare.json" ] || { echo "no report.md or compare.json"; exit 1; }
+grep -q "^| allreduce |" "$tmp/cmp/report.md" && grep -q "^| topk |" "$tmp/cmp/report.md" ||
+  { echo "report.md lacks a row:"; cat "$tmp/cmp/report.md"; exit 1; }
+grep -q 'sync.strategy = "topk"' "$tmp/cmp/report.md" || { echo "report.md lacks the difference"; exit 1; }
+python3 - "$tmp/cmp" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1] + "/compare.json"))
+assert [r["name"] for r in c["runs"]] == ["allreduce", "topk"], c
+assert c["clock"] == "wall" and c["series"] == "eval" and c["default_target"], c
+base, topk = c["runs"]
+assert base["target_reached"] and base["speedup"] == 1.0, base
+assert topk["bytes_ratio"] < 0.5 and topk["compression_ratio"] > 10, topk  # top-k sends far less
+PY
+
+if python3 -c "import matplotlib" 2>/dev/null || /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  for p in loss_vs_steps loss_vs_bytes loss_vs_time; do
+    [ -s "$tmp/cmp/$p.png" ] || { echo "missing $p.png"; exit 1; }
+    grep -q "($p.png)" "$tmp/cmp/report.md" || { echo "report.md does not show $p.png"; exit 1; }
+  done
+else
+  echo "matplotlib not installed (apt-get install python3-matplotlib): not checking the plots"
+  grep -q "No plots" "$tmp/cmp/report.md" || { echo "report.md does not say why there are no plots"; exit 1; }
+fi
+
+# The same table from the finished run directories.
+"$trainer" compare --runs "$tmp/cmp/allreduce" "$tmp/cmp/topk" --out "$tmp/again" --no-plots >/dev/null
+diff <(grep "^|" "$tmp/cmp/report.md") <(grep "^|" "$tmp/again/report.md") ||
+  { echo "--runs gave another table"; exit 1; }
+grep -q "No plots: not requested" "$tmp/again/report.md" || { echo "--no-plots not stated"; exit 1; }
+
+# An unfinished run (no summary.json) is named with the missing file.
+mkdir -p "$tmp/half" && cp "$tmp/cmp/topk/metrics.jsonl" "$tmp/half/"
+expect_input_error unfinished "half: not a finished run: summary.json is missing" --runs "$tmp/cmp/allreduce" "$tmp/half"
+echo "compare passed"
