@@ -165,7 +165,7 @@ TEST_F(RecipeTest, UnknownSection) {
   const std::string path = write("[train]\nsteps = 1\n\n[trian]\nsteps = 2\n");
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
-                                   "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, network)");
+                                   "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, network)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
@@ -194,7 +194,7 @@ TEST_F(RecipeTest, IntegerWhereNumberExpectedIsAccepted) {
 
 TEST_F(RecipeTest, BadEnumListsTheChoices) {
   const std::string path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"allreduc\"\n");
-  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"allreduc\"");
+  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", got \"allreduc\"");
   const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"nccl\"\n", "b.toml");
   EXPECT_EQ(error_of(b),
             b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", \"mpi\", got \"nccl\"");
@@ -230,7 +230,11 @@ TEST_F(RecipeTest, OutOfRangeValuesAreRejected) {
       {"schedule", "min_lr_ratio = 1.5", "schedule.min_lr_ratio: expected a number in [0, 1], got 1.5"},
       {"sync", "bucket_mb = 0", "sync.bucket_mb: expected a number > 0, got 0"},
       {"sync", "strategy = \"dgc\"",
-       "sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"dgc\""},
+       "sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", got \"dgc\""},
+      {"sync.diloco", "period = 0", "sync.diloco.period: expected an integer >= 1, got 0"},
+      {"sync.diloco", "reducer = \"diloco\"",
+       "sync.diloco.reducer: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"diloco\""},
+      {"sync", "intra = \"ring\"", "sync.intra: expected one of \"none\", \"allreduce\", got \"ring\""},
       {"sync.topk", "ratio = 1.5", "sync.topk.ratio: expected a number in (0, 1], got 1.5"},
       {"sync.topk", "ratio = 0", "sync.topk.ratio: expected a number in (0, 1], got 0"},
       {"sync.powersgd", "rank = 0", "sync.powersgd.rank: expected an integer in [1, 1024], got 0"},
@@ -337,7 +341,7 @@ TEST_F(RecipeTest, BadOverrides) {
   EXPECT_EQ(error_of(path, {"train.micro_batch=1.5"}),
             "--train.micro_batch=1.5: expected an integer >= 1, got 1.5");
   EXPECT_EQ(error_of(path, {"sync.strategy=allreduc"}),
-            "--sync.strategy=allreduc: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"allreduc\"");
+            "--sync.strategy=allreduc: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", got \"allreduc\"");
   EXPECT_EQ(error_of(path, {"train.nosuch=1"}),
             std::string("--train.nosuch=1: unknown key 'train.nosuch' (valid keys in [train]: ") +
                 kTrainKeys + ")");
@@ -362,7 +366,11 @@ Recipe unusual_recipe() {
   r.sync = {SyncKind::powersgd, 1e20, false, 0.375, {WireKind::bf16},
             {1.0 / 3.0, false, TopKSelection::sampled, 0.125, 7},
             {3, 9, 1.5, false, false},
-            {11, false, OneBitScale::mean_abs}};
+            {11, false, OneBitScale::mean_abs},
+            {13, 5, ReducerKind::onebit},
+            {77, 3, 0.25, 0.5, false, ReducerKind::powersgd},
+            IntraKind::allreduce,
+            {{{SyncKind::allreduce, 500}, {SyncKind::topk, 0}}}};
   // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
   r.network = {3, {25e9 / 8}, {7e-6}, {123456.789}, {0.1 + 0.2}, {{0, 5}}, 2.5, ComputeKind::modeled, 312.5, 0.45};
   return r;
@@ -391,9 +399,34 @@ TEST_F(RecipeTest, SubsectionErrorsNameTheFullPath) {
   EXPECT_EQ(error_of(path), path + ":4:1: sync.topk: expected a table, got 0.1");
   path = write("[train]\nsteps = 1\n[sync]\nratio = 0.1\n");
   EXPECT_EQ(error_of(path), path + ":4:1: unknown key 'sync.ratio' (did you mean 'sync.topk.ratio'? valid keys in "
-                                   "[sync]: strategy, bucket_mb, overlap, momentum)");
+                                   "[sync]: strategy, bucket_mb, overlap, momentum, intra, phases)");
   path = write("[train]\nsteps = 1\n");
   EXPECT_EQ(error_of(path, {"sync.topk.rank=2"}).substr(0, 50), "--sync.topk.rank=2: unknown key 'sync.topk.rank' (");
+}
+
+TEST_F(RecipeTest, PhasesParseAndBadOnesAreRejected) {
+  std::string path = write("[train]\nsteps = 1\n[sync]\nphases = [{strategy = \"allreduce\", steps = 500}, "
+                           "{strategy = \"diloco\"}]\n");
+  const Recipe r = load_recipe(path);
+  ASSERT_EQ(r.sync.phases.phases.size(), 2u);
+  EXPECT_EQ(r.sync.phases.phases[0].strategy, SyncKind::allreduce);
+  EXPECT_EQ(r.sync.phases.phases[0].steps, 500);
+  EXPECT_EQ(r.sync.phases.phases[1].strategy, SyncKind::diloco);
+  for (const char* bad : {"[{strategy = \"allreduce\"}, {strategy = \"topk\"}]",  // only the last may run to the end
+                          "[{steps = 5}]", "[{strategy = \"dgc\", steps = 5}]", "[{strategy = \"topk\", every = 5}]",
+                          "\"allreduce\""}) {
+    SCOPED_TRACE(bad);
+    path = write(std::string("[train]\nsteps = 1\n[sync]\nphases = ") + bad + "\n");
+    EXPECT_EQ(error_of(path).substr(0, path.size() + 36), path + ":4:1: sync.phases: expected an array");
+  }
+}
+
+TEST_F(RecipeTest, CompositionCrossChecks) {
+  std::string path = write("[train]\nsteps = 1\n[sync]\nintra = \"allreduce\"\n");
+  EXPECT_EQ(error_of(path), path + ":4:1: sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups "
+                                   "(the groups are the network's), got network.groups = 0");
+  path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"diloco\"\nmomentum = 0.9\n");
+  EXPECT_EQ(error_of(path).substr(0, path.size() + 40), path + ":4:1: sync.momentum: expected 0 with local_sgd");
 }
 
 TEST_F(RecipeTest, ToTomlRoundTrips) {
@@ -429,7 +462,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 76u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 87u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);
