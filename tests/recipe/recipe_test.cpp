@@ -417,7 +417,7 @@ TEST_F(RecipeTest, PhasesParseAndBadOnesAreRejected) {
                           "\"allreduce\""}) {
     SCOPED_TRACE(bad);
     path = write(std::string("[train]\nsteps = 1\n[sync]\nphases = ") + bad + "\n");
-    EXPECT_EQ(error_of(path).substr(0, path.size() + 36), path + ":4:1: sync.phases: expected an array");
+    EXPECT_TRUE(error_of(path).starts_with(path + ":4:1: sync.phases: expected an array")) << error_of(path);
   }
 }
 
@@ -426,7 +426,7 @@ TEST_F(RecipeTest, CompositionCrossChecks) {
   EXPECT_EQ(error_of(path), path + ":4:1: sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups "
                                    "(the groups are the network's), got network.groups = 0");
   path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"diloco\"\nmomentum = 0.9\n");
-  EXPECT_EQ(error_of(path).substr(0, path.size() + 45), path + ":4:1: sync.momentum: expected 0 with local_sgd");
+  EXPECT_TRUE(error_of(path).starts_with(path + ":4:1: sync.momentum: expected 0 with local_sgd")) << error_of(path);
 }
 
 TEST_F(RecipeTest, ToTomlRoundTrips) {
