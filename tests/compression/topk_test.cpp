@@ -22,21 +22,7 @@
 #include "compression/topk.h"
 #include "framework/core/check.h"
 #include "framework/core/rng.h"
-
-// Counts operator new while armed. Weak, so a test file beside this one in the binary may replace
-// operator new too; the allocation test checks that this counter is the one in use, and skips if not.
-namespace {
-std::atomic<bool> g_armed{false};
-std::atomic<long> g_news{0};
-}  // namespace
-
-__attribute__((weak)) void* operator new(std::size_t n) {
-  if (g_armed.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((weak)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((weak)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/support/new_counter.h"
 
 namespace laconic {
 namespace {
@@ -508,16 +494,11 @@ TEST(TopKReducer, DescribeAndOptionChecks) {
 
 // After the first reduce() (which sizes the world-dependent buffers), reducing allocates nothing.
 TEST(TopKReducer, NoAllocationAfterTheFirstReduce) {
-  g_news = 0;
-  g_armed = true;
-  void* volatile probe = ::operator new(16);  // is our counting operator new the one linked in?
-  g_armed = false;
-  ::operator delete(probe);
-  if (g_news.load() != 1) GTEST_SKIP() << "another operator new replacement is linked in";
+  if (!new_counter::in_use()) GTEST_SKIP() << "another operator new replacement is linked in";
   const std::vector<BucketLayout> buckets = two_buckets();
   for (const Selection sel : {Selection::exact, Selection::sampled}) {
     for (const int world : {1, 2}) {
-      std::vector<long> news(2, -1);
+      std::vector<long> news(static_cast<std::size_t>(world), -1);
       run_threads(world, [&](Communicator& comm) {
         TopKOptions o;
         o.selection = sel;
@@ -536,19 +517,14 @@ TEST(TopKReducer, NoAllocationAfterTheFirstReduce) {
         std::vector<float> big(words * static_cast<std::size_t>(world));
         comm.all_gather(cbuf(std::span<const float>(big).first(words)), buf(std::span<float>(big)));
         comm.barrier();
-        if (comm.rank() == 0) {
-          g_news = 0;
-          g_armed = true;
-        }
-        for (int t = 2; t < 5; ++t) step(t);
-        if (comm.rank() == 0) {
-          g_armed = false;
-          news[static_cast<std::size_t>(world) - 1] = g_news.load();
-        }
+        news[static_cast<std::size_t>(comm.rank())] = new_counter::during([&] {
+          for (int t = 2; t < 5; ++t) step(t);
+        });
         comm.barrier();
       });
-      EXPECT_EQ(news[static_cast<std::size_t>(world) - 1], 0) << "world " << world << " sampled "
-                                                              << (sel == Selection::sampled);
+      for (int r = 0; r < world; ++r)
+        EXPECT_EQ(news[static_cast<std::size_t>(r)], 0) << "rank " << r << ", world " << world << ", sampled "
+                                                        << (sel == Selection::sampled);
     }
   }
 }

@@ -14,22 +14,13 @@
 #include "framework/sync/composite.h"
 #include "framework/sync/periodic.h"
 #include "optimizers/sgd.h"
+#include "tests/sync/small_store.h"
 
 namespace laconic {
 namespace {
 
-constexpr std::size_t kN = 70;  // elements of small_store()
+constexpr std::size_t kN = kSmallStoreSize;
 
-ParamStore small_store() {
-  ParamStore s;
-  s.add("a.weight", {6, 5}, ParamGroup::decay);
-  s.add("a.bias", {5}, ParamGroup::no_decay);
-  s.add("b.weight", {4, 3, 2}, ParamGroup::decay);
-  s.add("b.bias", {4}, ParamGroup::no_decay);
-  s.add("c", {7}, ParamGroup::no_decay);
-  s.finalize();
-  return s;
-}
 
 float grad(int rank, int step, std::size_t i) {
   return std::sin(0.3f * static_cast<float>(i) + static_cast<float>(rank) + 1.7f * static_cast<float>(step));

@@ -16,23 +16,11 @@
 #include "compression/reducer.h"
 #include "framework/core/timer.h"
 #include "framework/sync/sync_strategy.h"
+#include "tests/sync/small_store.h"
 
 namespace laconic {
 namespace {
 
-// Tensors of 6x5, 5, 4x3x2, 4, 7 elements (offsets 0, 30, 35, 59, 63; 70 in all).
-ParamStore small_store() {
-  ParamStore s;
-  s.add("a.weight", {6, 5}, ParamGroup::decay);
-  s.add("a.bias", {5}, ParamGroup::no_decay);
-  s.add("b.weight", {4, 3, 2}, ParamGroup::decay);
-  s.add("b.bias", {4}, ParamGroup::no_decay);
-  s.add("c", {7}, ParamGroup::no_decay);
-  s.finalize();
-  return s;
-}
-
-double mib(std::size_t floats) { return static_cast<double>(floats * sizeof(float)) / (1024.0 * 1024.0); }
 
 TEST(Buckets, WholeTensorsFromTheLastOneCappedBySize) {
   const ParamStore s = small_store();

@@ -22,39 +22,13 @@
 #include "framework/sync/periodic.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/sgd.h"
-
-// Counts operator new per thread while that thread is armed (each rank arms its own). Weak, so
-// another replacement in this binary wins; the allocation test checks that this one is in use.
-namespace {
-thread_local bool t_armed = false;
-thread_local long t_news = 0;
-}  // namespace
-
-__attribute__((weak)) void* operator new(std::size_t n) {
-  if (t_armed) ++t_news;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((weak)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((weak)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/support/new_counter.h"
+#include "tests/sync/small_store.h"
 
 namespace laconic {
 namespace {
 
-// Tensors of 6x5, 5, 4x3x2, 4, 7 elements (offsets 0, 30, 35, 59, 63; 70 in all).
-ParamStore small_store() {
-  ParamStore s;
-  s.add("a.weight", {6, 5}, ParamGroup::decay);
-  s.add("a.bias", {5}, ParamGroup::no_decay);
-  s.add("b.weight", {4, 3, 2}, ParamGroup::decay);
-  s.add("b.bias", {4}, ParamGroup::no_decay);
-  s.add("c", {7}, ParamGroup::no_decay);
-  s.finalize();
-  return s;
-}
-constexpr std::size_t kSize = 70;
-
-double mib(std::size_t floats) { return static_cast<double>(floats * sizeof(float)) / (1024.0 * 1024.0); }
+constexpr std::size_t kSize = kSmallStoreSize;
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
@@ -478,12 +452,7 @@ TEST(PeriodicAveraging, ResumingAtASyncContinuesBitForBit) {
 // After start() and one sync (which sizes the communicator's and top-k's world-dependent
 // buffers), steps and syncs allocate nothing on any rank.
 TEST(PeriodicAveraging, NoAllocationInTheStepAfterTheFirstSync) {
-  t_news = 0;
-  t_armed = true;
-  void* volatile probe = ::operator new(16);  // is our counting operator new the one linked in?
-  t_armed = false;
-  ::operator delete(probe);
-  if (t_news != 1) GTEST_SKIP() << "another operator new replacement is linked in";
+  if (!new_counter::in_use()) GTEST_SKIP() << "another operator new replacement is linked in";
   for (const bool topk : {false, true}) {
     SCOPED_TRACE(topk ? "top-k" : "dense");
     std::vector<long> news(2, -1);
@@ -499,11 +468,9 @@ TEST(PeriodicAveraging, NoAllocationInTheStepAfterTheFirstSync) {
       Sgd opt({0.9, true, 0.0});
       sync.start(s, comm);
       for (std::int64_t step = 0; step < 4; ++step) step_once(sync, s, opt, comm, step);  // a sync at 3
-      const long before = t_news;
-      t_armed = true;
-      for (std::int64_t step = 4; step < 10; ++step) step_once(sync, s, opt, comm, step);  // syncs at 5, 7, 9
-      t_armed = false;
-      news[static_cast<std::size_t>(comm.rank())] = t_news - before;
+      news[static_cast<std::size_t>(comm.rank())] = new_counter::during([&] {
+        for (std::int64_t step = 4; step < 10; ++step) step_once(sync, s, opt, comm, step);  // syncs at 5, 7, 9
+      });
     });
     EXPECT_EQ(news[0], 0);
     EXPECT_EQ(news[1], 0);
