@@ -193,21 +193,14 @@ std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, 
     case SyncKind::onebit:  // the gradient strategies share their names with their reducers
       return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap, c.momentum},
                                             make_reducer(static_cast<ReducerKind>(kind), c));
-    case SyncKind::local_sgd: {
-      PeriodicOptions o;  // outer SGD with lr 1 and no momentum: the average of the replicas
-      o.period = c.local_sgd.period;
-      o.warmup_steps = first_step + c.local_sgd.warmup_steps;
-      o.bucket_mb = c.bucket_mb;
-      return std::make_unique<PeriodicAveraging>(o, make_reducer(c.local_sgd.reducer, c));
-    }
+    case SyncKind::local_sgd:
+      return std::make_unique<PeriodicAveraging>(
+          local_sgd_options(c.local_sgd.period, first_step + c.local_sgd.warmup_steps, c.bucket_mb),
+          make_reducer(c.local_sgd.reducer, c));
     case SyncKind::diloco: {
-      PeriodicOptions o;
-      o.period = c.diloco.period;
+      PeriodicOptions o = diloco_options(c.diloco.period, c.diloco.outer_lr, c.diloco.outer_momentum,
+                                         c.diloco.nesterov, c.bucket_mb);
       o.warmup_steps = first_step + c.diloco.warmup_steps;
-      o.outer_lr = c.diloco.outer_lr;
-      o.outer_momentum = c.diloco.outer_momentum;
-      o.nesterov = c.diloco.nesterov;
-      o.bucket_mb = c.bucket_mb;
       return std::make_unique<PeriodicAveraging>(o, make_reducer(c.diloco.reducer, c));
     }
   }
