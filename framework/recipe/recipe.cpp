@@ -41,6 +41,8 @@ constexpr std::array kDeviceNames{"cpu"};
 constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco"};
 constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
 constexpr std::array kIntraNames{"none", "allreduce"};
+constexpr std::array kNonfiniteNames{"abort", "skip"};
+constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan"};
 constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
 constexpr std::array kSelectionNames{"exact", "sampled"};
 constexpr std::array kOneBitScaleNames{"l2", "mean_abs"};
@@ -59,6 +61,8 @@ std::span<const char* const> names(SyncKind) { return kSyncNames; }
 std::span<const char* const> names(WireKind) { return kWireNames; }
 std::span<const char* const> names(ReducerKind) { return kReducerNames; }
 std::span<const char* const> names(IntraKind) { return kIntraNames; }
+std::span<const char* const> names(NonfiniteKind) { return kNonfiniteNames; }
+std::span<const char* const> names(FaultKind) { return kFaultNames; }
 std::span<const char* const> names(TopKSelection) { return kSelectionNames; }
 std::span<const char* const> names(OneBitScale) { return kOneBitScaleNames; }
 std::span<const char* const> names(AlgorithmKind) { return kAlgorithmNames; }
@@ -75,12 +79,13 @@ const char* enum_name(E value) {
 // ---- text helpers ----
 
 // A TOML basic string on one line: used both in to_toml() and in messages, which must stay one line.
-std::string quote(std::string_view s) {
-  std::string out = "\"";
+// With quotes = false, only control characters are escaped (for names echoed in messages).
+std::string escape(std::string_view s, bool quotes = true) {
+  std::string out;
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
+      case '"': out += quotes ? "\\\"" : "\""; break;
+      case '\\': out += quotes ? "\\\\" : "\\"; break;
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
@@ -94,8 +99,11 @@ std::string quote(std::string_view s) {
         }
     }
   }
-  return out + "\"";
+  return out;
 }
+std::string quote(std::string_view s) { return "\"" + escape(s) + "\""; }
+// A name the user wrote (a quoted TOML key may hold a newline), safe to echo in a one-line message.
+std::string one_line(std::string_view s) { return escape(s, false); }
 
 // Shortest text that reads back to the same value (std::to_chars guarantees the round trip), always
 // spelled as a TOML float so that printing 2.0 does not turn a float key into an integer one.
@@ -529,6 +537,18 @@ const std::vector<Field>& schema() {
         .add<&NetworkConfig::compute>("compute")
         .add<&NetworkConfig::device_tflops>("device_tflops", above(0))
         .add<&NetworkConfig::mfu>("mfu", half_open(0, 1));
+    SectionBuilder<&Recipe::checkpoint>{"checkpoint", f}
+        .add<&CheckpointConfig::every>("every", at_least(0))
+        .add<&CheckpointConfig::keep_latest>("keep_latest", at_least(1))
+        .add<&CheckpointConfig::dir>("dir");
+    SectionBuilder<&Recipe::guards>{"guards", f}
+        .add<&GuardsConfig::nonfinite>("nonfinite")
+        .add<&GuardsConfig::max_consecutive_skips>("max_consecutive_skips", at_least(1))
+        .add<&GuardsConfig::check_every>("check_every", at_least(0));
+    SectionBuilder<&Recipe::fault>{"fault", f}
+        .add<&FaultConfig::kind>("kind")
+        .add<&FaultConfig::rank>("rank", at_least(0))
+        .add<&FaultConfig::step>("step", at_least(0));
     return f;
   }();
   return fields;
@@ -562,7 +582,7 @@ bool is_section(std::string_view name) {
 std::string unknown_section_message(std::string_view section) {
   const auto all = section_names();
   const auto guess = closest(section, all);
-  return detail::concat("unknown section [", section, "] (",
+  return detail::concat("unknown section [", one_line(section), "] (",
                         guess ? "did you mean [" + *guess + "]? " : "",
                         "valid sections: ", join(all, ", ", std::identity{}), ")");
 }
@@ -585,7 +605,7 @@ std::string unknown_key_message(std::string_view path) {
       section.empty() ? "top-level entries must be sections: " + join(section_names(), ", ", std::identity{})
                       : detail::concat("valid keys in [", section, "]: ",
                                        join(keys_in(section), ", ", std::identity{}));
-  return detail::concat("unknown key '", path, "' (", guess ? "did you mean '" + *guess + "'? " : "",
+  return detail::concat("unknown key '", one_line(path), "' (", guess ? "did you mean '" + *guess + "'? " : "",
                         valid, ")");
 }
 
@@ -656,7 +676,7 @@ void apply_table(Draft& d, const toml::table& root) {
 // "section.key=value": value in TOML syntax, or a bare string when it is not valid TOML or when
 // only its bare-string reading fits the key (--run.name=2024).
 void apply_override(Draft& d, const std::string& text) {
-  const std::string where = "--" + text;
+  const std::string where = "--" + one_line(text);
   const auto eq = text.find('=');
   if (eq == std::string::npos) LC_INPUT_ERROR(where, ": expected section.key=value");
   const std::string path = text.substr(0, eq);
@@ -738,6 +758,9 @@ void check_cross_fields(const Draft& d) {
     LC_INPUT_ERROR(locate(d, {"sync.momentum", "sync.strategy", "sync.phases"}),
                    ": sync.momentum: expected 0 with local_sgd or diloco (momentum correction applies to gradient "
                    "strategies; give the inner optimizer its momentum), got ", format_float(r.sync.momentum));
+  if (r.fault.kind != FaultKind::none && r.fault.rank >= world)
+    LC_INPUT_ERROR(locate(d, {"fault.rank", "distributed.world_size"}),
+                   ": fault.rank: expected a rank below distributed.world_size = ", world, ", got ", r.fault.rank);
   for (const int s : r.network.stragglers.ranks)
     if (s >= world)
       LC_INPUT_ERROR(locate(d, {"network.stragglers", "distributed.world_size"}),
@@ -753,7 +776,7 @@ Recipe parse_recipe(const std::string& text, const std::string& name,
   try {
     apply_table(d, toml::parse(text, std::string_view(name)));
   } catch (const toml::parse_error& e) {
-    LC_INPUT_ERROR(at(name, e.source()), ": TOML syntax error: ", e.description());
+    LC_INPUT_ERROR(at(name, e.source()), ": TOML syntax error: ", one_line(e.description()));
   }
   for (const auto& o : overrides) apply_override(d, o);
   check_cross_fields(d);
@@ -800,6 +823,8 @@ const char* name_of(SyncKind v) { return enum_name(v); }
 const char* name_of(WireKind v) { return enum_name(v); }
 const char* name_of(ReducerKind v) { return enum_name(v); }
 const char* name_of(IntraKind v) { return enum_name(v); }
+const char* name_of(NonfiniteKind v) { return enum_name(v); }
+const char* name_of(FaultKind v) { return enum_name(v); }
 const char* name_of(TopKSelection v) { return enum_name(v); }
 const char* name_of(OneBitScale v) { return enum_name(v); }
 const char* name_of(AlgorithmKind v) { return enum_name(v); }

@@ -235,6 +235,35 @@ struct NetworkConfig {
   bool operator==(const NetworkConfig&) const = default;
 };
 
+// [checkpoint]: the whole training state every `every` steps (0 = never), committed atomically;
+// `trainer --resume auto` continues from the newest complete one.
+struct CheckpointConfig {
+  std::int64_t every = 0;
+  int keep_latest = 2;
+  std::string dir = "checkpoints";  // relative paths are under the run directory
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+// [guards]: what a non-finite gradient does (abort the run, or skip the step on every rank), and
+// how often replicas compare a 64-bit hash of their parameters (0 = never).
+enum class NonfiniteKind { abort, skip };
+struct GuardsConfig {
+  NonfiniteKind nonfinite = NonfiniteKind::abort;
+  std::int64_t max_consecutive_skips = 10;
+  std::int64_t check_every = 0;
+  bool operator==(const GuardsConfig&) const = default;
+};
+
+// [fault]: for tests of the failure paths: rank `rank` fails at step `step` by throwing, exiting
+// the process, stalling (it stops answering), or producing NaN gradients.
+enum class FaultKind { none, throw_, exit, stall, nan };
+struct FaultConfig {
+  FaultKind kind = FaultKind::none;
+  int rank = 0;
+  std::int64_t step = 0;
+  bool operator==(const FaultConfig&) const = default;
+};
+
 struct Recipe {
   std::string path;  // the file it was read from ("" when built in code)
   RunConfig run;
@@ -246,6 +275,9 @@ struct Recipe {
   DistributedConfig distributed;
   SyncConfig sync;
   NetworkConfig network;
+  CheckpointConfig checkpoint;
+  GuardsConfig guards;
+  FaultConfig fault;
 
   // Field-wise (path included): to_toml() round trips and resume checks compare recipes.
   bool operator==(const Recipe&) const = default;
@@ -276,6 +308,8 @@ const char* name_of(DeviceKind);
 const char* name_of(SyncKind);
 const char* name_of(WireKind);
 const char* name_of(ReducerKind);
+const char* name_of(NonfiniteKind);
+const char* name_of(FaultKind);
 const char* name_of(IntraKind);
 const char* name_of(TopKSelection);
 const char* name_of(OneBitScale);

@@ -165,7 +165,7 @@ TEST_F(RecipeTest, UnknownSection) {
   const std::string path = write("[train]\nsteps = 1\n\n[trian]\nsteps = 2\n");
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
-                                   "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, network)");
+                                   "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, network, checkpoint, guards, fault)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
@@ -373,6 +373,9 @@ Recipe unusual_recipe() {
             {{{SyncKind::allreduce, 500}, {SyncKind::topk, 0}}}};
   // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
   r.network = {3, {25e9 / 8}, {7e-6}, {123456.789}, {0.1 + 0.2}, {{0, 5}}, 2.5, ComputeKind::modeled, 312.5, 0.45};
+  r.checkpoint = {25, 3, "/tmp/ck pts"};
+  r.guards = {NonfiniteKind::skip, 4, 9};
+  r.fault = {FaultKind::stall, 5, 123};
   return r;
 }
 
@@ -462,7 +465,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 87u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 96u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);
