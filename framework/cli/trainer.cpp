@@ -181,12 +181,16 @@ int run(int argc, char** argv, bool& quiet_errors) {
 
   CLI::App app{"Laconic trainer: data-parallel training that communicates little.\n"
                "Recipe keys can be overridden as --section.key=value (e.g. --train.steps=100)."};
-  std::string recipe_path, out_dir;
-  bool print_config = false, dry_run = false;
+  std::string recipe_path, out_dir, resume;
+  bool print_config = false, dry_run = false, resume_any_recipe = false;
   app.add_option("--recipe", recipe_path, "TOML recipe to run");
   app.add_option("--out", out_dir, "run directory (default: [run] out_dir / [run] name)");
   app.add_flag("--print-config", print_config, "print the resolved recipe as TOML and exit");
   app.add_flag("--dry-run", dry_run, "validate the recipe and data, print the plan, write nothing");
+  app.add_option("--resume", resume,
+                 "continue from a checkpoint: 'auto' (the newest complete one of this run, if any) or its directory");
+  app.add_flag("--resume-any-recipe", resume_any_recipe,
+               "resume even if the recipe differs from the checkpoint's (state loaded as saved; not bit-exact)");
   PlanArgs plan_args;
   CLI::App* plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
   add_plan_options(*plan, plan_args);
@@ -248,9 +252,14 @@ int run(int argc, char** argv, bool& quiet_errors) {
   opts.log = lead ? &std::cout : nullptr;
   // Not under mpirun: it hands rank 0 a pseudo-terminal even when its own output is a file.
   opts.progress_line = lead && !launched_by_launcher && ::isatty(STDOUT_FILENO) != 0;
+  opts.resume = resume;
+  opts.resume_any_recipe = resume_any_recipe;
   const auto s = laconic::train(recipe, data, opts);
   if (lead) {
-    std::cout << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps in " << s.wall_s << " s";
+    std::cout << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps";
+    if (s.first_step > 0) std::cout << " (resumed at " << s.first_step << ")";
+    if (s.skipped_steps > 0) std::cout << " (" << s.skipped_steps << " skipped: non-finite gradients)";
+    std::cout << " in " << s.wall_s << " s";
     if (!std::isnan(s.sim_time_s)) std::cout << " (simulated " << s.sim_time_s << " s)";
     std::cout << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy
               << "%, sent " << s.bytes_sent << " bytes per rank; results in " << opts.run_dir << "/\n";

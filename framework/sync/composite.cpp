@@ -116,6 +116,12 @@ bool Phased::averages_params(std::int64_t step) const {
   return at(step).averages_params(step);
 }
 
+bool Phased::replicas_agree_after(std::int64_t step) const {
+  for (const auto& p : phases_)
+    if (p.first_step == step + 1) return true;  // finish() leaves identical replicas
+  return at(step).replicas_agree_after(step);
+}
+
 bool Phased::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
   SyncStrategy& now = at(step);
   bool changed = now.after_update(store, comm, step);

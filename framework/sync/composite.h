@@ -27,6 +27,7 @@ class Hierarchical final : public SyncStrategy {
   bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return true; }
   bool averages_params(std::int64_t step) const override { return inter_->averages_params(step); }
+  bool replicas_agree_after(std::int64_t step) const override { return inter_->replicas_agree_after(step); }
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return inter_->reducer_stats(); }
   double comm_seconds() const override { return comm_s_; }
@@ -55,6 +56,7 @@ class Phased final : public SyncStrategy {
   bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return at(step).reduces_gradients(step); }
   bool averages_params(std::int64_t step) const override;
+  bool replicas_agree_after(std::int64_t step) const override;
   std::string describe() const override;
   ReducerStats reducer_stats() const override;
   double comm_seconds() const override;

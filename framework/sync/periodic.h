@@ -71,6 +71,9 @@ class PeriodicAveraging final : public SyncStrategy {
   // True on sync steps, which overwrite the parameters with the new anchor.
   bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return step < opts_.warmup_steps; }
+  bool replicas_agree_after(std::int64_t step) const override {
+    return reduces_gradients(step) || averages_params(step);
+  }
   bool averages_params(std::int64_t step) const override {
     return step >= opts_.warmup_steps && (step + 1 - opts_.warmup_steps) % opts_.period == 0;
   }

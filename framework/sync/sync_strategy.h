@@ -36,6 +36,9 @@ class SyncStrategy {
   // so that a composite strategy can tell ranks outside the inner communicator what to expect.
   virtual bool reduces_gradients(std::int64_t /*step*/) const { return true; }
   virtual bool averages_params(std::int64_t /*step*/) const { return false; }
+  // Whether every replica holds the same parameters after `step` (replica checksums compare only
+  // then: between periodic strategies' syncs replicas differ on purpose).
+  virtual bool replicas_agree_after(std::int64_t /*step*/) const { return true; }
   // A schedule of strategies switches at these: begin() when this strategy takes over at `step`
   // (replicas are identical then), finish() after the last step it ran, `step` (it must leave
   // identical replicas: periodic strategies average one last time).

@@ -41,8 +41,8 @@ void make_directories(const std::string& path) {
   if (ec) LC_INPUT_ERROR(path, ": cannot create run directory: ", ec.message());
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "w");
+JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
 }
 

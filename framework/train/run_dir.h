@@ -17,7 +17,7 @@ void make_directories(const std::string& path);
 class JsonlWriter {
  public:
   JsonlWriter() = default;
-  explicit JsonlWriter(const std::string& path);  // truncates
+  explicit JsonlWriter(const std::string& path, bool append = false);  // truncates unless append
   JsonlWriter(const JsonlWriter&) = delete;
   JsonlWriter& operator=(const JsonlWriter&) = delete;
   ~JsonlWriter();

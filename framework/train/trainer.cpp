@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <limits>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
 #include "collectives/netsim/cost_model.h"
 #include "collectives/netsim/sim_communicator.h"
@@ -23,6 +25,7 @@
 #include "optimizers/clip.h"
 #include "optimizers/noise_scale.h"
 #include "framework/sync/sync_strategy.h"
+#include "framework/train/checkpoint.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/world.h"
 
@@ -30,6 +33,15 @@ namespace laconic {
 namespace {
 
 double squared(double x) { return x * x; }
+
+// No inf or NaN in x: an OR over the exponent bits (all ones only for inf and NaN) vectorises,
+// unlike a float reduction, so the check costs one read of the gradients.
+bool all_finite(std::span<const float> x) {
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(x.data());
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) bad |= static_cast<std::uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
 
 Algorithm to_algorithm(AlgorithmKind k) {
   switch (k) {
@@ -102,8 +114,9 @@ std::string human_seconds(double s) {
 // Rank 0's reporting: log lines, metrics.jsonl, the live progress line.
 class Reporter {
  public:
-  Reporter(const TrainOptions& opts, const TrainPlan& plan) : opts_(opts), plan_(plan) {
-    if (!opts.run_dir.empty()) metrics_ = std::make_unique<JsonlWriter>(opts.run_dir + "/metrics.jsonl");
+  // `resumed`: continue the run's metrics.jsonl instead of starting it afresh.
+  Reporter(const TrainOptions& opts, const TrainPlan& plan, bool resumed) : opts_(opts), plan_(plan) {
+    if (!opts.run_dir.empty()) metrics_ = std::make_unique<JsonlWriter>(opts.run_dir + "/metrics.jsonl", resumed);
   }
 
   struct Record {
@@ -240,15 +253,20 @@ class GradsReady final : public GradsReadyListener {
 // One rank's replica and loop.
 class Worker {
  public:
+  // `resume`: the checkpoint to continue from (null: start fresh); `ckpt_root`: where this run's
+  // checkpoints go; `hash`: the resolved recipe's, which they carry.
   Worker(const Recipe& r, const TrainData& data, const TrainPlan& plan, const TrainOptions& opts,
-         Communicator& base)
-      : r_(r), data_(data), plan_(plan), opts_(opts), sim_(make_sim(r, base)),
+         Communicator& base, const CheckpointInfo* resume, std::string ckpt_root, std::string hash)
+      : r_(r), data_(data), plan_(plan), opts_(opts), resume_(resume), ckpt_root_(std::move(ckpt_root)),
+        hash_(std::move(hash)), sim_(make_sim(r, base)),
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r, data)),
         optimizer_(make_optimizer(r.optimizer)),
         // The simulated clock charges compute and messages in program order; overlapped
-        // reductions would race it, so simulated runs reduce after backward.
-        sync_(make_sync(r.sync, /*overlap=*/r.sync.overlap && r.network.groups == 0)),
+        // reductions would race it, so simulated runs reduce after backward. Skipping
+        // non-finite steps needs every rank's verdict before any bucket leaves: no overlap.
+        sync_(make_sync(r.sync, /*overlap=*/r.sync.overlap && r.network.groups == 0 &&
+                                    r.guards.nonfinite != NonfiniteKind::skip)),
         schedule_(make_schedule(r, plan.global_batch, plan.steps)),
         // One optimizer step consumes one global batch; this rank's slice of it is cut into
         // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K
@@ -276,21 +294,27 @@ class Worker {
     ParamStore& store = model_->params();
     model_->init(r_.run.seed);
     const bool modeled = r_.network.compute == ComputeKind::modeled;
+    check_same_recipe();
     sync_->start(store, comm_);
+    std::int64_t first_step = 0;
+    if (resume_) first_step = load(resume_->dir);
     const bool lead = comm_.rank() == 0;
     std::unique_ptr<Reporter> reporter;
-    if (lead) reporter = std::make_unique<Reporter>(opts_, plan_);
+    if (lead) reporter = std::make_unique<Reporter>(opts_, plan_, resume_ != nullptr);
 
     Stopwatch wall;
     GradsReady ready(store, *sync_, comm_);
     double exposed_s = 0, compute_s = 0, interval_loss = 0, last_loss = 0;
-    std::int64_t interval_steps = 0, last_log_step = 0;
+    std::int64_t interval_steps = 0, last_log_step = first_step, skipped = 0, consecutive_skips = 0;
     std::uint64_t last_log_sent = comm_.bytes().sent;  // after the start broadcast
     double last_log_wall = 0, grad_norm = std::numeric_limits<double>::quiet_NaN();
     const int accum = r_.train.grad_accum;
     EvalResult last_eval;
 
-    for (std::int64_t step = 0; step < plan_.steps; ++step) {
+    std::int64_t step = first_step;
+    try {
+    for (; step < plan_.steps; ++step) {
+      inject_fault(step);
       Stopwatch t;
       store.zero_grad();
       ready.begin_step(step, 1.0f / static_cast<float>(accum), noise_.has_value());
@@ -312,10 +336,33 @@ class Worker {
         model_->backward();
       }
       ready.grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
+      if (r_.fault.kind == FaultKind::nan && r_.fault.step == step && r_.fault.rank == comm_.rank())
+        store.grads()[0] = std::numeric_limits<float>::quiet_NaN();
       double step_compute = t.seconds();
       t.reset();
       if (sim_) sim_->advance_compute(modeled ? modeled_step_s_ : step_compute);
+      if (r_.guards.nonfinite == NonfiniteKind::skip) {
+        // Every rank's verdict before any reduction: a skipped step leaves error-feedback
+        // residuals, optimizer state and parameters as they were.
+        float bad = all_finite(store.grads()) ? 0.0f : 1.0f;
+        comm_.all_reduce(std::span(&bad, 1), ReduceOp::max);
+        if (bad != 0.0f) {
+          ++skipped;
+          if (++consecutive_skips > r_.guards.max_consecutive_skips)
+            throw Error(detail::concat("non-finite gradients in ", consecutive_skips,
+                                       " consecutive steps (guards.max_consecutive_skips = ",
+                                       r_.guards.max_consecutive_skips, ")"));
+          if (lead && opts_.log)
+            *opts_.log << "laconic: step " << step + 1 << ": non-finite gradient on some rank, step skipped ("
+                       << skipped << " so far)" << std::endl;
+          exposed_s += t.seconds();
+          continue;
+        }
+        consecutive_skips = 0;
+      }
       sync_->after_backward(store, comm_, step);
+      if (r_.guards.nonfinite == NonfiniteKind::abort && !all_finite(store.grads()))
+        throw Error("non-finite gradient (guards.nonfinite = \"abort\"; \"skip\" skips such steps)");
       // Mean of the workers' |g_b|^2 (one float on the wire), for the noise scale.
       float mean_local = static_cast<float>(ready.local_sq());
       if (noise_) comm_.all_reduce(std::span(&mean_local, 1), ReduceOp::avg);
@@ -340,6 +387,9 @@ class Worker {
       sync_->after_update(store, comm_, step);
       exposed_s += t.seconds();
       if (opts_.on_step) opts_.on_step(comm_.rank(), step, store);
+      if (r_.guards.check_every > 0 && (step + 1) % r_.guards.check_every == 0 && sync_->replicas_agree_after(step))
+        check_replicas(store);
+      if (r_.checkpoint.every > 0 && (step + 1) % r_.checkpoint.every == 0) save(step + 1);
 
       interval_loss += loss / accum;
       ++interval_steps;
@@ -384,9 +434,17 @@ class Worker {
         reporter->progress(done, wall.seconds());
       }
     }
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Name where it happened; a peer's failure already names its rank.
+      throw Error(detail::concat("rank ", comm_.rank(), " at step ", step + 1, ": ", e.what()));
+    }
 
     TrainSummary s;
     s.steps = plan_.steps;
+    s.first_step = first_step;
+    s.skipped_steps = skipped;
     s.final_loss = last_loss;
     s.eval_loss = last_eval.loss;
     s.eval_accuracy = last_eval.accuracy;
@@ -404,10 +462,101 @@ class Worker {
   }
 
  private:
+  // At start, the ranks compare the hash of their resolved recipe (under MPI each read its own
+  // file): training on different recipes would drift silently.
+  void check_same_recipe() {
+    if (comm_.size() == 1) return;
+    const std::uint64_t mine = hash_bytes(hash_.data(), hash_.size());
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(comm_.size()));
+    comm_.all_gather(CBuf(&mine, sizeof mine, DType::u8), Buf{all.data(), all.size() * sizeof mine, DType::u8});
+    for (std::size_t q = 1; q < all.size(); ++q)
+      if (all[q] != all[0])
+        LC_INPUT_ERROR(r_.path, ": rank ", q, "'s resolved recipe differs from rank 0's; refusing to train (give every "
+                       "rank the same recipe and overrides)");
+  }
+
+  // Rank `fault.rank` fails at step `fault.step` as the recipe's [fault] says (tests of the
+  // failure paths: the others must stop within distributed.timeout_s, never hang).
+  void inject_fault(std::int64_t step) {
+    const FaultConfig& f = r_.fault;
+    if (f.kind == FaultKind::none || f.kind == FaultKind::nan || f.step != step || f.rank != comm_.rank()) return;
+    const std::string what = detail::concat("fault injected: rank ", f.rank, " ", name_of(f.kind), " at step ", step + 1);
+    switch (f.kind) {
+      case FaultKind::throw_:
+        throw Error(what);
+      case FaultKind::exit:
+        std::fprintf(stderr, "laconic: %s\n", what.c_str());
+        std::fflush(stderr);
+        std::_Exit(3);
+      case FaultKind::stall:  // stops answering; gives up long after the others' timeout
+        std::this_thread::sleep_for(std::chrono::duration<double>(2 * r_.distributed.timeout_s + 1));
+        throw Error(what + " (stalled rank giving up)");
+      default:
+        return;
+    }
+  }
+
+  // The ranks compare a 64-bit hash of each parameter tensor; the first that differs names the drift.
+  void check_replicas(const ParamStore& store) {
+    const auto& views = store.views();
+    const std::size_t n = views.size();
+    replica_hashes_.resize(n * (static_cast<std::size_t>(comm_.size()) + 1));
+    std::uint64_t* mine = replica_hashes_.data();
+    for (std::size_t v = 0; v < n; ++v)
+      mine[v] = hash_bytes(store.params().data() + views[v].offset, views[v].numel * sizeof(float));
+    std::uint64_t* all = mine + n;
+    comm_.all_gather(CBuf(mine, n * 8, DType::u8), Buf{all, n * 8 * static_cast<std::size_t>(comm_.size()), DType::u8});
+    for (int q = 1; q < comm_.size(); ++q)
+      for (std::size_t v = 0; v < n; ++v)
+        if (all[static_cast<std::size_t>(q) * n + v] != all[v])
+          throw Error(detail::concat("replica drift: rank ", q, "'s ", views[v].name, " differs from rank 0's (",
+                                     "guards.check_every = ", r_.guards.check_every, ")"));
+  }
+
+  // Everything a step depends on, as this rank's shard of checkpoint `step`.
+  void save(std::int64_t step) {
+    const bool lead = comm_.rank() == 0;
+    if (lead) prepare_staging(ckpt_root_, step);
+    comm_.barrier();
+    ParamStore& store = model_->params();
+    ShardWriter w;
+    w.add("params", std::span<const float>(store.params()));
+    for (const auto& t : optimizer_->state()) w.add("optimizer." + t.name, std::span<const float>(t.data));
+    for (const auto& t : sync_->state()) w.add("sync." + t.name, std::span<const float>(t.data));
+    const auto c = sampler_.cursor();
+    const std::int64_t cursor[2] = {c.epoch, c.position};
+    w.add("sampler", std::span<const std::int64_t>(cursor));
+    w.write(shard_path(staging_dir(ckpt_root_, step), comm_.rank()));
+    comm_.barrier();  // every shard is on disk before the commit
+    if (lead) {
+      const CheckpointInfo info = commit_checkpoint(ckpt_root_, step, comm_.size(), hash_, r_.checkpoint.keep_latest);
+      if (opts_.log) *opts_.log << "laconic: checkpoint " << info.dir << std::endl;
+    }
+  }
+
+  // Restores this rank's shard; returns the step to continue from.
+  std::int64_t load(const std::string& dir) {
+    ShardReader rd(shard_path(dir, comm_.rank()));
+    ParamStore& store = model_->params();
+    rd.read("params", store.params());
+    optimizer_->prepare(store);
+    for (const auto& t : optimizer_->state()) rd.read("optimizer." + t.name, t.data);
+    for (const auto& t : sync_->state()) rd.read("sync." + t.name, t.data);
+    std::int64_t cursor[2] = {0, 0};
+    rd.read("sampler", std::span<std::int64_t>(cursor));
+    sampler_.seek({cursor[0], cursor[1]});
+    if (comm_.rank() == 0 && opts_.log) *opts_.log << "laconic: resumed from " << dir << std::endl;
+    return resume_->step;
+  }
+
   const Recipe& r_;
   const TrainData& data_;
   const TrainPlan& plan_;
   const TrainOptions& opts_;
+  const CheckpointInfo* resume_;
+  std::string ckpt_root_;
+  std::string hash_;
+  std::vector<std::uint64_t> replica_hashes_;  // mine, then everyone's
   std::vector<std::int64_t> eval_order_;
   std::optional<NoiseScaleEstimator> noise_;
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
@@ -476,8 +625,52 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   return p;
 }
 
+std::string recipe_hash(const Recipe& recipe) {
+  Recipe r = recipe;
+  r.path.clear();
+  return hash_text(to_toml(r));
+}
+
+std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir) {
+  const std::filesystem::path dir(recipe.checkpoint.dir);
+  if (dir.is_absolute() || run_dir.empty()) return dir.string();
+  return (std::filesystem::path(run_dir) / dir).string();
+}
+
+namespace {
+
+// The checkpoint `opts.resume` names, checked against this run (nullopt: start fresh).
+std::optional<CheckpointInfo> resolve_resume(const Recipe& recipe, const TrainOptions& opts, const std::string& root,
+                                             const std::string& hash) {
+  if (opts.resume.empty()) return std::nullopt;
+  std::optional<CheckpointInfo> info;
+  if (opts.resume == "auto") {
+    info = find_latest_checkpoint(root);
+    if (!info) {
+      if (opts.log) *opts.log << "laconic: --resume auto: no complete checkpoint under " << root << ", starting fresh" << std::endl;
+      return std::nullopt;
+    }
+  } else {
+    info = read_checkpoint_info(opts.resume);
+  }
+  if (info->world_size != recipe.distributed.world_size)
+    LC_INPUT_ERROR(info->dir, ": checkpoint of ", info->world_size, " ranks; this run has distributed.world_size = ",
+                   recipe.distributed.world_size, " (every rank's state is its own: resume with the same world size)");
+  if (info->recipe_hash != hash && !opts.resume_any_recipe)
+    LC_INPUT_ERROR(info->dir, ": checkpoint of a different recipe (hash ", info->recipe_hash, ", this one ", hash,
+                   "; compare with its run's recipe.resolved.toml, or pass --resume-any-recipe to continue anyway)");
+  return info;
+}
+
+}  // namespace
+
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts) {
   const TrainPlan plan = make_plan(recipe, data);
+  const std::string hash = recipe_hash(recipe);
+  const std::string root = checkpoint_root(recipe, opts.run_dir);
+  if (recipe.checkpoint.every > 0 && root.empty())
+    LC_INPUT_ERROR(recipe.path, ": checkpoint.every = ", recipe.checkpoint.every, " needs a run directory or an absolute checkpoint.dir");
+  const std::optional<CheckpointInfo> resume = resolve_resume(recipe, opts, root, hash);
   TrainSummary summary;
   std::mutex mu;
   run_world(recipe, [&](Communicator& comm) {
@@ -510,7 +703,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                   << name_of(recipe.network.compute) << std::endl;
       if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
     }
-    Worker worker(recipe, data, plan, opts, comm);
+    Worker worker(recipe, data, plan, opts, comm, resume ? &*resume : nullptr, root, hash);
     TrainSummary s = worker.run();
     if (lead) {
       if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", summary_json(s));

@@ -34,10 +34,19 @@ struct TrainOptions {
   bool progress_line = false;   // a live progress line (when log is a terminal)
   // Called on every rank after every optimizer step (tests observe replicas through it).
   std::function<void(int rank, std::int64_t step, const ParamStore&)> on_step;
+  // Continue from a checkpoint: "" = start fresh, "auto" = the newest complete checkpoint under
+  // the recipe's checkpoint directory (fresh when there is none), else a checkpoint directory.
+  std::string resume;
+  // Resume even when the resolved recipe differs from the checkpoint's (the state is loaded as
+  // saved and training continues under the new recipe; not bit-exact with any single run).
+  // A different world size is always refused: every rank's state is its own.
+  bool resume_any_recipe = false;
 };
 
 struct TrainSummary {
   std::int64_t steps = 0;
+  std::int64_t first_step = 0;  // where this run started (> 0 after a resume)
+  std::int64_t skipped_steps = 0;  // steps skipped by guards.nonfinite = "skip"
   double final_loss = 0;        // rank 0's mean training loss over the last log interval
   double eval_loss = 0;         // on the test split (NaN when there is none)
   double eval_accuracy = 0;
@@ -53,5 +62,10 @@ struct TrainSummary {
 };
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);
+
+// The hash the checkpoints carry: of the resolved recipe (to_toml), the file it came from excluded.
+std::string recipe_hash(const Recipe& recipe);
+// The checkpoint directory of a run: recipe.checkpoint.dir, under run_dir when relative.
+std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir);
 
 }  // namespace laconic

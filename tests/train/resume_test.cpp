@@ -1,0 +1,178 @@
+// Checkpoints in the step loop: for every strategy, 2N steps equal N steps + resume + N steps bit
+// for bit (parameters and losses); resume refuses another recipe or world size; guards skip or
+// abort on non-finite gradients and catch replica drift; an injected failure stops every rank
+// with a message naming the rank and step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "framework/core/check.h"
+#include "framework/train/trainer.h"
+#include "tests/train/synthetic.h"
+
+namespace laconic {
+namespace {
+
+using testing::blobs;
+
+TrainData synthetic() { return image_data(blobs(600, 12, 5, 1), blobs(200, 12, 5, 2)); }
+
+class Resume : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("laconic_resume_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string run_dir(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::filesystem::path dir_;
+};
+
+Recipe small(SyncKind kind) {
+  Recipe r;
+  r.run.seed = 7;
+  r.model.hidden = {16};
+  r.model.dropout = 0.1f;  // randomness keyed by the step must resume too
+  r.train.micro_batch = 8;
+  r.train.steps = 16;
+  r.train.log_every = 8;
+  r.optimizer.lr = 0.05;
+  r.optimizer.momentum = 0.9;
+  r.schedule.warmup_steps = 3;
+  r.schedule.decay = DecayKind::cosine;
+  r.distributed.world_size = 3;
+  r.distributed.timeout_s = 30;
+  r.sync.strategy = kind;
+  r.sync.bucket_mb = 0.0004;  // several buckets
+  r.sync.powersgd.start_iter = 3;
+  r.sync.powersgd.rank = 2;
+  r.sync.onebit.warmup_steps = 2;
+  r.sync.topk.ratio = 0.1;
+  r.sync.local_sgd.period = 3;  // N = 8 is mid-period: replicas differ at the checkpoint
+  r.sync.diloco.period = 3;
+  r.checkpoint.every = 8;
+  return r;
+}
+
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_F(Resume, EveryStrategyResumesBitForBit) {
+  const TrainData data = synthetic();
+  for (const SyncKind kind : {SyncKind::allreduce, SyncKind::topk, SyncKind::powersgd, SyncKind::onebit,
+                              SyncKind::local_sgd, SyncKind::diloco}) {
+    for (const bool momentum_correction : {false, true}) {
+      if (momentum_correction && (kind == SyncKind::local_sgd || kind == SyncKind::diloco)) continue;
+      SCOPED_TRACE(::testing::Message() << name_of(kind) << (momentum_correction ? " with momentum correction" : ""));
+      Recipe r = small(kind);
+      if (momentum_correction) {
+        r.sync.momentum = 0.9;
+        r.optimizer.momentum = 0;
+      }
+      const std::string tag = std::string(name_of(kind)) + (momentum_correction ? "_mc" : "");
+      TrainOptions whole;
+      whole.run_dir = run_dir(tag + "_whole");
+      const TrainSummary a = train(r, data, whole);
+      TrainOptions resumed;
+      resumed.run_dir = run_dir(tag + "_resumed");
+      resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
+      const TrainSummary b = train(r, data, resumed);
+      EXPECT_EQ(b.first_step, 8);
+      EXPECT_TRUE(same(a.final_params, b.final_params));
+      EXPECT_EQ(a.final_loss, b.final_loss);  // the mean over steps 9..16, bit for bit
+      EXPECT_EQ(a.eval_loss, b.eval_loss);
+    }
+  }
+}
+
+TEST_F(Resume, AutoPicksTheNewestCompleteCheckpointOrStartsFresh) {
+  const TrainData data = synthetic();
+  Recipe r = small(SyncKind::allreduce);
+  TrainOptions o;
+  o.run_dir = run_dir("run");
+  o.resume = "auto";  // nothing there yet: a fresh start
+  const TrainSummary first = train(r, data, o);
+  EXPECT_EQ(first.first_step, 0);
+  // A half-written newer one (staging directory) is ignored.
+  std::filesystem::create_directories(o.run_dir + "/checkpoints/step-000000099.tmp");
+  const TrainSummary again = train(r, data, o);
+  EXPECT_EQ(again.first_step, 16);  // the newest complete: the end of the first run
+  EXPECT_TRUE(same(first.final_params, again.final_params));
+}
+
+TEST_F(Resume, RefusesAnotherRecipeOrWorldSize) {
+  const TrainData data = synthetic();
+  Recipe r = small(SyncKind::allreduce);
+  TrainOptions o;
+  o.run_dir = run_dir("run");
+  train(r, data, o);
+  TrainOptions again = o;
+  again.resume = o.run_dir + "/checkpoints/step-000000008";
+  Recipe other = r;
+  other.optimizer.lr = 0.1;
+  try {
+    train(other, data, again);
+    FAIL() << "resumed a checkpoint of another recipe";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint of a different recipe"), std::string::npos) << e.what();
+  }
+  again.resume_any_recipe = true;
+  EXPECT_EQ(train(other, data, again).first_step, 8);
+  Recipe wider = r;
+  wider.distributed.world_size = 2;
+  try {
+    train(wider, data, again);
+    FAIL() << "resumed a checkpoint of another world size";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint of 3 ranks"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Resume, NonFiniteGradientsAreSkippedOnEveryRankOrAbort) {
+  const TrainData data = synthetic();
+  for (const SyncKind kind : {SyncKind::allreduce, SyncKind::topk}) {
+    SCOPED_TRACE(name_of(kind));
+    Recipe r = small(kind);
+    r.checkpoint.every = 0;
+    r.fault = {FaultKind::nan, 1, 5};  // rank 1's gradient holds a NaN at step 6
+    r.guards.nonfinite = NonfiniteKind::skip;
+    r.guards.check_every = 1;  // and the replicas never drift apart
+    const TrainSummary s = train(r, data, {});
+    EXPECT_EQ(s.skipped_steps, 1);
+    for (const float p : s.final_params) ASSERT_TRUE(std::isfinite(p));
+    r.guards.nonfinite = NonfiniteKind::abort;
+    try {
+      train(r, data, {});
+      FAIL() << "a NaN gradient did not stop the run";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("at step 6: non-finite gradient"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(Resume, AFailingRankStopsEveryRankWithItsRankAndStep) {
+  const TrainData data = synthetic();
+  Recipe r = small(SyncKind::allreduce);
+  r.checkpoint.every = 0;
+  r.fault = {FaultKind::throw_, 2, 4};
+  try {
+    train(r, data, {});
+    FAIL() << "the injected failure did not stop the run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2 at step 5: fault injected: rank 2 throw at step 5"), std::string::npos)
+        << e.what();
+  }
+  // A rank that stops answering: the others give up after distributed.timeout_s, no hang.
+  r.fault = {FaultKind::stall, 1, 3};
+  r.distributed.timeout_s = 0.5;
+  EXPECT_THROW(train(r, data, {}), Error);
+}
+
+}  // namespace
+}  // namespace laconic
