@@ -42,7 +42,7 @@ constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "loca
 constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
 constexpr std::array kIntraNames{"none", "allreduce"};
 constexpr std::array kNonfiniteNames{"abort", "skip"};
-constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan"};
+constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan", "crash"};
 constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
 constexpr std::array kSelectionNames{"exact", "sampled"};
 constexpr std::array kOneBitScaleNames{"l2", "mean_abs"};
@@ -137,7 +137,12 @@ std::string describe(const toml::node& node) {
   if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
   if (const auto* a = node.as_array())
     return "[" + join(*a, ", ", [](const toml::node& n) { return describe(n); }) + "]";
-  if (node.is_table()) return "a table";
+  if (const auto* t = node.as_table()) {  // inline tables (phases) are echoed; [sections] are not
+    if (!t->is_inline()) return "a table";
+    std::string out;
+    for (const auto& [key, value] : *t) out += (out.empty() ? "" : ", ") + one_line(key.str()) + " = " + describe(value);
+    return "{" + out + "}";
+  }
   std::ostringstream os;  // dates and times
   node.visit([&os](const auto& v) { os << v; });
   return os.str();
@@ -569,8 +574,10 @@ std::vector<std::string> keys_in(std::string_view section) {
 }
 
 const Field* find_field(std::string_view path) {
-  for (const auto& f : schema())
-    if (f.path() == path) return &f;
+  for (const auto& f : schema())  // f.path() == path, without building the string (a hot loop)
+    if (path.size() == f.section.size() + 1 + f.key.size() && path.starts_with(f.section) &&
+        path[f.section.size()] == '.' && path.ends_with(f.key))
+      return &f;
   return nullptr;
 }
 

@@ -255,8 +255,9 @@ struct GuardsConfig {
 };
 
 // [fault]: for tests of the failure paths: rank `rank` fails at step `step` by throwing, exiting
-// the process, stalling (it stops answering), or producing NaN gradients.
-enum class FaultKind { none, throw_, exit, stall, nan };
+// the process, stalling (it stops answering), producing NaN gradients, or (crash) being killed by
+// SIGKILL in the middle of writing the checkpoint of step `step`.
+enum class FaultKind { none, throw_, exit, stall, nan, crash };
 struct FaultConfig {
   FaultKind kind = FaultKind::none;
   int rank = 0;

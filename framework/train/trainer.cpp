@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
@@ -479,7 +480,9 @@ class Worker {
   // failure paths: the others must stop within distributed.timeout_s, never hang).
   void inject_fault(std::int64_t step) {
     const FaultConfig& f = r_.fault;
-    if (f.kind == FaultKind::none || f.kind == FaultKind::nan || f.step != step || f.rank != comm_.rank()) return;
+    if (f.kind == FaultKind::none || f.kind == FaultKind::nan || f.kind == FaultKind::crash || f.step != step ||
+        f.rank != comm_.rank())
+      return;
     const std::string what = detail::concat("fault injected: rank ", f.rank, " ", name_of(f.kind), " at step ", step + 1);
     switch (f.kind) {
       case FaultKind::throw_:
@@ -526,6 +529,8 @@ class Worker {
     const auto c = sampler_.cursor();
     const std::int64_t cursor[2] = {c.epoch, c.position};
     w.add("sampler", std::span<const std::int64_t>(cursor));
+    if (r_.fault.kind == FaultKind::crash && r_.fault.step == step && r_.fault.rank == comm_.rank())
+      checkpoint_hooks::after_shard_chunk = [](std::uint64_t) { std::raise(SIGKILL); };  // mid-write
     w.write(shard_path(staging_dir(ckpt_root_, step), comm_.rank()));
     comm_.barrier();  // every shard is on disk before the commit
     if (lead) {
@@ -626,8 +631,17 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
 }
 
 std::string recipe_hash(const Recipe& recipe) {
+  // What decides the numbers only: not where the run is written, how often it logs, evaluates
+  // or checkpoints, nor the fault injected into it.
   Recipe r = recipe;
   r.path.clear();
+  r.run.name = RunConfig{}.name;
+  r.run.out_dir = RunConfig{}.out_dir;
+  r.train.log_every = TrainConfig{}.log_every;
+  r.train.eval_every = TrainConfig{}.eval_every;
+  r.checkpoint = CheckpointConfig{};
+  r.guards.check_every = GuardsConfig{}.check_every;
+  r.fault = FaultConfig{};
   return hash_text(to_toml(r));
 }
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The trainer is killed (SIGKILL) in the middle of writing a checkpoint ([fault] kind = "crash"):
+# the previous checkpoint stays intact, `--resume auto` continues from it, and the resumed run
+# ends with the same losses, bit for bit, as one that was never interrupted.
+# usage: checkpoint_crash.sh TRAINER SOURCE_DIR
+set -euo pipefail
+trainer=$1
+src=$2
+if [ ! -d /usr/share/datasets/fashion-mnist ]; then
+  echo "dataset-fashion-mnist not installed (scripts/install-deps installs it): skipping"; exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+args=(--recipe "$src/recipes/topk_mlp_fmnist.toml" --train.steps=30 --train.log_every=10 --train.eval_every=0
+      --model.hidden=[64] --distributed.world_size=3 --checkpoint.every=10)
+
+"$trainer" "${args[@]}" --out "$tmp/whole" >"$tmp/whole.log"
+
+set +e
+"$trainer" "${args[@]}" --out "$tmp/run" --fault.kind=crash --fault.rank=1 --fault.step=20 >"$tmp/crash.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 137 ] || { echo "expected death by SIGKILL (137), got $rc"; cat "$tmp/crash.log"; exit 1; }
+ls "$tmp/run/checkpoints"
+[ -d "$tmp/run/checkpoints/step-000000010" ] || { echo "the previous checkpoint is gone"; exit 1; }
+[ -d "$tmp/run/checkpoints/step-000000020.tmp" ] || { echo "no half-written checkpoint: the kill came at the wrong time"; exit 1; }
+[ ! -d "$tmp/run/checkpoints/step-000000020" ] || { echo "a checkpoint interrupted mid-write was published"; exit 1; }
+
+"$trainer" "${args[@]}" --out "$tmp/run" --resume auto | tee "$tmp/resume.log"
+grep -q "resumed from .*step-000000010" "$tmp/resume.log"
+python3 - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+whole = [json.loads(l) for l in open(f"{t}/whole/metrics.jsonl")]
+run = [json.loads(l) for l in open(f"{t}/run/metrics.jsonl")]
+final = {r["step"]: r["loss"] for r in run}
+for r in whole:
+    assert final.get(r["step"]) == r["loss"], f"step {r['step']}: {final.get(r['step'])} != {r['loss']} (uninterrupted)"
+print("resumed run matches the uninterrupted one:", [(r["step"], r["loss"]) for r in whole])
+PY
