@@ -245,9 +245,9 @@ struct Codec<T> {
     } else {
       return std::nullopt;
     }
-    const T narrowed = static_cast<T>(v);
-    if (!std::isfinite(narrowed) || !b.admits(v)) return std::nullopt;
-    return narrowed;
+    // Range first: narrowing a double beyond the float range (dropout = 1e308) is undefined.
+    if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<T>::max() || !b.admits(v)) return std::nullopt;
+    return static_cast<T>(v);
   }
   static std::string write(T v) { return format_float(v); }
 };

@@ -508,7 +508,8 @@ CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int
   LC_CHECK(keep_latest >= 0, "keep_latest must be >= 0 (0 keeps all), got ", keep_latest);
   const std::string staging = staging_dir(root, step);
   const std::string final_dir = checkpoint_dir(root, step);
-  LC_CHECK(fs::is_directory(staging), staging, ": no staging directory (prepare_staging first)");
+  std::error_code ec;
+  LC_CHECK(fs::is_directory(staging, ec), staging, ": no staging directory (prepare_staging first)");
 
   CheckpointInfo info{final_dir, step, world_size, recipe_hash, {}};
   nlohmann::ordered_json m;

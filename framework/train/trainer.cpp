@@ -298,7 +298,7 @@ class Worker {
     check_same_recipe();
     sync_->start(store, comm_);
     std::int64_t first_step = 0;
-    if (resume_) first_step = load(resume_->dir);
+    if (resume_) first_step = load(*resume_);
     const bool lead = comm_.rank() == 0;
     std::unique_ptr<Reporter> reporter;
     if (lead) reporter = std::make_unique<Reporter>(opts_, plan_, resume_ != nullptr);
@@ -318,6 +318,10 @@ class Worker {
       inject_fault(step);
       Stopwatch t;
       store.zero_grad();
+      // An injected NaN goes in before backward accumulates, so it travels with the gradients
+      // (reduction may start during backward).
+      if (r_.fault.kind == FaultKind::nan && r_.fault.step == step && r_.fault.rank == comm_.rank())
+        store.grads()[0] = std::numeric_limits<float>::quiet_NaN();
       ready.begin_step(step, 1.0f / static_cast<float>(accum), noise_.has_value());
       double loss = 0;
       const std::span<const std::int64_t> slice = sampler_.next();
@@ -337,8 +341,6 @@ class Worker {
         model_->backward();
       }
       ready.grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
-      if (r_.fault.kind == FaultKind::nan && r_.fault.step == step && r_.fault.rank == comm_.rank())
-        store.grads()[0] = std::numeric_limits<float>::quiet_NaN();
       double step_compute = t.seconds();
       t.reset();
       if (sim_) sim_->advance_compute(modeled ? modeled_step_s_ : step_compute);
@@ -540,8 +542,8 @@ class Worker {
   }
 
   // Restores this rank's shard; returns the step to continue from.
-  std::int64_t load(const std::string& dir) {
-    ShardReader rd(shard_path(dir, comm_.rank()));
+  std::int64_t load(const CheckpointInfo& info) {
+    const ShardReader rd = open_shard(info, comm_.rank());  // checked against the manifest too
     ParamStore& store = model_->params();
     rd.read("params", store.params());
     optimizer_->prepare(store);
@@ -550,8 +552,8 @@ class Worker {
     std::int64_t cursor[2] = {0, 0};
     rd.read("sampler", std::span<std::int64_t>(cursor));
     sampler_.seek({cursor[0], cursor[1]});
-    if (comm_.rank() == 0 && opts_.log) *opts_.log << "laconic: resumed from " << dir << std::endl;
-    return resume_->step;
+    if (comm_.rank() == 0 && opts_.log) *opts_.log << "laconic: resumed from " << info.dir << std::endl;
+    return info.step;
   }
 
   const Recipe& r_;
