@@ -687,6 +687,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   if (recipe.checkpoint.every > 0 && root.empty())
     LC_INPUT_ERROR(recipe.path, ": checkpoint.every = ", recipe.checkpoint.every, " needs a run directory or an absolute checkpoint.dir");
   const std::optional<CheckpointInfo> resume = resolve_resume(recipe, opts, root, hash);
+  // An unusable checkpoint directory is bad input: found before anything else is written.
+  if (recipe.checkpoint.every > 0) make_directories(root);
   TrainSummary summary;
   std::mutex mu;
   run_world(recipe, [&](Communicator& comm) {

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Bad input to the trainer: corpus recipes (tests/recipe/bad), unreadable data, an output directory
+# that cannot be made. Each must exit with code 2, print exactly one line on stderr (the exact
+# corpus message for corpus files), and leave nothing behind: no --out directory, no runs/, no
+# file changed in the working directory.   usage: bad_input.sh TRAINER SOURCE_DIR
+set -u
+trainer=$(realpath "$1")  # the runs below start in another directory
+src=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+work="$tmp/work"  # the trainer's working directory: what it holds before a run is all it may hold after
+mkdir "$work"
+good="$src/recipes/mlp_fmnist.toml"
+bert="$src/recipes/lamb_bert.toml"
+corpus="$src/tests/recipe/bad"
+
+printf 'not a directory\n' >"$work/afile"
+mkdir "$work/empty_dir"
+printf 'text\0with a NUL byte\n' >"$work/binary.txt"
+
+# Every path with its type; files also with size and modification time.
+snapshot() { (cd "$work" && { find . -type f -printf '%p f %s %T@\n'; find . ! -type f -printf '%p %y\n'; } | sort); }
+
+# expect NAME EXACT_LINE_OR_EMPTY PATTERN ARGS...: exit code 2, exactly one line on stderr (equal
+# to EXACT_LINE when given, else matching the extended regex PATTERN), the working directory unchanged.
+expect() {
+  local name=$1 exact=$2 pattern=$3
+  shift 3
+  local before after rc lines last why=""
+  before=$(snapshot)
+  (cd "$work" && timeout 300 "$trainer" "$@" >"$tmp/out" 2>"$tmp/err")
+  rc=$?
+  after=$(snapshot)
+  lines=$(wc -l <"$tmp/err")
+  last=$(tail -c 1 "$tmp/err" | od -An -tx1 | tr -d ' \n')
+  [ $rc -eq 2 ] || why="$why exit code $rc (expected 2);"
+  { [ "$lines" -eq 1 ] && [ "$last" = "0a" ]; } || why="$why $lines lines on stderr (expected exactly one);"
+  if [ -n "$exact" ]; then
+    [ "$(cat "$tmp/err")" = "$exact" ] || why="$why stderr is not: $exact;"
+  elif ! grep -Eq -- "$pattern" "$tmp/err"; then
+    why="$why stderr does not match /$pattern/;"
+  fi
+  if [ "$before" != "$after" ]; then
+    why="$why the working directory changed: $(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | tr '\n' ' ');"
+  fi
+  if [ -n "$why" ]; then
+    echo "FAIL $name:$why stderr: $(head -c 2000 "$tmp/err")"
+    fails=$((fails + 1))
+  else
+    echo "ok   $name: $(cat "$tmp/err")"
+  fi
+  # Leave the next case a clean directory even after a failure.
+  (cd "$work" && find . -mindepth 1 -maxdepth 1 ! -name afile ! -name empty_dir ! -name binary.txt -exec rm -rf {} +)
+}
+
+# Corpus recipes, each with and without --out: the message is exactly the one its first line names.
+n=0
+for name in syntax_double_equals syntax_duplicate_table type_micro_batch_string type_section_scalar \
+            range_lr_negative range_world_size_zero range_topk_ratio_above_one unknown_strategy \
+            unknown_section_typo unknown_key_typo cross_empty_recipe cross_heads_not_dividing_dim \
+            cross_groups_not_dividing_world cross_momentum_with_diloco phases_unknown_strategy \
+            units_duration_parsecs units_bandwidth_no_per_second; do
+  f="$corpus/$name.toml"
+  if [ ! -f "$f" ]; then
+    echo "FAIL corpus/$name: $f is missing"
+    fails=$((fails + 1))
+    continue
+  fi
+  msg="trainer: error: $f:$(head -n 1 "$f" | sed 's/^# expect: //')"
+  if [ $((n % 2)) -eq 0 ]; then
+    expect "corpus/$name --out" "$msg" "" --recipe "$f" --out run_out
+  else
+    expect "corpus/$name" "$msg" "" --recipe "$f"
+  fi
+  n=$((n + 1))
+done
+
+# A good recipe made bad by an override: the message names the override.
+expect bad_override "" "^trainer: error: --optimizer\.lr=-1: expected a number > 0, got -1$" \
+  --recipe "$good" --optimizer.lr=-1 --out run_out
+
+# Data that cannot be read: missing, a file where a folder is expected, a folder with no text,
+# a binary file as text.
+expect data_missing "" "/nonexistent/fashion: no such directory" \
+  --recipe "$good" --data.path=/nonexistent/fashion --out run_out
+expect data_is_a_file "" "afile: no such directory" \
+  --recipe "$good" --data.path=afile --out run_out
+expect text_data_missing "" "/nonexistent/corpus\.txt: no such file or directory" \
+  --recipe "$bert" --data.path=/nonexistent/corpus.txt --out run_out
+expect text_data_empty_dir "" "empty_dir: no text documents" \
+  --recipe "$bert" --data.path=empty_dir --out run_out
+expect text_data_binary "" "binary\.txt: not a text file" \
+  --recipe "$bert" --data.path=binary.txt --out run_out
+
+# An output directory that cannot be made (we run as root, so a read-only folder would not stop
+# us: the run directory goes under a regular file instead). These train, so they need the data.
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+   [ -d /usr/share/datasets/fashion-mnist ]; then
+  expect out_under_a_file "" "afile/run: cannot create run directory: Not a directory" \
+    --recipe "$good" --train.steps=1 --out afile/run
+  expect out_is_a_file "" "afile: cannot create run directory" \
+    --recipe "$good" --train.steps=1 --out afile
+  expect out_dir_under_a_file "" "afile/runs/mlp_fmnist: cannot create run directory: Not a directory" \
+    --recipe "$good" --train.steps=1 --run.out_dir=afile/runs
+else
+  echo "skip output-directory checks: Debian's dataset-fashion-mnist is not installed"
+fi
+
+if [ $fails -ne 0 ]; then echo "$fails failed"; exit 1; fi
+echo "all bad-input checks passed"
