@@ -6,8 +6,9 @@ BUILD  ?= build
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 RECIPE ?= recipes/lamb_bert.toml
 CMAKE_ARGS ?=
+CTEST_ARGS ?=
 
-.PHONY: all deps configure build run test clean
+.PHONY: all deps configure build run test test-asan test-tsan clean
 
 all: build
 
@@ -24,7 +25,30 @@ run: build
 	./$(BUILD)/trainer --recipe $(RECIPE)
 
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 $(CTEST_ARGS)
+
+# Sanitizer builds (README "Sanitizers"): the same deps, configure, build and CTest as `make test`,
+# each in its own build folder, configured with LACONIC_SANITIZE (CUDA off; the sanitizer options
+# are the tests' CTest ENVIRONMENT, tests/CMakeLists.txt).
+#   test-asan: AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/, MPI tests included.
+#   test-tsan: ThreadSanitizer, build-tsan/, threads backend only: configure turns MPI off, so the
+#              mpi.* tests do not exist, cli.mpi_train skips itself and cli.collbench_sweep runs
+#              only its threads-backend rows.
+# Left out because they are too slow under the sanitizer, not because of a finding:
+#   cli.compression_convergence  8 workers x 5 epochs of Fashion-MNIST for each of 4 strategies:
+#                                ~2 min in Release, MMM under ASan, far more under TSan. The
+#                                strategies' code runs under both sanitizers in tests/compression,
+#                                tests/sync and cli.compare.
+ASAN_EXCLUDE = ^cli\.compression_convergence
+TSAN_EXCLUDE = ^cli\.compression_convergence
+
+test-asan:
+	@$(MAKE) --no-print-directory test BUILD=build-asan \
+	  CMAKE_ARGS="$(CMAKE_ARGS) -DLACONIC_SANITIZE=address" CTEST_ARGS="-E '$(ASAN_EXCLUDE)' $(CTEST_ARGS)"
+
+test-tsan:
+	@$(MAKE) --no-print-directory test BUILD=build-tsan \
+	  CMAKE_ARGS="$(CMAKE_ARGS) -DLACONIC_SANITIZE=thread" CTEST_ARGS="-E '$(TSAN_EXCLUDE)' $(CTEST_ARGS)"
 
 clean:
 	rm -rf $(BUILD)

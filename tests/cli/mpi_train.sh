@@ -7,6 +7,7 @@ set -euo pipefail
 trainer=$1
 src=$2
 command -v mpirun >/dev/null || { echo "no mpirun: skipping"; exit 77; }
+[ "${LACONIC_HAVE_MPI:-ON}" != OFF ] || { echo "built without MPI (LACONIC_HAVE_MPI=OFF): skipping"; exit 77; }
 "$trainer" --help >/dev/null
 if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   echo "Fashion-MNIST not installed: skipping"; exit 77
