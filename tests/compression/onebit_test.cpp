@@ -40,7 +40,8 @@ bool bit(std::span<const std::uint8_t> bits, std::size_t i) { return (bits[i / 8
 float signed_value(float scale, bool negative) { return negative ? -scale : scale; }
 
 bool same_bits(std::span<const float> x, std::span<const float> y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size_bytes()) == 0;
+  // Empty spans may hold null pointers, which memcmp must not be given even for 0 bytes.
+  return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size_bytes()) == 0);
 }
 
 // ---- codec ----

@@ -40,3 +40,13 @@ __attribute__((weak)) void* operator new(std::size_t n) {
 }
 __attribute__((weak)) void operator delete(void* p) noexcept { std::free(p); }
 __attribute__((weak)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// The nothrow form too (std::stable_sort's temporary buffer): libstdc++'s calls the one above,
+// but a sanitizer's does not, and its block would then reach our free() (alloc-dealloc-mismatch).
+__attribute__((weak)) void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+__attribute__((weak)) void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }

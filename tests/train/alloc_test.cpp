@@ -24,6 +24,17 @@
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 
+// Sanitizer builds (make test-asan / test-tsan) own malloc: the sanitizer's runtime calls it
+// before it has initialised itself, which crashes in our (instrumented) counter, and its free()
+// would be handed glibc's blocks. There the step loops still run under the sanitizer, but
+// nothing is counted and the tests report themselves skipped.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LACONIC_ALLOC_COUNTING 0
+#else
+#define LACONIC_ALLOC_COUNTING 1
+#endif
+constexpr bool kCounting = LACONIC_ALLOC_COUNTING;
+
 // glibc's own entry points: the interposed functions forward to them.
 extern "C" {
 void* __libc_malloc(std::size_t);
@@ -51,6 +62,7 @@ inline void count(std::size_t bytes) {
 
 }  // namespace
 
+#if LACONIC_ALLOC_COUNTING
 // Definitions in the executable take precedence over libc's for every caller in the process
 // (libstdc++, Eigen's aligned_malloc, gtest), which is what makes the count process-wide.
 extern "C" {
@@ -90,6 +102,7 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
 }
 
 }  // extern "C"
+#endif
 
 namespace laconic {
 namespace {
@@ -146,6 +159,7 @@ void expect_no_allocations_in_steps(const Recipe& r, const TrainData& data) {
 
   ASSERT_EQ(s.steps, kSteps);
   EXPECT_TRUE(std::isfinite(s.final_loss));
+  if (!kCounting) GTEST_SKIP() << "sanitizer build: malloc is the sanitizer's, nothing was counted";
   // Sanity: the counter works (setup, threads and evaluation do allocate).
   EXPECT_GT(g_allocs.load(), 0u) << "the allocator interposition is not in effect";
 
