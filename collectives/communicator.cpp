@@ -48,11 +48,12 @@ void Work::reset() {
 }
 
 void Work::finish(std::exception_ptr error) {
-  {
-    std::lock_guard lock(mu_);
-    done_ = true;
-    error_ = std::move(error);
-  }
+  std::lock_guard lock(mu_);
+  done_ = true;
+  error_ = std::move(error);
+  // Under the lock: a waiter that sees done_ may destroy this Work as soon as wait() returns
+  // (a strategy's per-bucket Work at the end of a run), so nothing of it may be touched after
+  // the unlock; notifying outside it raced with ~Work (ThreadSanitizer, make test-tsan).
   cv_.notify_all();
 }
 
@@ -117,7 +118,10 @@ void Communicator::async_loop() {
     } catch (...) {
       error = std::current_exception();
     }
-    item.work->finish(error);
+    // Moved, so this thread keeps no reference: the exception is then freed by whoever drops
+    // the Work's copy, never here while a waiter still reads it (TSan cannot see libstdc++'s
+    // uninstrumented reference count, and would report that as a race).
+    item.work->finish(std::move(error));
     item = {};  // release the op's captures before reporting idle
     lock.lock();
     q.running = false;

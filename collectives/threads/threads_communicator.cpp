@@ -1,3 +1,12 @@
+// ThreadSanitizer does not model std::atomic_thread_fence (GCC's -Wtsan says so for each one).
+// The two seq_cst fences here (sleep_until, send_inline) only decide whether a sender must wake a
+// sleeping receiver; every byte handed over is published by a release store (a slot's seq, a
+// loan's state) or under the mailbox's mutex, which TSan does see. Before the includes: the
+// warning points into <atomic>.
+#if defined(__SANITIZE_THREAD__)
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+
 #include "collectives/threads/threads_communicator.h"
 
 #include <algorithm>

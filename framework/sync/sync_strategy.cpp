@@ -80,9 +80,13 @@ void DataParallel::reduce_bucket(std::size_t i) {
 }
 
 void DataParallel::launch(ParamStore& store, Communicator& comm, std::int64_t step) {
-  grads_ = store.grads().data();
-  comm_ = &comm;
-  step_ = step;
+  // Only at a step's first bucket: later buckets of the step may run on the communication thread
+  // while this one is launched, and they read these (the queue's mutex publishes them).
+  if (launched_ == 0) {
+    grads_ = store.grads().data();
+    comm_ = &comm;
+    step_ = step;
+  }
   const std::size_t i = launched_++;
   if (!opts_.overlap) {
     reduce_bucket(i);

@@ -678,6 +678,20 @@ std::optional<CheckpointInfo> resolve_resume(const Recipe& recipe, const TrainOp
   return info;
 }
 
+// `--resume auto` is resolved by every process on its own view of the checkpoint directory; under
+// MPI those views can differ (a node-local disk, a commit racing the listing). Rank 0's choice
+// wins: it broadcasts the step (-1: start fresh) and every rank reads that checkpoint, which then
+// fails loudly on a rank that cannot see it instead of silently resuming elsewhere.
+std::optional<CheckpointInfo> agree_on_resume(Communicator& comm, const TrainOptions& opts,
+                                              const std::optional<CheckpointInfo>& mine, const std::string& root) {
+  if (opts.resume != "auto" || comm.size() == 1) return mine;
+  std::int64_t step = mine ? mine->step : -1;
+  comm.broadcast(&step, sizeof step, 0);
+  if (step < 0) return std::nullopt;
+  if (mine && mine->step == step) return mine;
+  return read_checkpoint_info(checkpoint_dir(root, step));
+}
+
 }  // namespace
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts) {
@@ -721,7 +735,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                   << name_of(recipe.network.compute) << std::endl;
       if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
     }
-    Worker worker(recipe, data, plan, opts, comm, resume ? &*resume : nullptr, root, hash);
+    const std::optional<CheckpointInfo> agreed = agree_on_resume(comm, opts, resume, root);
+    Worker worker(recipe, data, plan, opts, comm, agreed ? &*agreed : nullptr, root, hash);
     TrainSummary s = worker.run();
     if (lead) {
       if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", summary_json(s));

@@ -28,13 +28,33 @@ ls "$tmp/run/checkpoints"
 
 "$trainer" "${args[@]}" --out "$tmp/run" --resume auto | tee "$tmp/resume.log"
 grep -q "resumed from .*step-000000010" "$tmp/resume.log"
-python3 - "$tmp" <<'PY'
+same_losses() {  # same_losses WHOLE_DIR RESUMED_DIR
+python3 - "$1" "$2" <<'PY'
 import json, sys
-t = sys.argv[1]
-whole = [json.loads(l) for l in open(f"{t}/whole/metrics.jsonl")]
-run = [json.loads(l) for l in open(f"{t}/run/metrics.jsonl")]
+whole = [json.loads(l) for l in open(f"{sys.argv[1]}/metrics.jsonl")]
+run = [json.loads(l) for l in open(f"{sys.argv[2]}/metrics.jsonl")]
 final = {r["step"]: r["loss"] for r in run}
 for r in whole:
     assert final.get(r["step"]) == r["loss"], f"step {r['step']}: {final.get(r['step'])} != {r['loss']} (uninterrupted)"
 print("resumed run matches the uninterrupted one:", [(r["step"], r["loss"]) for r in whole])
 PY
+}
+same_losses "$tmp/whole" "$tmp/run"
+
+# The same under mpirun, one rank per process: rank 1 dies mid-write, the job ends, and a
+# relaunch with --resume auto (rank 0 picks the checkpoint and broadcasts its choice) continues
+# from step 10 with the uninterrupted run's losses.
+if ! command -v mpirun >/dev/null || [ "${LACONIC_HAVE_MPI:-ON}" = OFF ]; then
+  echo "no MPI: skipping the mpirun part"; exit 0
+fi
+mpi=(timeout 300 mpirun --oversubscribe --allow-run-as-root --mca btl self,vader --bind-to none -np 3)
+set +e
+"${mpi[@]}" "$trainer" "${args[@]}" --out "$tmp/mpi" --fault.kind=crash --fault.rank=1 --fault.step=20 >"$tmp/mpi_crash.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "mpirun: expected a failed job, got $rc"; cat "$tmp/mpi_crash.log"; exit 1; }
+[ -d "$tmp/mpi/checkpoints/step-000000010" ] || { echo "mpirun: the previous checkpoint is gone"; exit 1; }
+[ ! -d "$tmp/mpi/checkpoints/step-000000020" ] || { echo "mpirun: a checkpoint interrupted mid-write was published"; exit 1; }
+"${mpi[@]}" "$trainer" "${args[@]}" --out "$tmp/mpi" --resume auto | tee "$tmp/mpi_resume.log"
+grep -q "resumed from .*step-000000010" "$tmp/mpi_resume.log"
+same_losses "$tmp/whole" "$tmp/mpi"
