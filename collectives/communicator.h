@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "collectives/dtype.h"
+#include "framework/core/device.h"
 
 namespace laconic {
 
@@ -71,6 +72,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
+  // Where every buffer handed to this communicator must live: host memory for threads and MPI,
+  // device memory for NCCL and for the staging wrapper that carries device buffers over a host
+  // backend. In a run with device = "cuda" every communicator the strategies see says cuda.
+  virtual Device memory() const { return Device::cpu; }
 
   // ---- point-to-point (counted) ----
   // Blocking send of `bytes` bytes to `peer`; messages between a pair are delivered in order.
@@ -162,6 +167,8 @@ class Communicator {
     recv_.fetch_add(recv, std::memory_order_relaxed);
     messages_.fetch_add(messages, std::memory_order_relaxed);
   }
+  // The same for a whole ByteCounters (the nominal counts of collectives/nominal_bytes.h).
+  void count(const ByteCounters& b) { count(b.sent, b.recv, b.messages_sent); }
 
   // Scratch bytes for algorithms, kept across calls so steady-state collectives allocate nothing.
   // `slot` 0 and 1 are independent buffers.

@@ -4,6 +4,9 @@
 #include "compression/reducer.h"
 #include "framework/core/check.h"
 
+// Plain C++; its functions are defined (and called) only with LACONIC_HAVE_CUDA.
+#include "compression/cuda/reducers_cuda.h"
+
 namespace laconic {
 
 BucketLayout flat_bucket(std::size_t n, int id) {
@@ -24,9 +27,22 @@ ReducerStats& ReducerStats::operator+=(const ReducerStats& o) {
   return *this;
 }
 
-DenseReducer::DenseReducer(DType wire) : wire_(wire) {
+void check_reducer_device(Device device, const char* reducer) {
+  LC_CHECK(device == Device::cpu || built_with_cuda(), "the ", reducer,
+           " reducer cannot run on cuda: this build has no CUDA (configure with -DLACONIC_CUDA=ON)");
+}
+
+void check_comm_memory(Device device, const Communicator& comm, const char* reducer) {
+  LC_CHECK(comm.memory() == device, "the ", reducer, " reducer keeps its buffers on ", name_of(device),
+           " but the '", comm.backend(), "' communicator takes ", name_of(comm.memory()),
+           " buffers: use a communicator for ", name_of(device), " memory (",
+           device == Device::cuda ? "NCCL or the staging wrapper" : "threads or MPI", ")");
+}
+
+DenseReducer::DenseReducer(DType wire, Device device) : wire_(wire), device_(device), half_(device) {
   LC_CHECK(wire == DType::f32 || wire == DType::bf16 || wire == DType::f16,
            "dense reducer wire format must be f32, bf16 or f16, not ", name_of(wire));
+  check_reducer_device(device, "dense");
 }
 
 void DenseReducer::prepare(std::span<const BucketLayout> buckets) {
@@ -40,6 +56,7 @@ void DenseReducer::reduce(std::span<float> data, const BucketLayout& bucket, std
                           Communicator& comm) {
   LC_CHECK(data.size() == bucket.size, "bucket ", bucket.id, " has ", bucket.size, " elements, got ",
            data.size());
+  check_comm_memory(device_, comm, "dense");
   ReducerStats s;
   s.calls = 1;
   s.input_bytes = data.size_bytes();
@@ -52,6 +69,17 @@ void DenseReducer::reduce(std::span<float> data, const BucketLayout& bucket, std
   if (half_.size() < data.size()) half_.resize(data.size());  // prepare() was skipped
   const std::size_t n = data.size();
   std::uint16_t* h = half_.data();
+  if (device_ == Device::cuda) {
+#if defined(LACONIC_HAVE_CUDA)
+    const bool bf = wire_ == DType::bf16;
+    if (bf) reducers_cuda::to_bf16(h, data.data(), n);
+    else reducers_cuda::to_f16(h, data.data(), n);
+    comm.all_reduce(Buf{h, n, wire_}, ReduceOp::avg);
+    if (bf) reducers_cuda::from_bf16(data.data(), h, n);
+    else reducers_cuda::from_f16(data.data(), h, n);
+#endif
+    return;
+  }
   if (wire_ == DType::bf16) {
     for (std::size_t i = 0; i < n; ++i) h[i] = to_bf16(data[i]).bits;
   } else {
@@ -68,6 +96,7 @@ void DenseReducer::reduce(std::span<float> data, const BucketLayout& bucket, std
 std::string DenseReducer::describe() const {
   std::ostringstream os;
   os << "dense " << name_of(wire_) << " all-reduce";
+  if (device_ == Device::cuda) os << " on cuda";
   return os.str();
 }
 

@@ -12,6 +12,9 @@
 
 #include "framework/core/check.h"
 
+// Plain C++; its functions are defined (and called) only with LACONIC_HAVE_CUDA.
+#include "compression/cuda/reducers_cuda.h"
+
 namespace laconic {
 
 // The kernels are memory-bound passes over the chunk. GCC does not vectorise "8 compares -> one
@@ -160,12 +163,15 @@ void onebit_decode_add(std::span<const std::uint8_t> bits, float scale, std::spa
 
 // ---- the reducer ----
 
-OneBitReducer::OneBitReducer(OneBitOptions opts) : opts_(opts) {
+OneBitReducer::OneBitReducer(OneBitOptions opts)
+    : opts_(opts), blocks_(opts.device), received_(opts.device), average_(opts.device), scale_scratch_(opts.device) {
   LC_CHECK(opts.warmup_steps >= 0, "1-bit warm-up of ", opts.warmup_steps, " steps");
+  check_reducer_device(opts.device, "1-bit");
 }
 
 void OneBitReducer::prepare(std::span<const BucketLayout> buckets) {
-  residuals_.assign(buckets.size(), {});
+  residuals_.clear();  // (Residuals are move-only)
+  residuals_.resize(buckets.size());
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     LC_CHECK(buckets[i].id == static_cast<int>(i), "bucket ", i, " has id ", buckets[i].id);
     residuals(buckets[i]);
@@ -178,8 +184,8 @@ OneBitReducer::Residuals& OneBitReducer::residuals(const BucketLayout& bucket) {
   if (id >= residuals_.size()) residuals_.resize(id + 1);  // prepare() did not see it
   Residuals& r = residuals_[id];
   if (r.worker.empty()) {
-    r.worker.assign(bucket.size, 0.0f);
-    r.server.assign(bucket.size, 0.0f);
+    r.worker = DeviceArray<float>(opts_.device, bucket.size);  // zeroed
+    r.server = DeviceArray<float>(opts_.device, bucket.size);
   }
   LC_CHECK(r.worker.size() == bucket.size, "bucket ", bucket.id, " has ", bucket.size,
            " elements; its 1-bit residuals were sized for ", r.worker.size());
@@ -194,6 +200,9 @@ void OneBitReducer::size_wire(std::size_t n, int world) {
   blocks_.resize(c.world * c.block_bytes());
   received_.resize(c.world * c.block_bytes());
   average_.resize(c.chunk);
+#if defined(LACONIC_HAVE_CUDA)
+  if (opts_.device == Device::cuda) scale_scratch_.resize(reducers_cuda::onebit_scratch_doubles());
+#endif
   world_ = world;
   wire_n_ = largest;
 }
@@ -202,6 +211,7 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
                            Communicator& comm) {
   LC_CHECK(data.size() == bucket.size, "bucket ", bucket.id, " has ", bucket.size, " elements, got ",
            data.size());
+  check_comm_memory(opts_.device, comm, "1-bit");
   ReducerStats stats;
   stats.calls = 1;
   stats.input_bytes = data.size_bytes();
@@ -214,6 +224,13 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
   Residuals& res = residuals(bucket);
   size_wire(data.size(), comm.size());
   const OneBitChunks c(data.size(), comm.size());
+  stats.value_bytes = c.padded() / 8 + c.chunk / 8;
+  stats.scale_bytes = sizeof(float) * (c.world + 1);
+  if (opts_.device == Device::cuda) {
+    reduce_cuda(data, res, c, comm);
+    account(stats);
+    return;
+  }
   const std::size_t nb = c.block_bytes(), bits_bytes = c.chunk / 8;
   const auto own = static_cast<std::size_t>(comm.rank());
   const bool ef = opts_.error_feedback;
@@ -221,21 +238,21 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
   const auto part = [&](std::span<float> v, std::size_t j) {
     return v.subspan(std::min(c.begin(j), c.n), c.real(j));
   };
-  const auto bits = [&](std::vector<std::uint8_t>& v, std::size_t j) {
-    return std::span(v).subspan(j * nb + sizeof(float), bits_bytes);
+  const auto bits = [&](DeviceArray<std::uint8_t>& v, std::size_t j) {
+    return v.span().subspan(j * nb + sizeof(float), bits_bytes);
   };
-  const auto get_scale = [&](const std::vector<std::uint8_t>& v, std::size_t j) {
+  const auto get_scale = [&](const DeviceArray<std::uint8_t>& v, std::size_t j) {
     float s;
     std::memcpy(&s, v.data() + j * nb, sizeof s);
     return s;
   };
-  const auto put_scale = [&](std::vector<std::uint8_t>& v, std::size_t j, float s) {
+  const auto put_scale = [&](DeviceArray<std::uint8_t>& v, std::size_t j, float s) {
     std::memcpy(v.data() + j * nb, &s, sizeof s);
   };
 
   // Phase 1: every chunk compressed with this rank's residual; chunk j goes to rank j.
   for (std::size_t j = 0; j < c.world; ++j) {
-    const std::span<float> err = ef ? part(res.worker, j) : std::span<float>{};
+    const std::span<float> err = ef ? part(res.worker.span(), j) : std::span<float>{};
     put_scale(blocks_, j, onebit_encode(part(data, j), err, bits(blocks_, j), opts_.scale));
   }
   comm.all_to_all(CBuf{blocks_.data(), c.world * nb, DType::u8},
@@ -243,7 +260,7 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
 
   // Phase 2: average the owned chunk over the ranks (in rank order), compress it again with the
   // server residual, and share it.
-  const std::span<float> average = std::span(average_).first(c.real(own));
+  const std::span<float> average = average_.span().first(c.real(own));
   const auto workers = static_cast<float>(c.world);
   for (std::size_t i = 0; i < c.world; ++i) {
     const float w = get_scale(received_, i) / workers;
@@ -253,23 +270,54 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
       onebit_decode_add(bits(received_, i), w, average);
     }
   }
-  const std::span<float> err = ef ? part(res.server, own) : std::span<float>{};
+  const std::span<float> err = ef ? part(res.server.span(), own) : std::span<float>{};
   put_scale(blocks_, own, onebit_encode(average, err, bits(blocks_, own), opts_.scale));
   // In place: this rank's block is already where the gather puts it.
   comm.all_gather(CBuf{blocks_.data() + own * nb, nb, DType::u8},
                   Buf{blocks_.data(), c.world * nb, DType::u8});
   for (std::size_t j = 0; j < c.world; ++j)
     onebit_decode(bits(blocks_, j), get_scale(blocks_, j), part(data, j));
-
-  stats.value_bytes = c.padded() / 8 + bits_bytes;
-  stats.scale_bytes = sizeof(float) * (c.world + 1);
   account(stats);
+}
+
+void OneBitReducer::reduce_cuda(std::span<float> data, Residuals& res, const OneBitChunks& c, Communicator& comm) {
+#if defined(LACONIC_HAVE_CUDA)
+  // reduce()'s two phases with the device codec. Scales never come to the host: each encode
+  // writes its scale into the block header, and the decodes read it there.
+  namespace rc = reducers_cuda;
+  const std::size_t nb = c.block_bytes(), bits_bytes = c.chunk / 8;
+  const auto own = static_cast<std::size_t>(comm.rank());
+  const bool ef = opts_.error_feedback, mean_abs = opts_.scale == OneBitOptions::Scale::mean_abs;
+  double* scratch = scale_scratch_.data();
+  const auto at = [&](std::size_t j) { return std::min(c.begin(j), c.n); };  // chunk j's first real element
+  std::uint8_t* blocks = blocks_.data();
+  std::uint8_t* received = received_.data();
+
+  for (std::size_t j = 0; j < c.world; ++j)
+    rc::onebit_encode(blocks + j * nb, blocks + j * nb + sizeof(float), bits_bytes,
+                      ef ? res.worker.data() + at(j) : nullptr, data.data() + at(j), c.real(j), mean_abs, scratch);
+  comm.all_to_all(CBuf{blocks, c.world * nb, DType::u8}, Buf{received, c.world * nb, DType::u8});
+
+  const std::size_t mine = c.real(own);
+  const auto workers = static_cast<float>(c.world);
+  for (std::size_t i = 0; i < c.world; ++i)
+    rc::onebit_decode(average_.data(), mine, received + i * nb + sizeof(float), received + i * nb, workers, i > 0);
+  rc::onebit_encode(blocks + own * nb, blocks + own * nb + sizeof(float), bits_bytes,
+                    ef ? res.server.data() + at(own) : nullptr, average_.data(), mine, mean_abs, scratch);
+  comm.all_gather(CBuf{blocks + own * nb, nb, DType::u8}, Buf{blocks, c.world * nb, DType::u8});
+  for (std::size_t j = 0; j < c.world; ++j)
+    rc::onebit_decode(data.data() + at(j), c.real(j), blocks + j * nb + sizeof(float), blocks + j * nb, 1.0f, false);
+#else
+  (void)data, (void)res, (void)c, (void)comm;
+  LC_CHECK(false, "1-bit on cuda in a build without CUDA");
+#endif
 }
 
 std::string OneBitReducer::describe() const {
   std::ostringstream os;
   os << "1-bit (" << name_of(opts_.scale) << " scale, "
      << (opts_.error_feedback ? "error feedback" : "no error feedback") << ", two-phase";
+  if (opts_.device == Device::cuda) os << ", on cuda";
   if (opts_.warmup_steps > 0) os << ", dense for the first " << opts_.warmup_steps << " steps";
   os << ")";
   return os.str();
@@ -278,8 +326,8 @@ std::string OneBitReducer::describe() const {
 std::vector<StateTensor> OneBitReducer::state() {
   std::vector<StateTensor> out;
   for (std::size_t id = 0; id < residuals_.size(); ++id) {
-    out.push_back({"onebit.worker_error." + std::to_string(id), residuals_[id].worker});
-    out.push_back({"onebit.server_error." + std::to_string(id), residuals_[id].server});
+    out.push_back({"onebit.worker_error." + std::to_string(id), residuals_[id].worker.span(), opts_.device});
+    out.push_back({"onebit.server_error." + std::to_string(id), residuals_[id].server.span(), opts_.device});
   }
   return out;
 }

@@ -61,6 +61,8 @@ struct OneBitOptions {
   // ||x||^2 (the contraction EF's convergence proofs assume), which l2 only guarantees on chunks
   // that are not too peaked (||x||_1 >= sqrt(n) ||x||_2 / 2).
   enum class Scale { l2, mean_abs } scale = Scale::l2;
+  // Where the reducer's state and reduce()'s data live (reducer.h).
+  Device device = Device::cpu;
 };
 
 const char* name_of(OneBitOptions::Scale s);
@@ -124,19 +126,23 @@ class OneBitReducer final : public Reducer {
 
  private:
   struct Residuals {
-    std::vector<float> worker, server;
+    DeviceArray<float> worker, server;  // on opts_.device
   };
   Residuals& residuals(const BucketLayout& bucket);
   void size_wire(std::size_t n, int world);
+  // The two phases with the CUDA codec (reduce() has sized everything).
+  void reduce_cuda(std::span<float> data, Residuals& res, const OneBitChunks& c, Communicator& comm);
 
   OneBitOptions opts_;
   std::vector<Residuals> residuals_;  // by bucket id
   int world_ = 0;                     // the world size the wire buffers are sized for (0: none yet)
   std::size_t wire_n_ = 0;            // ... and the bucket size
-  // Phase 1's outgoing blocks, then (in place) the gathered server blocks of phase 2.
-  std::vector<std::uint8_t> blocks_;
-  std::vector<std::uint8_t> received_;  // phase 1's incoming blocks: the owned chunk from every rank
-  std::vector<float> average_;          // the owned chunk's average, the server's input
+  // Phase 1's outgoing blocks, then (in place) the gathered server blocks of phase 2. All on
+  // opts_.device.
+  DeviceArray<std::uint8_t> blocks_;
+  DeviceArray<std::uint8_t> received_;  // phase 1's incoming blocks: the owned chunk from every rank
+  DeviceArray<float> average_;          // the owned chunk's average, the server's input
+  DeviceArray<double> scale_scratch_;   // cuda: the scale reduction's partial sums
 };
 
 }  // namespace laconic

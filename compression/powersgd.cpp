@@ -6,6 +6,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "compression/cuda/reducers_cuda.h"  // plain C++; its functions are called only with LACONIC_HAVE_CUDA
 #include "framework/core/check.h"
 #include "framework/core/rng.h"
 
@@ -326,7 +327,19 @@ void init_q(std::span<float> q, std::uint64_t seed, int bucket_id, std::int64_t 
 
 }  // namespace powersgd
 
-PowerSgdReducer::PowerSgdReducer(PowerSgdOptions opts) : opts_(opts) {
+// The device-side tables of each bucket, built in prepare() (cuda only).
+struct PowerSgdReducer::CudaTables {
+  struct PerBucket {
+    DeviceArray<std::uint32_t> dense;           // bucket positions of the uncompressed tensors, in order
+    DeviceArray<reducers_cuda::OrthoJob> q, p;  // each matrix's Q and P, for orthogonalize()
+  };
+  std::vector<PerBucket> buckets;
+};
+
+PowerSgdReducer::~PowerSgdReducer() = default;
+
+PowerSgdReducer::PowerSgdReducer(PowerSgdOptions opts) : opts_(opts), concat_(opts.device) {
+  check_reducer_device(opts.device, "PowerSGD");
   LC_CHECK(opts_.rank >= 1 && static_cast<std::size_t>(opts_.rank) <= powersgd::kMaxQrCols,
            "PowerSGD rank must be in [1, 256], got ", opts_.rank);
   LC_CHECK(opts_.min_compression_rate >= 0, "PowerSGD min_compression_rate must be >= 0, got ",
@@ -373,14 +386,48 @@ void PowerSgdReducer::prepare(std::span<const BucketLayout> buckets) {
       }
     }
     concat = std::max(concat, b.dense_size);
-    if (opts_.error_feedback) b.error.assign(b.size, 0.0f);
-    b.p.assign(b.p_size, 0.0f);
-    b.q.assign(b.q_size, 0.0f);
-    powersgd::init_q(b.q, opts_.seed, static_cast<int>(id), 0, opts_.warm_start);
+    const Device dev = opts_.device;
+    if (opts_.error_feedback) b.error = DeviceArray<float>(dev, b.size);  // zeroed
+    b.p = DeviceArray<float>(dev, b.p_size);
+    b.q = DeviceArray<float>(dev, b.q_size);
+    if (dev == Device::cpu) {
+      powersgd::init_q(b.q.span(), opts_.seed, static_cast<int>(id), 0, opts_.warm_start);
+    } else {
+      std::vector<float> q(b.q_size);
+      powersgd::init_q(q, opts_.seed, static_cast<int>(id), 0, opts_.warm_start);
+      b.q.upload(q);
+    }
   }
-  concat_.assign(concat, 0.0f);
-  qt_.assign(qt, 0.0f);
-  row_.assign(row, 0.0f);
+  concat_ = DeviceArray<float>(opts_.device, concat);
+  if (opts_.device == Device::cpu) {
+    qt_.assign(qt, 0.0f);
+    row_.assign(row, 0.0f);
+    return;
+  }
+  // cuda: the tables the device passes use, and the host staging of a fresh Q.
+  cuda_ = std::make_unique<CudaTables>();
+  std::size_t q_max = 0;
+  for (Bucket& b : buckets_) {
+    CudaTables::PerBucket& t = cuda_->buckets.emplace_back();
+    std::vector<std::uint32_t> dense;
+    for (const Slice& d : b.dense)
+      for (std::size_t k = d.offset; k < d.offset + d.size; ++k) dense.push_back(static_cast<std::uint32_t>(k));
+    std::vector<reducers_cuda::OrthoJob> q, p;
+    for (const Matrix& m : b.matrices) {
+      LC_CHECK(m.rows <= 0xffffffffu && m.cols <= 0xffffffffu && b.size <= 0xffffffffu, "PowerSGD on cuda: bucket of ",
+               b.size, " elements is too large");
+      q.push_back({b.q.data() + m.q_offset, static_cast<std::uint32_t>(m.cols), static_cast<std::uint32_t>(m.rank)});
+      p.push_back({b.p.data() + m.p_offset, static_cast<std::uint32_t>(m.rows), static_cast<std::uint32_t>(m.rank)});
+    }
+    t.dense = DeviceArray<std::uint32_t>(Device::cuda, dense.size());
+    t.dense.upload(dense);
+    t.q = DeviceArray<reducers_cuda::OrthoJob>(Device::cuda, q.size());
+    t.q.upload(q);
+    t.p = DeviceArray<reducers_cuda::OrthoJob>(Device::cuda, p.size());
+    t.p.upload(p);
+    q_max = std::max(q_max, b.q_size);
+  }
+  if (!opts_.warm_start) q_host_.assign(q_max, 0.0f);
 }
 
 void PowerSgdReducer::reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t step,
@@ -393,17 +440,28 @@ void PowerSgdReducer::reduce(std::span<float> data, const BucketLayout& bucket, 
   ReducerStats s;
   s.calls = 1;
   s.input_bytes = data.size_bytes();
+  check_comm_memory(opts_.device, comm, "PowerSGD");
   if (step < opts_.start_iter) {
     // torch's default hook: divide first, then sum.
     s.value_bytes = data.size_bytes();
     account(s);
     const float n = static_cast<float>(comm.size());
-    for (float& x : data) x /= n;
+    if (opts_.device == Device::cuda) {
+#if defined(LACONIC_HAVE_CUDA)
+      reducers_cuda::divide(data.data(), n, data.size());
+#endif
+    } else {
+      for (float& x : data) x /= n;
+    }
     comm.all_reduce(data, ReduceOp::sum);
     return;
   }
   s.value_bytes = sizeof(float) * (b.p_size + b.q_size + b.dense_size);
   account(s);
+  if (opts_.device == Device::cuda) {
+    reduce_cuda(data, b, bucket.id, step, comm);
+    return;
+  }
   float* x = data.data();
   float* err = opts_.error_feedback ? b.error.data() : nullptr;
 
@@ -413,7 +471,7 @@ void PowerSgdReducer::reduce(std::span<float> data, const BucketLayout& bucket, 
     for (const Slice& t : b.dense) {
       for (std::size_t k = t.offset; k < t.offset + t.size; ++k) {
         if (err) x[k] += err[k];
-        concat_[at++] = x[k];
+        concat_.data()[at++] = x[k];
       }
     }
     const std::span<float> avg(concat_.data(), b.dense_size);
@@ -437,21 +495,21 @@ void PowerSgdReducer::reduce(std::span<float> data, const BucketLayout& bucket, 
   const std::span<float> qt(qt_);
   const float eps = opts_.orthogonalization_epsilon;
 
-  if (!opts_.warm_start) powersgd::init_q(b.q, opts_.seed, bucket.id, step, false);
+  if (!opts_.warm_start) powersgd::init_q(b.q.span(), opts_.seed, bucket.id, step, false);
   // P = (M + error) Q with Q orthogonalized (warm start: last step's Q).
   for (const Matrix& t : b.matrices) {
     powersgd::orthogonalize(q_of(t), t.cols, t.rank, eps);
     powersgd::transpose(q_of(t), t.cols, t.rank, qt);
     powersgd::compute_p(matrix(t), error(t), t.rows, t.cols, qt, t.rank, p_of(t));
   }
-  comm.all_reduce(std::span<float>(b.p), ReduceOp::sum);  // orthogonalized next: no division needed
+  comm.all_reduce(b.p.span(), ReduceOp::sum);  // orthogonalized next: no division needed
   // Q = M^T P, averaged.
   for (const Matrix& t : b.matrices) {
     powersgd::orthogonalize(p_of(t), t.rows, t.rank, eps);
     powersgd::compute_qt(matrix(t), t.rows, t.cols, p_of(t), t.rank, qt);
     powersgd::transpose(qt.first(t.rank * t.cols), t.rank, t.cols, q_of(t));
   }
-  comm.all_reduce(std::span<float>(b.q), ReduceOp::avg);
+  comm.all_reduce(b.q.span(), ReduceOp::avg);
   // M = P Q^T; error = (M + error) - P Q^T.
   for (const Matrix& t : b.matrices) {
     powersgd::transpose(q_of(t), t.cols, t.rank, qt);
@@ -459,11 +517,53 @@ void PowerSgdReducer::reduce(std::span<float> data, const BucketLayout& bucket, 
   }
 }
 
+void PowerSgdReducer::reduce_cuda(std::span<float> data, Bucket& b, int id, std::int64_t step, Communicator& comm) {
+#if defined(LACONIC_HAVE_CUDA)
+  namespace rc = reducers_cuda;
+  const CudaTables::PerBucket& tables = cuda_->buckets[static_cast<std::size_t>(id)];
+  float* x = data.data();
+  float* err = opts_.error_feedback ? b.error.data() : nullptr;
+  // M += error over the whole bucket (the CPU fuses it into its first pass over each tensor).
+  if (err) rc::add_into(x, err, b.size);
+  // Uncompressed tensors: concatenate, average, error = local - average.
+  if (b.dense_size > 0) {
+    rc::gather(concat_.data(), x, tables.dense.data(), b.dense_size);
+    comm.all_reduce(concat_.span().first(b.dense_size), ReduceOp::avg);
+    rc::scatter_average(x, err, concat_.data(), tables.dense.data(), b.dense_size);
+  }
+  if (b.matrices.empty()) return;
+  if (!opts_.warm_start) {
+    const std::span<float> q = std::span(q_host_).first(b.q_size);
+    powersgd::init_q(q, opts_.seed, id, step, false);
+    b.q.upload(q);
+  }
+  const float eps = opts_.orthogonalization_epsilon;
+  // P = M Q with Q orthogonalized; summed.
+  rc::orthogonalize(tables.q.data(), b.matrices.size(), eps);
+  for (const Matrix& t : b.matrices)
+    rc::compute_p(b.p.data() + t.p_offset, x + t.offset, b.q.data() + t.q_offset, t.rows, t.cols, t.rank);
+  comm.all_reduce(b.p.span(), ReduceOp::sum);
+  // Q = M^T P with P orthogonalized; averaged.
+  rc::orthogonalize(tables.p.data(), b.matrices.size(), eps);
+  for (const Matrix& t : b.matrices)
+    rc::compute_q(b.q.data() + t.q_offset, x + t.offset, b.p.data() + t.p_offset, t.rows, t.cols, t.rank);
+  comm.all_reduce(b.q.span(), ReduceOp::avg);
+  // M = P Q^T; error = (M + error) - P Q^T.
+  for (const Matrix& t : b.matrices)
+    rc::decompress(x + t.offset, err ? err + t.offset : nullptr, b.p.data() + t.p_offset, b.q.data() + t.q_offset,
+                   t.rows, t.cols, t.rank);
+#else
+  (void)data, (void)b, (void)id, (void)step, (void)comm;
+  LC_CHECK(false, "PowerSGD on cuda in a build without CUDA");
+#endif
+}
+
 std::string PowerSgdReducer::describe() const {
   std::ostringstream os;
   os << "powersgd rank " << opts_.rank << " (dense before step " << opts_.start_iter << ", min compression "
      << opts_.min_compression_rate << ", error feedback " << (opts_.error_feedback ? "on" : "off")
-     << ", warm start " << (opts_.warm_start ? "on" : "off") << ")";
+     << ", warm start " << (opts_.warm_start ? "on" : "off") << (opts_.device == Device::cuda ? ", on cuda" : "")
+     << ")";
   return os.str();
 }
 
@@ -471,8 +571,8 @@ std::vector<StateTensor> PowerSgdReducer::state() {
   std::vector<StateTensor> out;
   for (std::size_t id = 0; id < buckets_.size(); ++id) {
     Bucket& b = buckets_[id];
-    if (opts_.error_feedback) out.push_back({"powersgd.error." + std::to_string(id), b.error});
-    if (!b.q.empty()) out.push_back({"powersgd.q." + std::to_string(id), b.q});
+    if (opts_.error_feedback) out.push_back({"powersgd.error." + std::to_string(id), b.error.span(), opts_.device});
+    if (!b.q.empty()) out.push_back({"powersgd.q." + std::to_string(id), b.q.span(), opts_.device});
   }
   return out;
 }

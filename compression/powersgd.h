@@ -44,6 +44,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,6 +61,7 @@ struct PowerSgdOptions {
   bool warm_start = true;             // torch's default
   float orthogonalization_epsilon = 0.0f;  // torch's default; used by Gram-Schmidt only
   std::uint64_t seed = 0;             // initial Q (torch: random_seed, default 0)
+  Device device = Device::cpu;        // where the state and reduce()'s data live (reducer.h)
 };
 
 // The pure pieces of PowerSGD. Matrices are flat row-major arrays; P is n x r, Q is m x r (as
@@ -101,9 +103,15 @@ void init_q(std::span<float> q, std::uint64_t seed, int bucket_id, std::int64_t 
 
 }  // namespace powersgd
 
+// On cuda: the same steps with the device pieces of compression/cuda/reducers_cuda.h: the GEMMs
+// in cuBLAS, every matrix's orthogonalization in one launch per phase (a table of the bucket's
+// matrices uploaded in prepare()), the uncompressed tensors gathered and scattered through an
+// index table. The initial Q is drawn on the host (the same rng::normal values) and uploaded:
+// once in prepare() with warm start, every compressed step without.
 class PowerSgdReducer final : public Reducer {
  public:
   explicit PowerSgdReducer(PowerSgdOptions opts = {});
+  ~PowerSgdReducer() override;
   void prepare(std::span<const BucketLayout> buckets) override;
   void reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t step, Communicator& comm) override;
   std::string describe() const override;
@@ -124,13 +132,18 @@ class PowerSgdReducer final : public Reducer {
     std::vector<Matrix> matrices;  // torch's order: grouped by shape
     std::vector<Slice> dense;       // bucket order
     std::size_t p_size = 0, q_size = 0, dense_size = 0;
-    std::vector<float> error, p, q;
+    DeviceArray<float> error, p, q;  // on opts_.device
   };
+  struct CudaTables;  // per bucket: device index and orthogonalization tables (powersgd.cpp)
+
+  void reduce_cuda(std::span<float> data, Bucket& b, int id, std::int64_t step, Communicator& comm);
 
   PowerSgdOptions opts_;
   std::vector<Bucket> buckets_;
+  std::unique_ptr<CudaTables> cuda_;
   // Scratch shared by all buckets, sized in prepare() for the largest need.
-  std::vector<float> concat_;  // the uncompressed tensors, concatenated
+  DeviceArray<float> concat_;  // the uncompressed tensors, concatenated (on opts_.device)
+  std::vector<float> q_host_;  // cuda without warm start: the fresh Q, drawn here and uploaded
   std::vector<float> qt_;      // one tensor's Q transposed
   std::vector<float> row_;     // one row of P Q^T
 };

@@ -10,6 +10,13 @@
 //
 // Each reducer's encode / decode are free functions in its header, pure and tested without
 // communication; reduce() composes them with collectives.
+//
+// Device: a reducer is built for one device (its options' `device`, cpu by default). On cuda all
+// its state (residuals, Q, scratch, wire buffers) is device memory, sized in prepare(); reduce()
+// takes DEVICE data, runs the CUDA versions of the free functions (compression/cuda/, the same
+// results: bitwise where the CPU does integer or bit work, to float rounding elsewhere) and hands
+// the communicator device buffers, so the communicator's memory() must be cuda (NCCL or a staging
+// wrapper); a mismatch is an error. state() then returns device spans (StateTensor::device).
 #pragma once
 
 #include <cstddef>
@@ -19,6 +26,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "framework/core/device.h"
 #include "framework/core/state.h"
 
 namespace laconic {
@@ -61,6 +69,11 @@ struct ReducerStats {
   ReducerStats& operator+=(const ReducerStats& o);
 };
 
+// Throws unless this build can run a reducer on `device` (cuda needs LACONIC_CUDA).
+void check_reducer_device(Device device, const char* reducer);
+// Throws unless `comm` takes buffers where the reducer keeps them (comm.memory() == device).
+void check_comm_memory(Device device, const Communicator& comm, const char* reducer);
+
 class Reducer {
  public:
   virtual ~Reducer() = default;
@@ -86,7 +99,7 @@ class Reducer {
 // f16 (cast, all-reduce with fp32 arithmetic at every addition, cast back; half the bytes).
 class DenseReducer final : public Reducer {
  public:
-  explicit DenseReducer(DType wire = DType::f32);
+  explicit DenseReducer(DType wire = DType::f32, Device device = Device::cpu);
   void prepare(std::span<const BucketLayout> buckets) override;
   void reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t step,
               Communicator& comm) override;
@@ -94,7 +107,8 @@ class DenseReducer final : public Reducer {
 
  private:
   DType wire_;
-  std::vector<std::uint16_t> half_;  // the 16-bit wire copy, sized for the largest bucket
+  Device device_;
+  DeviceArray<std::uint16_t> half_;  // the 16-bit wire copy (on device_), sized for the largest bucket
 };
 
 }  // namespace laconic

@@ -10,6 +10,9 @@
 #include "framework/core/check.h"
 #include "framework/core/rng.h"
 
+// Plain C++; its functions are defined (and called) only with LACONIC_HAVE_CUDA.
+#include "compression/cuda/reducers_cuda.h"
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -391,12 +394,18 @@ void topk_decode(std::span<std::uint32_t> gathered, std::span<const std::size_t>
   each([&](std::uint32_t v, std::uint32_t i) { o[i] = std::bit_cast<float>(v); });
 }
 
-TopKReducer::TopKReducer(TopKOptions opts) : opts_(opts) {
+TopKReducer::TopKReducer(TopKOptions opts) : opts_(opts), wire_(opts.device) {
   LC_CHECK(opts.ratio > 0 && opts.ratio <= 1, "top-k ratio must be in (0, 1], got ", opts.ratio);
   LC_CHECK(opts.sample_fraction > 0 && opts.sample_fraction <= 1, "top-k sample fraction must be in (0, 1], got ",
            opts.sample_fraction);
   LC_CHECK(opts.warmup_steps >= 0, "top-k warm-up steps must be >= 0, got ", opts.warmup_steps);
+  check_reducer_device(opts.device, "top-k");
+  LC_CHECK(opts.device == Device::cpu || opts.selection == TopKOptions::Selection::exact,
+           "sampled top-k selection runs on the CPU only: use exact selection on cuda");
 }
+
+// Out of line: reducers_cuda::TopKScratch is complete only here.
+TopKReducer::~TopKReducer() = default;
 
 void TopKReducer::prepare(std::span<const BucketLayout> buckets) {
   const bool sampled = opts_.selection == TopKOptions::Selection::sampled;
@@ -408,7 +417,14 @@ void TopKReducer::prepare(std::span<const BucketLayout> buckets) {
     const std::size_t k = topk_count(b.size, opts_.ratio);
     max_pairs_ = std::max(max_pairs_, sampled ? topk_sampled_capacity(b.size, k) : k);
     scratch_.reserve(b.size, k, sampled ? opts_.sample_fraction : 0);
-    if (opts_.error_feedback) residual_.emplace_back(b.size, 0.0f);
+    if (opts_.error_feedback) residual_.emplace_back(opts_.device, b.size);  // zeroed
+  }
+  if (opts_.device == Device::cuda) {
+#if defined(LACONIC_HAVE_CUDA)
+    if (!device_scratch_) device_scratch_ = std::make_unique<reducers_cuda::TopKScratch>();
+    for (const BucketLayout& b : buckets) device_scratch_->reserve(b.size);
+#endif
+    return;  // the selection goes straight into the wire buffer
   }
   indices_.resize(max_pairs_);
   values_.resize(max_pairs_);
@@ -417,6 +433,7 @@ void TopKReducer::prepare(std::span<const BucketLayout> buckets) {
 void TopKReducer::reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t step, Communicator& comm) {
   const std::size_t n = data.size();
   LC_CHECK(n == bucket.size, "bucket ", bucket.id, " has ", bucket.size, " elements, got ", n);
+  check_comm_memory(opts_.device, comm, "top-k");
   const auto id = static_cast<std::size_t>(bucket.id);
   LC_CHECK(bucket.id >= 0 && (!opts_.error_feedback || (id < residual_.size() && residual_[id].size() == n)),
            "top-k bucket ", bucket.id, " of ", n, " elements was not prepared");
@@ -439,7 +456,14 @@ void TopKReducer::reduce(std::span<float> data, const BucketLayout& bucket, std:
     count_wire_.resize(world);
   }
   const std::size_t k = topk_count(n, opts_.ratio);
-  const std::span<float> residual = opts_.error_feedback ? std::span<float>(residual_[id]) : std::span<float>();
+  const std::span<float> residual = opts_.error_feedback ? residual_[id].span() : std::span<float>();
+  if (opts_.device == Device::cuda) {
+    reduce_cuda(data, residual, k, comm);
+    s.value_bytes = 4 * k;
+    s.index_bytes = 4 * k;
+    account(s);
+    return;
+  }
   const bool sampled = opts_.selection == TopKOptions::Selection::sampled;
   const std::size_t pairs = sampled ? topk_sampled_capacity(n, k) : k;
   LC_CHECK(pairs <= max_pairs_, "top-k bucket ", bucket.id, " of ", n, " elements was not prepared");
@@ -475,10 +499,30 @@ void TopKReducer::reduce(std::span<float> data, const BucketLayout& bucket, std:
   } else {
     comm.all_gather(send, recv);
   }
-  topk_decode(std::span(wire_).first(total), counts_, data);
+  topk_decode(wire_.span().first(total), counts_, data);
   s.value_bytes = 4 * c;
   s.index_bytes = 4 * c;
   account(s);
+}
+
+void TopKReducer::reduce_cuda(std::span<float> data, std::span<float> residual, std::size_t k,
+                              Communicator& comm) {
+#if defined(LACONIC_HAVE_CUDA)
+  // Exact selection sends k pairs from every rank: the layout of the gathered blocks is known
+  // without looking at the data, so nothing comes back to the host.
+  const std::size_t n = data.size(), world = counts_.size();
+  const auto rank = static_cast<std::size_t>(comm.rank());
+  LC_CHECK(k <= max_pairs_ && device_scratch_, "top-k bucket of ", n, " elements was not prepared");
+  std::fill(counts_.begin(), counts_.end(), k);
+  std::uint32_t* own = wire_.data() + rank * 2 * k;
+  reducers_cuda::topk_exact(own + k, reinterpret_cast<float*>(own), residual.empty() ? nullptr : residual.data(),
+                            data.data(), n, k, *device_scratch_);
+  comm.all_gather(CBuf{own, 2 * k, DType::i32}, Buf{wire_.data(), world * 2 * k, DType::i32});
+  reducers_cuda::topk_decode(data.data(), n, wire_.data(), counts_.data(), world);
+#else
+  (void)data, (void)residual, (void)k, (void)comm;
+  LC_CHECK(false, "top-k on cuda in a build without CUDA");
+#endif
 }
 
 std::string TopKReducer::describe() const {
@@ -490,6 +534,7 @@ std::string TopKReducer::describe() const {
     os << "exact";
   }
   os << (opts_.error_feedback ? ", error feedback" : ", no error feedback");
+  if (opts_.device == Device::cuda) os << ", on cuda";
   if (opts_.warmup_steps > 0) os << ", " << opts_.warmup_steps << " dense warm-up steps";
   os << ")";
   return os.str();
@@ -498,7 +543,7 @@ std::string TopKReducer::describe() const {
 std::vector<StateTensor> TopKReducer::state() {
   std::vector<StateTensor> out;
   for (std::size_t i = 0; i < residual_.size(); ++i)
-    out.push_back({"topk.residual." + std::to_string(i), std::span<float>(residual_[i])});
+    out.push_back({"topk.residual." + std::to_string(i), residual_[i].span(), opts_.device});
   return out;
 }
 

@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@
 #include "compression/reducer.h"
 
 namespace laconic {
+
+namespace reducers_cuda {
+struct TopKScratch;  // compression/cuda/reducers_cuda.h
+}
 
 struct TopKOptions {
   // Fraction of each bucket's elements a rank sends; k = topk_count(n, ratio). In (0, 1].
@@ -54,6 +59,9 @@ struct TopKOptions {
   // Steps 0 .. warmup_steps-1 are averaged densely (fp32 all-reduce), residuals untouched: the
   // first steps' large, fast-changing gradients are where sparsification hurts most (DGC).
   std::int64_t warmup_steps = 0;
+  // Where the reducer's state and reduce()'s data live (reducer.h). cuda: exact selection only
+  // (the sampled variant is CPU-only and rejected at construction).
+  Device device = Device::cpu;
 };
 
 // k for n elements at `ratio`: the nearest integer to ratio * n (halves rounded up), clamped to
@@ -113,10 +121,12 @@ void topk_decode(std::span<std::uint32_t> gathered, std::span<const std::size_t>
 // The reducer: per bucket, select (with error feedback when enabled), all-gather the pairs,
 // decode. Stats per call: input 4n bytes, values 4c, indices 4c, meta 4 per rank's count
 // (sampled only); exact sends c = k, and the ring all-gather puts (N-1) * 8k bytes on the wire
-// per rank.
+// per rank. On cuda the selection writes straight into this rank's block of the wire buffer and
+// nothing is read back to the host (counts are all k, known in advance).
 class TopKReducer final : public Reducer {
  public:
   explicit TopKReducer(TopKOptions opts = {});
+  ~TopKReducer() override;
   void prepare(std::span<const BucketLayout> buckets) override;
   void reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t step,
               Communicator& comm) override;
@@ -125,14 +135,19 @@ class TopKReducer final : public Reducer {
   std::vector<StateTensor> state() override;
 
  private:
+  // The exact selection, all-gather and decode on the device (after the world-sized buffers).
+  void reduce_cuda(std::span<float> data, std::span<float> residual, std::size_t k, Communicator& comm);
+
   TopKOptions opts_;
-  std::vector<std::vector<float>> residual_;  // per bucket id (error feedback only)
-  TopKScratch scratch_;
+  std::vector<DeviceArray<float>> residual_;  // per bucket id (error feedback only), on opts_.device
+  TopKScratch scratch_;                       // cpu selection
+  std::unique_ptr<reducers_cuda::TopKScratch> device_scratch_;  // cuda selection
   std::size_t max_pairs_ = 0;          // most pairs one rank sends for any bucket
-  std::vector<std::uint32_t> indices_;  // this rank's selection, max_pairs_
+  std::vector<std::uint32_t> indices_;  // this rank's selection, max_pairs_ (cpu only)
   std::vector<float> values_;
-  // World-dependent, sized on the first reduce(): N blocks of 2 * max_pairs_ words, the counts.
-  std::vector<std::uint32_t> wire_;
+  // World-dependent, sized on the first reduce(): N blocks of 2 * max_pairs_ words (on
+  // opts_.device), the counts (host).
+  DeviceArray<std::uint32_t> wire_;
   std::vector<std::size_t> counts_;     // pairs per rank
   std::vector<std::size_t> words_;      // 32-bit words per rank (2 * counts_), for all_gather_v
   std::vector<std::int32_t> count_wire_;

@@ -4,6 +4,10 @@
 #include <sstream>
 
 #include "framework/core/check.h"
+#include "optimizers/device_state.h"
+#if defined(LACONIC_HAVE_CUDA)
+#include "optimizers/cuda/fused.h"
+#endif
 
 namespace laconic {
 
@@ -15,8 +19,9 @@ AdamW::AdamW(AdamWOptions opts) : opts_(opts) {
 }
 
 void AdamW::prepare(const ParamStore& store) {
-  if (exp_avg_.size() != store.size()) exp_avg_.assign(store.size(), 0.0f);
-  if (exp_avg_sq_.size() != store.size()) exp_avg_sq_.assign(store.size(), 0.0f);
+  prepare_state(exp_avg_, store);
+  prepare_state(exp_avg_sq_, store);
+  if (on_cuda(store)) layout_.prepare(store);
 }
 
 void AdamW::step(ParamStore& store, double lr) {
@@ -29,6 +34,13 @@ void AdamW::step(ParamStore& store, double lr) {
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(opts_.beta2, t)));
   const float eps = static_cast<float>(opts_.eps);
   const float decay = static_cast<float>(1.0 - lr * opts_.weight_decay);
+  if (on_cuda(store)) {
+#if defined(LACONIC_HAVE_CUDA)
+    optim_cuda::adamw_step(store.params().data(), exp_avg_.data(), exp_avg_sq_.data(), store.grads().data(), layout_,
+                           {b1, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps, decay});
+#endif
+    return;
+  }
   for (const auto& view : store.views()) {
     float* w = store.params().data() + view.offset;
     const float* g = store.grads().data() + view.offset;
@@ -53,7 +65,9 @@ std::string AdamW::describe() const {
 }
 
 std::vector<StateTensor> AdamW::state() {
-  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}, steps_.tensor()};
+  return {{"exp_avg", exp_avg_.span(), exp_avg_.device()},
+          {"exp_avg_sq", exp_avg_sq_.span(), exp_avg_sq_.device()},
+          steps_.tensor()};
 }
 
 }  // namespace laconic

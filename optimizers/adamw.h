@@ -10,6 +10,8 @@
 
 #include <vector>
 
+#include "framework/core/device.h"
+#include "optimizers/fused_layout.h"
 #include "optimizers/optimizer.h"
 #include "optimizers/step_count.h"
 
@@ -32,8 +34,9 @@ class AdamW final : public Optimizer {
 
  private:
   AdamWOptions opts_;
-  std::vector<float> exp_avg_, exp_avg_sq_;
-  StepCount steps_;
+  DeviceArray<float> exp_avg_, exp_avg_sq_;  // on the store's device
+  StepCount steps_;                         // on the host
+  FusedLayout layout_;                      // cuda stores only
 };
 
 }  // namespace laconic

@@ -8,6 +8,8 @@
 
 #include <span>
 
+#include "framework/core/device.h"
+
 namespace laconic {
 
 // ||g||_2 of the whole buffer, accumulated in double.
@@ -20,5 +22,14 @@ double clip_grad_norm(std::span<float> grads, double max_norm);
 
 // The same clipping when the caller already has the norm of `grads` (one pass fewer).
 void clip_to_norm(std::span<float> grads, double norm, double max_norm);
+
+// The same three on a span that lives on `where` (on cuda: device memory, e.g. a cuda
+// ParamStore's grads(); fused kernels of optimizers/cuda/, the norm summed in double in a fixed
+// order, so it equals the CPU's to double rounding and the scaling is the CPU's bit for bit).
+// The norm comes back to the host: the cuda forms synchronise. Also the noise-scale estimator's
+// per-worker |g_b|^2 on a device range. On cpu they are the functions above.
+double global_grad_norm(std::span<const float> grads, Device where);
+double clip_grad_norm(std::span<float> grads, double max_norm, Device where);
+void clip_to_norm(std::span<float> grads, double norm, double max_norm, Device where);
 
 }  // namespace laconic

@@ -5,6 +5,10 @@
 #include <sstream>
 
 #include "framework/core/check.h"
+#include "optimizers/device_state.h"
+#if defined(LACONIC_HAVE_CUDA)
+#include "optimizers/cuda/fused.h"
+#endif
 #include "optimizers/norms.h"
 
 namespace laconic {
@@ -38,8 +42,9 @@ Lamb::Lamb(LambOptions opts) : opts_(opts) {
 }
 
 void Lamb::prepare(const ParamStore& store) {
-  if (exp_avg_.size() != store.size()) exp_avg_.assign(store.size(), 0.0f);
-  if (exp_avg_sq_.size() != store.size()) exp_avg_sq_.assign(store.size(), 0.0f);
+  prepare_state(exp_avg_, store);
+  prepare_state(exp_avg_sq_, store);
+  if (on_cuda(store)) layout_.prepare(store);
 }
 
 void Lamb::step(ParamStore& store, double lr) {
@@ -49,6 +54,16 @@ void Lamb::step(ParamStore& store, double lr) {
   const double bc2 = opts_.bias_correction ? 1.0 - std::pow(opts_.beta2, t) : 1.0;
   const float b1 = static_cast<float>(opts_.beta1), one_minus_b1 = static_cast<float>(1.0 - opts_.beta1);
   const float b2 = static_cast<float>(opts_.beta2), one_minus_b2 = static_cast<float>(1.0 - opts_.beta2);
+  if (on_cuda(store)) {
+#if defined(LACONIC_HAVE_CUDA)
+    // The floats of UpdateCoefs below (wd for decay tensors; the kernels use 0 for the others).
+    optim_cuda::lamb_step(store.params().data(), exp_avg_.data(), exp_avg_sq_.data(), store.grads().data(), layout_,
+                          {b1, one_minus_b1, b2, one_minus_b2, static_cast<float>(1.0 / bc1),
+                           static_cast<float>(1.0 / bc2), static_cast<float>(opts_.eps),
+                           static_cast<float>(opts_.weight_decay), lr, opts_.clamp_min, opts_.clamp_max});
+#endif
+    return;
+  }
   for (const auto& view : store.views()) {
     float* w = store.params().data() + view.offset;
     const float* g = store.grads().data() + view.offset;
@@ -96,7 +111,9 @@ std::string Lamb::describe() const {
 }
 
 std::vector<StateTensor> Lamb::state() {
-  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}, steps_.tensor()};
+  return {{"exp_avg", exp_avg_.span(), exp_avg_.device()},
+          {"exp_avg_sq", exp_avg_sq_.span(), exp_avg_sq_.device()},
+          steps_.tensor()};
 }
 
 }  // namespace laconic

@@ -3,6 +3,10 @@
 #include <sstream>
 
 #include "framework/core/check.h"
+#include "optimizers/device_state.h"
+#if defined(LACONIC_HAVE_CUDA)
+#include "optimizers/cuda/fused.h"
+#endif
 #include "optimizers/norms.h"
 
 namespace laconic {
@@ -15,7 +19,8 @@ Lars::Lars(LarsOptions opts) : opts_(opts) {
 }
 
 void Lars::prepare(const ParamStore& store) {
-  if (momentum_.size() != store.size()) momentum_.assign(store.size(), 0.0f);
+  prepare_state(momentum_, store);
+  if (on_cuda(store)) layout_.prepare(store);
 }
 
 double Lars::trust_ratio(std::span<const float> w, std::span<const float> g) const {
@@ -27,6 +32,13 @@ double Lars::trust_ratio(std::span<const float> w, std::span<const float> g) con
 void Lars::step(ParamStore& store, double lr) {
   prepare(store);
   const float mu = static_cast<float>(opts_.momentum);
+  if (on_cuda(store)) {
+#if defined(LACONIC_HAVE_CUDA)
+    optim_cuda::lars_step(store.params().data(), momentum_.data(), store.grads().data(), layout_,
+                          {mu, static_cast<float>(opts_.weight_decay), lr, opts_.eta, opts_.weight_decay, opts_.eps});
+#endif
+    return;
+  }
   for (const auto& view : store.views()) {
     std::span<float> w = store.params().subspan(view.offset, view.numel);
     std::span<const float> g = store.grads().subspan(view.offset, view.numel);
@@ -48,6 +60,6 @@ std::string Lars::describe() const {
   return os.str();
 }
 
-std::vector<StateTensor> Lars::state() { return {{"momentum", momentum_}}; }
+std::vector<StateTensor> Lars::state() { return {{"momentum", momentum_.span(), momentum_.device()}}; }
 
 }  // namespace laconic

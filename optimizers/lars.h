@@ -11,6 +11,8 @@
 
 #include <vector>
 
+#include "framework/core/device.h"
+#include "optimizers/fused_layout.h"
 #include "optimizers/optimizer.h"
 
 namespace laconic {
@@ -30,12 +32,14 @@ class Lars final : public Optimizer {
   void prepare(const ParamStore& store) override;
   std::vector<StateTensor> state() override;
 
-  // The trust ratio of one decay-group tensor (the formula above), exposed for logging and tests.
+  // The trust ratio of one decay-group tensor (the formula above), exposed for logging and tests
+  // (host spans).
   double trust_ratio(std::span<const float> w, std::span<const float> g) const;
 
  private:
   LarsOptions opts_;
-  std::vector<float> momentum_;
+  DeviceArray<float> momentum_;  // on the store's device
+  FusedLayout layout_;           // cuda stores only
 };
 
 }  // namespace laconic

@@ -3,6 +3,10 @@
 #include <sstream>
 
 #include "framework/core/check.h"
+#include "optimizers/device_state.h"
+#if defined(LACONIC_HAVE_CUDA)
+#include "optimizers/cuda/fused.h"
+#endif
 
 namespace laconic {
 
@@ -13,13 +17,22 @@ Sgd::Sgd(SgdOptions opts) : opts_(opts) {
 }
 
 void Sgd::prepare(const ParamStore& store) {
-  if (opts_.momentum > 0.0 && momentum_.size() != store.size()) momentum_.assign(store.size(), 0.0f);
+  if (opts_.momentum > 0.0) prepare_state(momentum_, store);
+  if (on_cuda(store)) layout_.prepare(store);
 }
 
 void Sgd::step(ParamStore& store, double lr) {
   prepare(store);
   const float mu = static_cast<float>(opts_.momentum);
   const float step_lr = static_cast<float>(lr);
+  if (on_cuda(store)) {
+#if defined(LACONIC_HAVE_CUDA)
+    optim_cuda::sgd_step(store.params().data(), momentum_.empty() ? nullptr : momentum_.data(),
+                         store.grads().data(), layout_,
+                         {step_lr, mu, static_cast<float>(opts_.weight_decay), opts_.nesterov});
+#endif
+    return;
+  }
   for (const auto& v : store.views()) {
     float* w = store.params().data() + v.offset;
     const float* grad = store.grads().data() + v.offset;
@@ -45,7 +58,7 @@ std::string Sgd::describe() const {
 
 std::vector<StateTensor> Sgd::state() {
   if (opts_.momentum == 0.0) return {};
-  return {StateTensor{"momentum", momentum_}};
+  return {StateTensor{"momentum", momentum_.span(), momentum_.device()}};
 }
 
 }  // namespace laconic

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "framework/core/device.h"
+#include "optimizers/fused_layout.h"
 #include "optimizers/optimizer.h"
 
 namespace laconic {
@@ -29,7 +31,8 @@ class Sgd final : public Optimizer {
 
  private:
   SgdOptions opts_;
-  std::vector<float> momentum_;  // sized on the first step (and by state() for loading)
+  DeviceArray<float> momentum_;  // on the store's device; sized by prepare() (first step, or a loader)
+  FusedLayout layout_;           // the store's segment table on the GPU (cuda stores only)
 };
 
 }  // namespace laconic

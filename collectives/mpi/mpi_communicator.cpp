@@ -7,7 +7,7 @@
 #include <string_view>
 #include <thread>
 
-#include "collectives/algorithms/ring_allreduce.h"
+#include "collectives/nominal_bytes.h"
 #include "framework/core/check.h"
 
 namespace laconic {
@@ -113,17 +113,6 @@ class Deadline {
 };
 
 bool fits_int(std::size_t n) { return n <= static_cast<std::size_t>(INT_MAX); }
-
-// Children of v in a binomial tree over n ranks renumbered from the root (tree_reduce.h,
-// broadcast_tree.h): v + m for every power of two m below v's lowest set bit (root: below n).
-std::uint64_t tree_children(int v, int n) {
-  std::uint64_t c = 0;
-  for (int m = 1; m < n; m <<= 1) {
-    if (v & m) break;
-    if (v + m < n) ++c;
-  }
-  return c;
-}
 
 }  // namespace
 
@@ -309,23 +298,18 @@ void MpiCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes,
   wait("sendrecv", recv_bytes);
 }
 
-// ---- native collectives (nominal byte counts: see the header) ----
+// ---- native collectives (nominal byte counts: see the header and collectives/nominal_bytes.h) ----
 
 void MpiCommunicator::do_all_reduce(Buf data, ReduceOp op) {
   if (!native() || !fits_int(data.count)) return Communicator::do_all_reduce(data, op);
-  const int n = size_, r = rank_;
+  const int n = size_;
   if (data.count == 0) return;
   MPI_Request req;
   LC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data.data, static_cast<int>(data.count), type_of(data.dtype),
                               op_of(data.dtype, op), comm_, &req));
   wait_one(req, "all_reduce", data.bytes());
   if (op == ReduceOp::avg) finish_avg(data.data, data.count, data.dtype, n);
-  if (n > 1) {  // as our ring (ring_allreduce.h)
-    const RingChunks ch{data.count, n};
-    const std::uint64_t e = dtype_size(data.dtype), c2 = 2 * data.count;
-    count(e * (c2 - ch.size(r) - ch.size((r + 1) % n)), e * (c2 - ch.size((r + n - 1) % n) - ch.size(r)),
-          2 * static_cast<std::uint64_t>(n - 1));
-  }
+  count(nominal::all_reduce(data.count, data.dtype, rank_, n));
 }
 
 void MpiCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
@@ -339,11 +323,7 @@ void MpiCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
                            comm_, &req));
   wait_one(req, "reduce", data.bytes());
   if (at_root && op == ReduceOp::avg) finish_avg(data.data, data.count, data.dtype, n);
-  if (n > 1) {  // as our binomial tree (tree_reduce.h)
-    const int v = (rank_ - root + n) % n;
-    const std::uint64_t s = data.bytes();
-    count(v != 0 ? s : 0, tree_children(v, n) * s, v != 0 ? 1 : 0);
-  }
+  count(nominal::reduce(data.bytes(), rank_, root, n));
 }
 
 void MpiCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
@@ -355,13 +335,11 @@ void MpiCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
                                          op_of(recv.dtype, op), comm_, &req));
   wait_one(req, "reduce_scatter", send.bytes());
   if (op == ReduceOp::avg) finish_avg(recv.data, recv.count, recv.dtype, n);
-  const std::uint64_t b = static_cast<std::uint64_t>(n - 1) * recv.bytes();  // as our ring's first phase
-  count(b, b, n > 1 ? n - 1 : 0);
+  count(nominal::reduce_scatter(recv.bytes(), n));
 }
 
 void MpiCommunicator::do_all_gather(CBuf send, Buf recv) {
   if (!native() || !fits_int(recv.count)) return Communicator::do_all_gather(send, recv);
-  const int n = size_;
   if (send.count == 0) return;
   // MPI forbids aliased buffers; a caller that gathers from its own block says so with IN_PLACE.
   const bool in_place = send.data == recv.sub(static_cast<std::size_t>(rank_) * send.count, send.count).data;
@@ -370,8 +348,7 @@ void MpiCommunicator::do_all_gather(CBuf send, Buf recv) {
   const int c = static_cast<int>(send.count);
   LC_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send.data, c, t, recv.data, c, t, comm_, &req));
   wait_one(req, "all_gather", recv.bytes());
-  const std::uint64_t b = static_cast<std::uint64_t>(n - 1) * send.bytes();  // as our ring's second phase
-  count(b, b, n > 1 ? n - 1 : 0);
+  count(nominal::all_gather(send.bytes(), size_));
 }
 
 void MpiCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
@@ -393,11 +370,7 @@ void MpiCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::
   LC_MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send.data, counts_[ur], t, recv.data, counts_.data(),
                                displs_.data(), t, comm_, &req));
   wait_one(req, "all_gather_v", recv.bytes());
-  if (n > 1) {  // as our ring all-gather over chunks of counts[c] (ring_allreduce.h)
-    const std::uint64_t e = dtype_size(send.dtype);
-    count(e * (recv.count - counts[static_cast<std::size_t>((r + 1) % n)]), e * (recv.count - counts[ur]),
-          static_cast<std::uint64_t>(n - 1));
-  }
+  count(nominal::all_gather_v(counts, recv.dtype, r));
 }
 
 void MpiCommunicator::do_all_to_all(CBuf send, Buf recv) {
@@ -413,8 +386,7 @@ void MpiCommunicator::do_all_to_all(CBuf send, Buf recv) {
   const int c = static_cast<int>(block);
   LC_MPI_CHECK(MPI_Ialltoall(send.data, c, t, recv.data, c, t, comm_, &req));
   wait_one(req, "all_to_all", send.bytes());
-  const std::uint64_t b = (n - 1) * block * dtype_size(send.dtype);  // as our pairwise exchange
-  count(b, b, n - 1);
+  count(nominal::all_to_all(block * dtype_size(send.dtype), size_));
 }
 
 void MpiCommunicator::do_broadcast(Buf data, int root) {
@@ -424,11 +396,7 @@ void MpiCommunicator::do_broadcast(Buf data, int root) {
   MPI_Request req;
   LC_MPI_CHECK(MPI_Ibcast(data.data, static_cast<int>(data.count), type_of(data.dtype), root, comm_, &req));
   wait_one(req, "broadcast", data.bytes());
-  if (n > 1) {  // as our binomial tree (broadcast_tree.h)
-    const int v = (rank_ - root + n) % n;
-    const std::uint64_t s = data.bytes(), children = tree_children(v, n);
-    count(children * s, v != 0 ? s : 0, children);
-  }
+  count(nominal::broadcast(data.bytes(), rank_, root, n));
 }
 
 void MpiCommunicator::do_barrier() {
@@ -436,9 +404,7 @@ void MpiCommunicator::do_barrier() {
   MPI_Request req;
   LC_MPI_CHECK(MPI_Ibarrier(comm_, &req));
   wait_one(req, "barrier", 0);
-  std::uint64_t rounds = 0;  // as our dissemination barrier: one byte each way per round
-  for (int k = 1; k < size_; k <<= 1) ++rounds;
-  count(rounds, rounds, rounds);
+  count(nominal::barrier(size_));
 }
 
 }  // namespace laconic

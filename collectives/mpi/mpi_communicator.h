@@ -32,11 +32,11 @@
 //
 // Byte counts of native collectives are NOMINAL: MPI does not report what it sends, so a native
 // collective counts exactly what the base class's default algorithm would count for the same
-// call on the same rank (ring_allreduce.h, tree_reduce.h, broadcast_tree.h, pairwise_alltoall.h,
-// barrier_dissemination.h give the formulas): all-reduce as our ring (2(N-1)/N·S sent and
-// received per rank when N divides the count), reduce-scatter and all-gather(_v) as ring phases
-// ((N-1)/N·S), reduce and broadcast as binomial trees, all-to-all pairwise ((N-1)·B), barrier as
-// dissemination (ceil(log2 N) one-byte messages). Point-to-point counts are exact.
+// call on the same rank: all-reduce as our ring (2(N-1)/N·S sent and received per rank when N
+// divides the count), reduce-scatter and all-gather(_v) as ring phases ((N-1)/N·S), reduce and
+// broadcast as binomial trees, all-to-all pairwise ((N-1)·B), barrier as dissemination
+// (ceil(log2 N) one-byte messages). The formulas are collectives/nominal_bytes.h, shared with
+// the NCCL backend. Point-to-point counts are exact.
 //
 // Timeouts. MPI has no receive timeout, and a peer that stops participating leaves the others
 // blocked forever. Every operation here is therefore non-blocking (MPI_Isend/MPI_Irecv,

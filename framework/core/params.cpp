@@ -1,7 +1,5 @@
 #include "framework/core/params.h"
 
-#include <algorithm>
-
 #include "framework/core/check.h"
 
 namespace laconic {
@@ -21,11 +19,17 @@ std::size_t ParamStore::add(std::string name, std::vector<std::int64_t> shape, P
 
 void ParamStore::finalize() {
   LC_CHECK(!finalized_, "ParamStore::finalize() called twice");
-  params_.assign(total_, 0.0f);
-  grads_.assign(total_, 0.0f);
+  params_.resize(total_);  // zero-filled
+  grads_.resize(total_);
   finalized_ = true;
 }
 
-void ParamStore::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void ParamStore::to(Device d) {
+  LC_CHECK(finalized_, "ParamStore::to() before finalize()");
+  params_.to(d);
+  grads_.to(d);
+}
+
+void ParamStore::zero_grad() { grads_.zero(); }
 
 }  // namespace laconic

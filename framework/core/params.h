@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/core/device.h"
+
 namespace laconic {
 
 // Which optimizer treatment a tensor gets. Weights decay (and later get LARS/LAMB trust-ratio
@@ -28,19 +30,24 @@ class ParamStore {
  public:
   // Declares a tensor; only before finalize(). Returns its view index.
   std::size_t add(std::string name, std::vector<std::int64_t> shape, ParamGroup group);
-  // Allocates the two flat buffers (zeroed). Called once, after the last add().
+  // Allocates the two flat buffers (zeroed) on the host. Called once, after the last add().
   void finalize();
   bool finalized() const { return finalized_; }
+  // Moves both buffers to device d (models initialise on the host, then move). Pointers and
+  // spans taken before are invalid after a move. On cuda, param()/grad()/params()/grads() are
+  // device pointers: only kernels and device copies may touch them.
+  void to(Device d);
+  Device device() const { return params_.device(); }
 
   float* param(std::size_t view) { return params_.data() + views_.at(view).offset; }
   const float* param(std::size_t view) const { return params_.data() + views_.at(view).offset; }
   float* grad(std::size_t view) { return grads_.data() + views_.at(view).offset; }
   const float* grad(std::size_t view) const { return grads_.data() + views_.at(view).offset; }
 
-  std::span<float> params() { return params_; }
-  std::span<const float> params() const { return params_; }
-  std::span<float> grads() { return grads_; }
-  std::span<const float> grads() const { return grads_; }
+  std::span<float> params() { return params_.span(); }
+  std::span<const float> params() const { return params_.span(); }
+  std::span<float> grads() { return grads_.span(); }
+  std::span<const float> grads() const { return grads_.span(); }
 
   const std::vector<ParamView>& views() const { return views_; }
   const ParamView& view(std::size_t i) const { return views_.at(i); }
@@ -50,8 +57,8 @@ class ParamStore {
 
  private:
   std::vector<ParamView> views_;
-  std::vector<float> params_;
-  std::vector<float> grads_;
+  DeviceArray<float> params_;
+  DeviceArray<float> grads_;
   std::size_t total_ = 0;
   bool finalized_ = false;
 };

@@ -6,11 +6,14 @@
 #include <span>
 #include <string>
 
+#include "framework/core/device.h"
+
 namespace laconic {
 
 struct StateTensor {
   std::string name;
   std::span<float> data;
+  Device device = Device::cpu;  // where `data` lives: checkpoints stage device tensors through the host
 };
 
 }  // namespace laconic

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 #include <sstream>
 
 #include "framework/core/check.h"
 #include "framework/nn/buffer.h"
 #include "framework/nn/init.h"
-#include "framework/ops/ops.h"
+#include "framework/ops/dispatch.h"
 
 namespace laconic {
 
@@ -33,12 +34,6 @@ void init_dense(ParamStore& store, const nn::Linear& fc, std::uint64_t seed) {
   nn::init_constant(store, fc.bias_view(), 0.0f);
 }
 
-// y = a + b over n floats (the residual connections).
-void add(float* y, const float* a, const float* b, std::size_t n) {
-  std::copy(a, a + n, y);
-  ops::cpu::axpy(y, 1.0f, b, n);
-}
-
 // Dropout layer ids: 0 for the embeddings, then three per block (attention probabilities,
 // attention output, FFN output), so no two dropouts in the model share a mask.
 std::uint64_t dropout_id(int layer, int which) {
@@ -52,12 +47,12 @@ std::uint64_t dropout_id(int layer, int which) {
 Bert::Block::Block(ParamStore& store, const std::string& name, const BertOptions& o, int layer)
     : store_(&store),
       attn_(store, name + ".attn", {o.dim, o.heads, o.dropout, dropout_id(layer, 0)}),
-      attn_drop_({o.dim, o.dropout, dropout_id(layer, 1)}),
+      attn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 1)}),
       ln1_(store, name + ".ln1", {o.dim, kLayerNormEps}),
       fc1_(store, name + ".fc1", {o.dim, o.ffn}),
-      gelu_(o.ffn),
+      gelu_(store, o.ffn),
       fc2_(store, name + ".fc2", {o.ffn, o.dim}),
-      ffn_drop_({o.dim, o.dropout, dropout_id(layer, 2)}),
+      ffn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 2)}),
       ln2_(store, name + ".ln2", {o.dim, kLayerNormEps}) {}
 
 void Bert::Block::init(std::uint64_t seed) {
@@ -70,30 +65,32 @@ void Bert::Block::init(std::uint64_t seed) {
 }
 
 const float* Bert::Block::forward(const float* x, int batch, int seq, const ForwardOptions& step) {
+  const ops::Kernels& k = ops::kernels(store_->device());
   const int rows = batch * seq;
   n_ = static_cast<std::size_t>(rows) * attn_.options().dim;
   // h1 = LN(x + Drop(Attn(x)))
   const float* a = attn_drop_.forward(attn_.forward(x, batch, seq, step), rows, step);
-  float* s1 = nn::grow(sum1_, n_);
-  add(s1, x, a, n_);
+  float* s1 = nn::grow(sum1_, k.device, n_);
+  k.add(s1, x, a, n_);
   const float* h1 = ln1_.forward(s1, rows);
   // out = LN(h1 + Drop(W2 GELU(W1 h1 + b1) + b2))
   const float* f = fc2_.forward(gelu_.forward(fc1_.forward(h1, rows), rows), rows);
   f = ffn_drop_.forward(f, rows, step);
-  float* s2 = nn::grow(sum2_, n_);
-  add(s2, h1, f, n_);
+  float* s2 = nn::grow(sum2_, k.device, n_);
+  k.add(s2, h1, f, n_);
   return ln2_.forward(s2, rows);
 }
 
 const float* Bert::Block::backward(const float* dy) {
+  const ops::Kernels& k = ops::kernels(store_->device());
   const float* ds2 = ln2_.backward(dy);  // = dL/dh1 through the skip path, and dL/dDrop(FFN)
   const float* df = fc1_.backward(gelu_.backward(fc2_.backward(ffn_drop_.backward(ds2))));
-  float* dh1 = nn::grow(dh1_, n_);
-  add(dh1, ds2, df, n_);
+  float* dh1 = nn::grow(dh1_, k.device, n_);
+  k.add(dh1, ds2, df, n_);
   const float* ds1 = ln1_.backward(dh1);  // = dL/dx through the skip path
   const float* da = attn_.backward(attn_drop_.backward(ds1));
-  float* dx = nn::grow(dx_, n_);
-  add(dx, ds1, da, n_);
+  float* dx = nn::grow(dx_, k.device, n_);
+  k.add(dx, ds1, da, n_);
   return dx;
 }
 
@@ -111,13 +108,13 @@ Bert::Bert(const BertOptions& opts)
       tokens_(params_, "embed.tokens", {opts.vocab, opts.dim, kInitStd}),
       positions_(params_, "embed.positions", {opts.seq_len, opts.dim, kInitStd}),
       embed_ln_(params_, "embed.ln", {opts.dim, kLayerNormEps}),
-      embed_drop_({opts.dim, opts.dropout, 0}),
+      embed_drop_(params_, {opts.dim, opts.dropout, 0}),
       blocks_(make_blocks(params_, opts_)),
       head_fc_(params_, "mlm.transform", {opts.dim, opts.dim}),
-      head_gelu_(opts.dim),
+      head_gelu_(params_, opts.dim),
       head_ln_(params_, "mlm.ln", {opts.dim, kLayerNormEps}),
       head_bias_(params_.add("mlm.bias", {opts.vocab}, ParamGroup::no_decay)),
-      loss_(nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}) {
+      loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}) {
   params_.finalize();
 }
 
@@ -140,9 +137,11 @@ ForwardResult Bert::forward(const Batch& batch, const ForwardOptions& opts) {
                batch.targets.size() >= static_cast<std::size_t>(rows),
            "bert: batch of ", B, "x", T, " holds ", batch.tokens.size(), " tokens and ",
            batch.targets.size(), " targets");
+  const ops::Kernels& k = ops::kernels(params_.device());
+  const Device dev = k.device;
   rows_ = rows;
   have_forward_ = false;  // until this forward completes
-  if (rows > head_reserved_) {
+  if (rows > head_reserved_ || dev != head_device_) {
     // The head runs on the masked positions only, whose count varies from batch to batch (at
     // most B*T): size its buffers for the bound once, so no later step allocates.
     const auto bound = static_cast<std::size_t>(rows);
@@ -150,24 +149,25 @@ ForwardResult Bert::forward(const Batch& batch, const ForwardOptions& opts) {
     head_gelu_.reserve(rows);
     head_ln_.reserve(rows);
     loss_.reserve(rows);
-    nn::grow(gathered_, bound * dim);
-    nn::grow(logits_, bound * vocab);
-    nn::grow(dhead_, bound * dim);
+    nn::grow(gathered_, dev, bound * dim);
+    nn::grow(logits_, dev, bound * vocab);
+    nn::grow(dhead_, dev, bound * dim);
+    nn::grow(picked_, bound);
+    nn::grow(picked_targets_, bound);
+    if (dev != Device::cpu) {
+      nn::grow(ids_host_, 3 * bound);
+      nn::grow(ids_, dev, 3 * bound);
+    }
     head_reserved_ = rows;
+    head_device_ = dev;
   }
 
-  // Embeddings: e = LN(E[tokens] + P[t]), dropped.
-  std::int32_t* pos = nn::grow(pos_ids_, rows);
-  for (int r = 0; r < rows; ++r) pos[r] = r % T;
-  const std::size_t n = static_cast<std::size_t>(rows) * dim;
-  float* e = nn::grow(embed_, n);
-  add(e, tokens_.forward(batch.tokens.data(), rows), positions_.forward(pos, rows), n);
-  const float* x = embed_drop_.forward(embed_ln_.forward(e, rows), rows, opts);
-  for (auto& b : blocks_) x = b.forward(x, B, T, opts);
-
-  // Gather the predicted positions [M, dim]: the head and the logits run on these rows only.
-  std::int32_t* picked = nn::grow(picked_, rows);
-  std::int32_t* targets = nn::grow(picked_targets_, rows);
+  // Everything that reads the batch first, on the host: the id checks (device kernels cannot
+  // throw) and the predicted positions, then (on cuda) one upload of all ids. Nothing after
+  // this waits for the device until the loss.
+  tokens_.check_ids(batch.tokens.data(), rows);
+  std::int32_t* picked = picked_.data();
+  std::int32_t* targets = picked_targets_.data();
   int m = 0;
   for (int r = 0; r < rows; ++r) {
     const std::int32_t t = batch.targets[r];
@@ -179,17 +179,41 @@ ForwardResult Bert::forward(const Batch& batch, const ForwardOptions& opts) {
     ++m;
   }
   predicted_ = m;
-  float* g = nn::grow(gathered_, static_cast<std::size_t>(m) * dim);
-  for (int i = 0; i < m; ++i)
-    std::copy_n(x + static_cast<std::size_t>(picked[i]) * dim, dim, g + static_cast<std::size_t>(i) * dim);
+  const std::int32_t* tokens_at = batch.tokens.data();
+  const std::int32_t* targets_at = targets;
+  picked_rows_ = picked;
+  if (dev != Device::cpu) {
+    std::int32_t* staged = ids_host_.data();
+    std::copy_n(batch.tokens.data(), rows, staged);
+    std::copy_n(picked, m, staged + rows);
+    std::copy_n(targets, m, staged + rows + m);
+    ids_.upload(std::span<const std::int32_t>(staged, static_cast<std::size_t>(rows) + 2 * m));
+    tokens_at = ids_.data();
+    picked_rows_ = ids_.data() + rows;
+    targets_at = ids_.data() + rows + m;
+  }
+
+  // Embeddings: e = LN(E[tokens] + P[t]), dropped.
+  std::int32_t* pos = nn::grow(pos_ids_, dev, rows);
+  k.iota_mod(pos, rows, T);
+  const std::size_t n = static_cast<std::size_t>(rows) * dim;
+  float* e = nn::grow(embed_, dev, n);
+  k.add(e, tokens_.forward(tokens_at, rows), positions_.forward(pos, rows), n);
+  const float* x = embed_drop_.forward(embed_ln_.forward(e, rows), rows, opts);
+  for (auto& b : blocks_) x = b.forward(x, B, T, opts);
+
+  // Gather the predicted positions [M, dim] (a row lookup, as an embedding's): the head and the
+  // logits run on these rows only.
+  float* g = nn::grow(gathered_, dev, static_cast<std::size_t>(m) * dim);
+  k.embedding_forward(g, picked_rows_, x, m, dim);
 
   // h = LN(GELU(W g + b)); logits[M, vocab] = h[M, dim] E[vocab, dim]^T + bias
   head_out_ = head_ln_.forward(head_gelu_.forward(head_fc_.forward(g, m), m), m);
-  float* logits = nn::grow(logits_, static_cast<std::size_t>(m) * vocab);
-  ops::cpu::gemm(logits, head_out_, params_.param(tokens_.table_view()), m, vocab, dim, false, true,
-                 1.0f, 0.0f);
-  ops::cpu::add_bias(logits, params_.param(head_bias_), m, vocab);
-  const nn::LossResult l = loss_.forward(logits, targets, m);
+  float* logits = nn::grow(logits_, dev, static_cast<std::size_t>(m) * vocab);
+  k.gemm(logits, head_out_, params_.param(tokens_.table_view()), m, vocab, dim, false, true, 1.0f,
+         0.0f);
+  k.add_bias(logits, params_.param(head_bias_), m, vocab);
+  const nn::LossResult l = loss_.forward(logits, targets_at, m);
   have_forward_ = true;
   return ForwardResult{static_cast<float>(l.loss), l.counted, l.correct};
 }
@@ -198,24 +222,24 @@ void Bert::backward() {
   LC_CHECK(have_forward_, "Bert::backward() without forward()");
   const int m = predicted_, dim = opts_.dim, vocab = opts_.vocab;
   if (m == 0) return;  // no predicted position: the loss is the constant 0
+  const ops::Kernels& k = ops::kernels(params_.device());
   const std::size_t table = tokens_.table_view();
 
   // Output projection (tied): dbias += sum_i dlogits[i, :]; dE[vocab, dim] += dlogits^T h;
   // dh[M, dim] = dlogits[M, vocab] E[vocab, dim].
   const float* dlogits = loss_.backward();
-  ops::cpu::bias_grad(params_.grad(head_bias_), dlogits, m, vocab);
-  ops::cpu::gemm(params_.grad(table), dlogits, head_out_, vocab, dim, m, true, false, 1.0f, 1.0f);
-  float* dh = nn::grow(dhead_, static_cast<std::size_t>(m) * dim);
-  ops::cpu::gemm(dh, dlogits, params_.param(table), m, dim, vocab, false, false, 1.0f, 0.0f);
+  k.bias_grad(params_.grad(head_bias_), dlogits, m, vocab);
+  k.gemm(params_.grad(table), dlogits, head_out_, vocab, dim, m, true, false, 1.0f, 1.0f);
+  float* dh = nn::grow(dhead_, k.device, static_cast<std::size_t>(m) * dim);
+  k.gemm(dh, dlogits, params_.param(table), m, dim, vocab, false, false, 1.0f, 0.0f);
   const float* dg = head_fc_.backward(head_gelu_.backward(head_ln_.backward(dh)));
   notify_grads_ready(offset_of(head_fc_.weight_view()));  // the head's own tensors (not the tied E)
 
   // Scatter back to [B*T, dim]; unpredicted positions get 0.
   const std::size_t n = static_cast<std::size_t>(rows_) * dim;
-  float* d = nn::grow(dencoded_, n);
-  ops::cpu::fill(d, 0.0f, n);
-  for (int i = 0; i < m; ++i)
-    std::copy_n(dg + static_cast<std::size_t>(i) * dim, dim, d + static_cast<std::size_t>(picked_[i]) * dim);
+  float* d = nn::grow(dencoded_, k.device, n);
+  k.fill(d, 0.0f, n);
+  k.scatter_rows(d, dg, picked_rows_, m, dim);
 
   const float* dx = d;
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {

@@ -87,8 +87,8 @@ class Bert : public Model {
     nn::Linear fc2_;
     nn::Dropout ffn_drop_;
     nn::LayerNorm ln2_;
-    std::vector<float> sum1_, sum2_;  // the residual sums fed to ln1_, ln2_
-    std::vector<float> dh1_, dx_;     // gradients that gather two branches
+    DeviceArray<float> sum1_, sum2_;  // the residual sums fed to ln1_, ln2_
+    DeviceArray<float> dh1_, dx_;     // gradients that gather two branches
   };
 
   static std::vector<Block> make_blocks(ParamStore& store, const BertOptions& o);
@@ -106,19 +106,25 @@ class Bert : public Model {
   std::size_t head_bias_ = 0;  // "mlm.bias" [vocab]
   nn::SoftmaxCrossEntropy loss_;
 
-  // Activation buffers, grown once.
+  // Activation buffers, grown once, on the model's device unless noted.
   int rows_ = 0;                        // B*T of the last forward
-  std::vector<std::int32_t> pos_ids_;   // [B*T]: t for row b*T + t
-  std::vector<float> embed_;            // [B*T, dim]: E[tokens] + P[positions]
+  DeviceArray<std::int32_t> pos_ids_;   // [B*T]: t for row b*T + t
+  DeviceArray<float> embed_;            // [B*T, dim]: E[tokens] + P[positions]
   int predicted_ = 0;                   // M: positions with a target in the last batch
   int head_reserved_ = 0;               // rows the head buffers are sized for (see forward)
-  std::vector<std::int32_t> picked_;    // [M]: their rows
-  std::vector<std::int32_t> picked_targets_;  // [M]
-  std::vector<float> gathered_;         // [M, dim]
+  Device head_device_ = Device::cpu;    // and the device they were sized on
+  std::vector<std::int32_t> picked_;    // host [M]: their rows
+  std::vector<std::int32_t> picked_targets_;  // host [M]
+  // On cuda, the batch's ids in one upload: [tokens (B*T) | picked (M) | targets (M)] staged on
+  // the host, then copied to the device. On cpu the host arrays are used directly.
+  std::vector<std::int32_t> ids_host_;
+  DeviceArray<std::int32_t> ids_;
+  const std::int32_t* picked_rows_ = nullptr;  // picked_ where the kernels read it
+  DeviceArray<float> gathered_;         // [M, dim]
   const float* head_out_ = nullptr;     // [M, dim]: h
-  std::vector<float> logits_;           // [M, vocab]
-  std::vector<float> dhead_;            // [M, dim]
-  std::vector<float> dencoded_;         // [B*T, dim]
+  DeviceArray<float> logits_;           // [M, vocab]
+  DeviceArray<float> dhead_;            // [M, dim]
+  DeviceArray<float> dencoded_;         // [B*T, dim]
   bool have_forward_ = false;
 };
 

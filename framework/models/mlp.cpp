@@ -1,8 +1,10 @@
 #include "framework/models/mlp.h"
 
+#include <span>
 #include <sstream>
 
 #include "framework/core/check.h"
+#include "framework/nn/buffer.h"
 
 namespace laconic {
 
@@ -21,7 +23,7 @@ const MlpOptions& validated(const MlpOptions& o) {
 }  // namespace
 
 Mlp::Mlp(const MlpOptions& opts)
-    : opts_(validated(opts)), loss_(nn::SoftmaxCrossEntropyOptions{opts.classes, -1}) {
+    : opts_(validated(opts)), loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.classes, -1}) {
   blocks_.reserve(opts_.hidden.size());
   int in = opts_.inputs;
   for (std::size_t i = 0; i < opts_.hidden.size(); ++i) {
@@ -29,10 +31,10 @@ Mlp::Mlp(const MlpOptions& opts)
     const std::string name = "fc" + std::to_string(i + 1);
     // The first layer's input is data: no dX needed.
     Block b{nn::Linear(params_, name, {in, h, true, /*input_grad=*/i > 0}), std::nullopt,
-            nn::Relu(h), std::nullopt};
+            nn::Relu(params_, h), std::nullopt};
     if (opts_.layernorm) b.norm.emplace(params_, "ln" + std::to_string(i + 1), nn::LayerNormOptions{h});
-    if (opts_.activation == MlpActivation::gelu) b.act = nn::Gelu(h);
-    if (opts_.dropout > 0.0f) b.drop.emplace(nn::DropoutOptions{h, opts_.dropout, i});
+    if (opts_.activation == MlpActivation::gelu) b.act = nn::Gelu(params_, h);
+    if (opts_.dropout > 0.0f) b.drop.emplace(params_, nn::DropoutOptions{h, opts_.dropout, i});
     blocks_.push_back(std::move(b));
     in = h;
   }
@@ -58,7 +60,18 @@ ForwardResult Mlp::forward(const Batch& batch, const ForwardOptions& opts) {
                batch.targets.size() >= static_cast<std::size_t>(rows),
            "mlp: batch of ", rows, " holds ", batch.inputs.size(), " inputs and ",
            batch.targets.size(), " targets");
-  const float* x = batch.inputs.data();
+  // Labels are checked here, on the host: a device kernel cannot throw (it would give a NaN loss).
+  for (int r = 0; r < rows; ++r) {
+    const std::int32_t t = batch.targets[r];
+    LC_CHECK(t == -1 || (t >= 0 && t < opts_.classes), "target ", t, " in row ", r,
+             " is outside [0, ", opts_.classes, ") and is not ignore_index -1");
+  }
+  const Device dev = params_.device();
+  const auto n_rows = static_cast<std::size_t>(rows);
+  const float* x = nn::on_device(
+      inputs_, dev, std::span<const float>(batch.inputs.data(), n_rows * opts_.inputs));
+  const std::int32_t* targets =
+      nn::on_device(targets_, dev, std::span<const std::int32_t>(batch.targets.data(), n_rows));
   for (auto& b : blocks_) {
     x = b.fc.forward(x, rows);
     if (b.norm) x = b.norm->forward(x, rows);
@@ -66,7 +79,7 @@ ForwardResult Mlp::forward(const Batch& batch, const ForwardOptions& opts) {
     if (b.drop) x = b.drop->forward(x, rows, opts);
   }
   const float* logits = head_->forward(x, rows);
-  const nn::LossResult l = loss_.forward(logits, batch.targets.data(), rows);
+  const nn::LossResult l = loss_.forward(logits, targets, rows);
   have_forward_ = true;
   return ForwardResult{static_cast<float>(l.loss), l.counted, l.correct};
 }

@@ -62,6 +62,9 @@ class Mlp : public Model {
   std::unique_ptr<nn::Linear> head_;
   nn::SoftmaxCrossEntropy loss_;
   bool have_forward_ = false;
+  // The batch on the model's device (on cpu the batch's own vectors are used, without a copy).
+  DeviceArray<float> inputs_;
+  DeviceArray<std::int32_t> targets_;
 };
 
 }  // namespace laconic

@@ -1,5 +1,11 @@
 // A trainable model over flat parameters. forward() caches what backward() needs in buffers the
 // model owns (grown on first use, reused after: no allocation in the step loop).
+//
+// Devices: a model runs where its ParamStore lives. Models are built and initialised on the host
+// and moved with to(Device::cuda); every layer picks its kernels (ops::kernels) from the store's
+// device at each call and keeps its activation buffers there, so the same code runs on either.
+// On cuda, forward() waits for the device once, to bring back the loss statistics; backward()
+// only queues work on the default stream.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +13,7 @@
 #include <string>
 
 #include "framework/core/batch.h"
+#include "framework/core/device.h"
 #include "framework/core/params.h"
 #include "framework/core/step.h"
 
@@ -21,7 +28,10 @@ struct ForwardResult {
 // Told during backward() as gradients become final: after grads_ready(from), the gradients at
 // [from, params().size()) will not change again in this backward. Models report after each layer
 // (they lay their tensors out first layer first, so the final region grows from the end); sync
-// strategies use it to start reducing a bucket while backward goes on.
+// strategies use it to start reducing a bucket while backward goes on. On cuda "final" is in
+// stream order: every kernel that writes them has been queued on the default (legacy) stream,
+// perhaps not run yet, so work queued after the call on that stream, or a synchronous copy, sees
+// them final; work on another stream must wait for an event recorded on it first.
 class GradsReadyListener {
  public:
   virtual ~GradsReadyListener() = default;
@@ -32,6 +42,12 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual ParamStore& params() = 0;
+  // Where the parameters, gradients and activations live.
+  Device device() { return params().device(); }
+  // Moves the model to device d: parameters and gradients now (ParamStore::to), every layer's
+  // activation buffers on the next forward. Pointers into the old buffers become invalid; call
+  // between steps, never between forward() and backward().
+  virtual void to(Device d) { params().to(d); }
   // Deterministic initialisation from the seed (same seed -> same parameters bit for bit).
   virtual void init(std::uint64_t seed) = 0;
   virtual ForwardResult forward(const Batch& batch, const ForwardOptions& opts) = 0;

@@ -1,15 +1,18 @@
-// Parameter-free elementwise activations over [rows, features].
+// Parameter-free elementwise activations over [rows, features]. They run on the device of the
+// ParamStore given at construction (the model's), whose kernels they pick at each call.
 #pragma once
 
 #include <cstddef>
-#include <vector>
+
+#include "framework/core/device.h"
+#include "framework/core/params.h"
 
 namespace laconic::nn {
 
 // y = max(x, 0). backward uses the layer's own output, so the input may be overwritten after.
 class Relu {
  public:
-  explicit Relu(int features);
+  Relu(const ParamStore& store, int features);
   const float* forward(const float* x, int rows);  // x: [rows, features] -> y (owned)
   const float* backward(const float* dy);          // dy -> dx (owned)
   // Grows every buffer for batches of up to `rows` rows now, so that later, smaller or equal
@@ -17,16 +20,17 @@ class Relu {
   void reserve(int rows);
 
  private:
+  const ParamStore* store_;  // whose device the layer runs on
   int features_;
   std::size_t n_ = 0;
-  std::vector<float> y_;
-  std::vector<float> dx_;
+  DeviceArray<float> y_;
+  DeviceArray<float> dx_;
 };
 
 // Exact GELU, x * Phi(x) (Hendrycks & Gimpel 2016). backward needs x: it must stay valid.
 class Gelu {
  public:
-  explicit Gelu(int features);
+  Gelu(const ParamStore& store, int features);
   const float* forward(const float* x, int rows);
   const float* backward(const float* dy);
   // Grows every buffer for batches of up to `rows` rows now, so that later, smaller or equal
@@ -34,11 +38,12 @@ class Gelu {
   void reserve(int rows);
 
  private:
+  const ParamStore* store_;
   int features_;
   std::size_t n_ = 0;
   const float* x_ = nullptr;
-  std::vector<float> y_;
-  std::vector<float> dx_;
+  DeviceArray<float> y_;
+  DeviceArray<float> dx_;
 };
 
 }  // namespace laconic::nn

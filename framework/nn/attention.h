@@ -7,14 +7,14 @@
 //                C_bh = Drop(P) V_bh              [T, D]  (dropout on the probabilities, as BERT)
 //   y = C Wo^T + bo                               C: heads merged back to [B*T, dim]
 //
-// Q, K, V are rearranged once per forward into contiguous [B, H, T, D] buffers so each (b, h)
-// product is a plain row-major gemm on contiguous matrices.
+// Q, K, V are rearranged once per forward into contiguous [B, H, T, D] buffers (ops::split_heads)
+// so the B*H per-(b, h) products are one strided-batched GEMM (ops::gemm_strided_batched).
+// Runs on the device of its ParamStore, through ops::kernels.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "framework/core/params.h"
 #include "framework/core/step.h"
@@ -22,24 +22,6 @@
 #include "framework/nn/linear.h"
 
 namespace laconic::nn {
-
-// ---- CPU kernels used by attention (not yet in ops_decl.inc; same conventions: outputs, then
-// inputs, then sizes; activations and input gradients ASSIGN). Candidates for ops/ + a CUDA twin.
-
-// out[b, h, t, d] = in[(b*T + t) * stride + offset + h*D + d]
-//   in: [B*T, stride] (a column block [offset, offset + H*D) of each row), out: [B, H, T, D]
-void split_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
-                 int stride, int offset);
-// The inverse: out[(b*T + t) * stride + offset + h*D + d] = in[b, h, t, d]; other columns untouched.
-void merge_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
-                 int stride, int offset);
-// Numerically stable row softmax: y[r, c] = exp(x[r, c] - max_c x[r, :]) / sum. y may alias x.
-void softmax_rows_forward(float* y, const float* x, int rows, int cols);
-// Its backward from the output: dx[r, c] = y[r, c] * (dy[r, c] - sum_c' dy[r, c'] y[r, c']).
-// dx may alias dy.
-void softmax_rows_backward(float* dx, const float* dy, const float* y, int rows, int cols);
-
-// ---- the layer
 
 struct MultiHeadSelfAttentionOptions {
   int dim = 0;
@@ -71,6 +53,7 @@ class MultiHeadSelfAttention {
   const MultiHeadSelfAttentionOptions& options() const { return opts_; }
 
  private:
+  const ParamStore* store_;
   MultiHeadSelfAttentionOptions opts_;
   int head_dim_ = 0;
   float scale_ = 1.0f;  // 1 / sqrt(head_dim)
@@ -81,14 +64,14 @@ class MultiHeadSelfAttention {
   const float* dropped_ = nullptr;  // Drop(P) from the last forward (probs_ itself when inactive)
 
   // Forward state, [B, H, T, D] unless noted.
-  std::vector<float> q_, k_, v_;
-  std::vector<float> probs_;  // [B, H, T, T]
-  std::vector<float> ctx_h_;
-  std::vector<float> ctx_;    // [B*T, dim], the input of proj_
+  DeviceArray<float> q_, k_, v_;
+  DeviceArray<float> probs_;  // [B, H, T, T]
+  DeviceArray<float> ctx_h_;
+  DeviceArray<float> ctx_;    // [B*T, dim], the input of proj_
   // Backward scratch.
-  std::vector<float> dctx_h_, dq_, dk_, dv_;
-  std::vector<float> dp_;     // [B, H, T, T]: dL/dDrop(P), then dL/dS in place
-  std::vector<float> dqkv_;   // [B*T, 3*dim]
+  DeviceArray<float> dctx_h_, dq_, dk_, dv_;
+  DeviceArray<float> dp_;     // [B, H, T, T]: dL/dDrop(P), then dL/dS in place
+  DeviceArray<float> dqkv_;   // [B*T, 3*dim]
 };
 
 }  // namespace laconic::nn

@@ -3,11 +3,11 @@
 #include "framework/core/check.h"
 #include "framework/core/rng.h"
 #include "framework/nn/buffer.h"
-#include "framework/ops/ops.h"
+#include "framework/ops/dispatch.h"
 
 namespace laconic::nn {
 
-Dropout::Dropout(const DropoutOptions& opts) : opts_(opts) {
+Dropout::Dropout(const ParamStore& store, const DropoutOptions& opts) : store_(&store), opts_(opts) {
   LC_CHECK(opts.features > 0, "Dropout: features=", opts.features);
   LC_CHECK(opts.p >= 0.0f && opts.p < 1.0f, "Dropout: p=", opts.p, " is outside [0, 1)");
 }
@@ -22,15 +22,17 @@ const float* Dropout::forward(const float* x, int rows, const ForwardOptions& st
   active_ = step.train && opts_.p > 0.0f;
   if (!active_) return x;
   key_ = key(step);
-  float* y = grow(y_, n_);
-  ops::cpu::dropout_forward(y, x, n_, opts_.p, key_);
+  const ops::Kernels& k = ops::kernels(store_->device());
+  float* y = grow(y_, k.device, n_);
+  k.dropout_forward(y, x, n_, opts_.p, key_);
   return y;
 }
 
 const float* Dropout::backward(const float* dy) {
   if (!active_) return dy;
-  float* dx = grow(dx_, n_);
-  ops::cpu::dropout_backward(dx, dy, n_, opts_.p, key_);
+  const ops::Kernels& k = ops::kernels(store_->device());
+  float* dx = grow(dx_, k.device, n_);
+  k.dropout_backward(dx, dy, n_, opts_.p, key_);
   return dx;
 }
 

@@ -5,8 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
+#include "framework/core/device.h"
+#include "framework/core/params.h"
 #include "framework/core/step.h"
 
 namespace laconic::nn {
@@ -19,7 +20,8 @@ struct DropoutOptions {
 
 class Dropout {
  public:
-  explicit Dropout(const DropoutOptions& opts);
+  // Runs on the device of `store` (the model's; the layer has no parameters of its own).
+  Dropout(const ParamStore& store, const DropoutOptions& opts);
 
   // key = rng::key({seed, rank, step, rng::kDropout, layer_id}).
   std::uint64_t key(const ForwardOptions& step) const;
@@ -31,12 +33,13 @@ class Dropout {
   const float* backward(const float* dy);
 
  private:
+  const ParamStore* store_;
   DropoutOptions opts_;
   bool active_ = false;  // whether the last forward applied a mask
   std::uint64_t key_ = 0;
   std::size_t n_ = 0;
-  std::vector<float> y_;
-  std::vector<float> dx_;
+  DeviceArray<float> y_;
+  DeviceArray<float> dx_;
 };
 
 }  // namespace laconic::nn

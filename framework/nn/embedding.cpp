@@ -3,7 +3,7 @@
 #include "framework/core/check.h"
 #include "framework/nn/buffer.h"
 #include "framework/nn/init.h"
-#include "framework/ops/ops.h"
+#include "framework/ops/dispatch.h"
 
 namespace laconic::nn {
 
@@ -15,13 +15,18 @@ Embedding::Embedding(ParamStore& store, const std::string& name, const Embedding
 
 void Embedding::init(std::uint64_t seed) { init_normal(*store_, table_, opts_.init_std, seed); }
 
-const float* Embedding::forward(const std::int32_t* ids, int n) {
-  // The kernel indexes the table unchecked (as the CUDA one must); out-of-range ids stop here.
+void Embedding::check_ids(const std::int32_t* ids, int n) const {
   for (int i = 0; i < n; ++i)
     LC_CHECK(ids[i] >= 0 && ids[i] < opts_.vocab, "embedding id ", ids[i], " at ", i,
              " is outside [0, ", opts_.vocab, ")");
-  float* y = grow(y_, static_cast<std::size_t>(n) * opts_.dim);
-  ops::cpu::embedding_forward(y, ids, store_->param(table_), n, opts_.dim);
+}
+
+const float* Embedding::forward(const std::int32_t* ids, int n) {
+  const ops::Kernels& k = ops::kernels(store_->device());
+  // The kernel indexes the table unchecked; out-of-range ids stop here (on the host).
+  if (k.device == Device::cpu) check_ids(ids, n);
+  float* y = grow(y_, k.device, static_cast<std::size_t>(n) * opts_.dim);
+  k.embedding_forward(y, ids, store_->param(table_), n, opts_.dim);
   ids_ = ids;
   n_ = n;
   return y;
@@ -29,7 +34,7 @@ const float* Embedding::forward(const std::int32_t* ids, int n) {
 
 void Embedding::backward(const float* dy) {
   LC_CHECK(ids_ != nullptr, "Embedding::backward() without forward()");
-  ops::cpu::embedding_backward(store_->grad(table_), dy, ids_, n_, opts_.dim);
+  ops::kernels(store_->device()).embedding_backward(store_->grad(table_), dy, ids_, n_, opts_.dim);
 }
 
 }  // namespace laconic::nn

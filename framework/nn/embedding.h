@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "framework/core/params.h"
 
@@ -22,8 +21,12 @@ class Embedding {
   Embedding(ParamStore& store, const std::string& name, const EmbeddingOptions& opts);
   void init(std::uint64_t seed);
 
-  // ids: [n], each in [0, vocab) -> y: [n, dim] (owned). ids must stay valid until backward().
+  // ids: [n], each in [0, vocab), on the store's device -> y: [n, dim] (owned). ids must stay
+  // valid until backward(). On cpu forward() checks the ids; device kernels cannot throw, so on
+  // cuda the caller checks them on the host (check_ids) before uploading.
   const float* forward(const std::int32_t* ids, int n);
+  // Throws laconic::Error naming the first id outside [0, vocab). ids: [n], host memory.
+  void check_ids(const std::int32_t* ids, int n) const;
   // dtable[ids[i], :] += dy[i, :]. There is no input gradient (ids are discrete).
   void backward(const float* dy);
 
@@ -35,7 +38,7 @@ class Embedding {
   std::size_t table_ = 0;
   const std::int32_t* ids_ = nullptr;
   int n_ = 0;
-  std::vector<float> y_;
+  DeviceArray<float> y_;
 };
 
 }  // namespace laconic::nn

@@ -16,6 +16,8 @@ std::uint64_t name_hash(std::string_view name);
 // The rng key of a parameter tensor's initialisation stream.
 std::uint64_t init_key(std::uint64_t seed, std::string_view name);
 
+// These work on a store on any device, with the same values (on a device they are drawn on the
+// host, then copied).
 // Fills view `view` of `store` with U(-bound, bound).
 void init_uniform(ParamStore& store, std::size_t view, float bound, std::uint64_t seed);
 // Fills view `view` of `store` with N(0, stddev^2).

@@ -3,7 +3,7 @@
 #include "framework/core/check.h"
 #include "framework/nn/buffer.h"
 #include "framework/nn/init.h"
-#include "framework/ops/ops.h"
+#include "framework/ops/dispatch.h"
 
 namespace laconic::nn {
 
@@ -21,10 +21,11 @@ void LayerNorm::init() {
 }
 
 const float* LayerNorm::forward(const float* x, int rows) {
+  const ops::Kernels& k = ops::kernels(store_->device());
   const std::size_t n = static_cast<std::size_t>(rows) * opts_.features;
-  float* y = grow(y_, n);
-  ops::cpu::layernorm_forward(y, grow(mean_, rows), grow(rstd_, rows), x, store_->param(gamma_),
-                              store_->param(beta_), rows, opts_.features, opts_.eps);
+  float* y = grow(y_, k.device, n);
+  k.layernorm_forward(y, grow(mean_, k.device, rows), grow(rstd_, k.device, rows), x,
+                      store_->param(gamma_), store_->param(beta_), rows, opts_.features, opts_.eps);
   x_ = x;
   rows_ = rows;
   return y;
@@ -32,18 +33,20 @@ const float* LayerNorm::forward(const float* x, int rows) {
 
 const float* LayerNorm::backward(const float* dy) {
   LC_CHECK(x_ != nullptr, "LayerNorm::backward() without forward()");
-  float* dx = grow(dx_, static_cast<std::size_t>(rows_) * opts_.features);
-  ops::cpu::layernorm_backward(dx, store_->grad(gamma_), store_->grad(beta_), dy, x_, mean_.data(),
-                               rstd_.data(), store_->param(gamma_), rows_, opts_.features);
+  const ops::Kernels& k = ops::kernels(store_->device());
+  float* dx = grow(dx_, k.device, static_cast<std::size_t>(rows_) * opts_.features);
+  k.layernorm_backward(dx, store_->grad(gamma_), store_->grad(beta_), dy, x_, mean_.data(),
+                       rstd_.data(), store_->param(gamma_), rows_, opts_.features);
   return dx;
 }
 
 void LayerNorm::reserve(int rows) {
+  const Device d = store_->device();
   const std::size_t n = static_cast<std::size_t>(rows) * opts_.features;
-  grow(y_, n);
-  grow(dx_, n);
-  grow(mean_, static_cast<std::size_t>(rows));
-  grow(rstd_, static_cast<std::size_t>(rows));
+  grow(y_, d, n);
+  grow(dx_, d, n);
+  grow(mean_, d, static_cast<std::size_t>(rows));
+  grow(rstd_, d, static_cast<std::size_t>(rows));
 }
 
 }  // namespace laconic::nn

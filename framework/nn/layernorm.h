@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <string>
-#include <vector>
 
 #include "framework/core/params.h"
 
@@ -38,10 +37,10 @@ class LayerNorm {
   std::size_t beta_ = 0;
   const float* x_ = nullptr;
   int rows_ = 0;
-  std::vector<float> y_;
-  std::vector<float> dx_;
-  std::vector<float> mean_;  // [rows]
-  std::vector<float> rstd_;  // [rows]
+  DeviceArray<float> y_;
+  DeviceArray<float> dx_;
+  DeviceArray<float> mean_;  // [rows]
+  DeviceArray<float> rstd_;  // [rows]
 };
 
 }  // namespace laconic::nn

@@ -5,7 +5,7 @@
 #include "framework/core/check.h"
 #include "framework/nn/buffer.h"
 #include "framework/nn/init.h"
-#include "framework/ops/ops.h"
+#include "framework/ops/dispatch.h"
 
 namespace laconic::nn {
 
@@ -23,10 +23,11 @@ void Linear::init(std::uint64_t seed) {
 }
 
 const float* Linear::forward(const float* x, int rows) {
-  float* y = grow(y_, static_cast<std::size_t>(rows) * opts_.out);
+  const ops::Kernels& k = ops::kernels(store_->device());
+  float* y = grow(y_, k.device, static_cast<std::size_t>(rows) * opts_.out);
   // y[rows, out] = x[rows, in] * W[out, in]^T
-  ops::cpu::gemm(y, x, store_->param(weight_), rows, opts_.out, opts_.in, false, true, 1.0f, 0.0f);
-  if (opts_.bias) ops::cpu::add_bias(y, store_->param(bias_), rows, opts_.out);
+  k.gemm(y, x, store_->param(weight_), rows, opts_.out, opts_.in, false, true, 1.0f, 0.0f);
+  if (opts_.bias) k.add_bias(y, store_->param(bias_), rows, opts_.out);
   x_ = x;
   rows_ = rows;
   return y;
@@ -34,19 +35,21 @@ const float* Linear::forward(const float* x, int rows) {
 
 const float* Linear::backward(const float* dy) {
   LC_CHECK(x_ != nullptr, "Linear::backward() without forward()");
+  const ops::Kernels& k = ops::kernels(store_->device());
   // dW[out, in] += dy[rows, out]^T * x[rows, in]
-  ops::cpu::gemm(store_->grad(weight_), dy, x_, opts_.out, opts_.in, rows_, true, false, 1.0f, 1.0f);
-  if (opts_.bias) ops::cpu::bias_grad(store_->grad(bias_), dy, rows_, opts_.out);
+  k.gemm(store_->grad(weight_), dy, x_, opts_.out, opts_.in, rows_, true, false, 1.0f, 1.0f);
+  if (opts_.bias) k.bias_grad(store_->grad(bias_), dy, rows_, opts_.out);
   if (!opts_.input_grad) return nullptr;
   // dx[rows, in] = dy[rows, out] * W[out, in]
-  float* dx = grow(dx_, static_cast<std::size_t>(rows_) * opts_.in);
-  ops::cpu::gemm(dx, dy, store_->param(weight_), rows_, opts_.in, opts_.out, false, false, 1.0f, 0.0f);
+  float* dx = grow(dx_, k.device, static_cast<std::size_t>(rows_) * opts_.in);
+  k.gemm(dx, dy, store_->param(weight_), rows_, opts_.in, opts_.out, false, false, 1.0f, 0.0f);
   return dx;
 }
 
 void Linear::reserve(int rows) {
-  grow(y_, static_cast<std::size_t>(rows) * opts_.out);
-  if (opts_.input_grad) grow(dx_, static_cast<std::size_t>(rows) * opts_.in);
+  const Device d = store_->device();
+  grow(y_, d, static_cast<std::size_t>(rows) * opts_.out);
+  if (opts_.input_grad) grow(dx_, d, static_cast<std::size_t>(rows) * opts_.in);
 }
 
 }  // namespace laconic::nn

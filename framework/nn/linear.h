@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "framework/core/params.h"
 
@@ -47,8 +46,8 @@ class Linear {
   std::size_t bias_ = 0;
   const float* x_ = nullptr;  // input of the last forward
   int rows_ = 0;
-  std::vector<float> y_;
-  std::vector<float> dx_;
+  DeviceArray<float> y_;
+  DeviceArray<float> dx_;
 };
 
 }  // namespace laconic::nn

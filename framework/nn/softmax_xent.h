@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+
+#include "framework/core/device.h"
+#include "framework/core/params.h"
 
 namespace laconic::nn {
 
@@ -19,10 +21,14 @@ struct LossResult {
 
 class SoftmaxCrossEntropy {
  public:
-  explicit SoftmaxCrossEntropy(const SoftmaxCrossEntropyOptions& opts);
+  // Runs on the device of `store` (the model's; the loss has no parameters of its own).
+  SoftmaxCrossEntropy(const ParamStore& store, const SoftmaxCrossEntropyOptions& opts);
 
-  // logits: [rows, classes], targets: [rows] in [0, classes) or ignore_index.
-  // targets must stay valid until backward().
+  // logits: [rows, classes], targets: [rows] in [0, classes) or ignore_index, both on the store's
+  // device; targets must stay valid until backward(). On cpu a bad target throws; on cuda it
+  // gives a NaN loss, so callers check targets on the host before uploading them.
+  // The statistics are reduced on the device and brought back in one small copy (on cuda the
+  // only point where forward waits for the device).
   LossResult forward(const float* logits, const std::int32_t* targets, int rows);
   // Gradient of the mean loss: dlogits = (softmax - onehot) / counted; 0 on ignored rows. Owned.
   const float* backward();
@@ -33,14 +39,16 @@ class SoftmaxCrossEntropy {
   const float* probs() const { return probs_.data(); }
 
  private:
+  const ParamStore* store_;
   SoftmaxCrossEntropyOptions opts_;
   const std::int32_t* targets_ = nullptr;
   int rows_ = 0;
   std::int64_t counted_ = 0;
-  std::vector<float> probs_;   // [rows, classes]
-  std::vector<float> losses_;  // [rows]
-  std::vector<std::int32_t> argmax_;
-  std::vector<float> dlogits_;
+  DeviceArray<float> probs_;   // [rows, classes]
+  DeviceArray<float> losses_;  // [rows]
+  DeviceArray<std::int32_t> argmax_;
+  DeviceArray<float> dlogits_;
+  DeviceArray<double> stats_;  // [3]: ops::xent_stats
 };
 
 }  // namespace laconic::nn

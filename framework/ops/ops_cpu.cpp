@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "framework/core/check.h"
 #include "framework/core/rng.h"
@@ -328,6 +329,97 @@ void scale(float* x, float alpha, std::size_t n) {
 
 void axpy(float* y, float alpha, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void gemm_strided_batched(float* c, const float* a, const float* b, int m, int n, int k,
+                          bool trans_a, bool trans_b, float alpha, float beta, int batch,
+                          std::int64_t stride_c, std::int64_t stride_a, std::int64_t stride_b) {
+  LC_CHECK(batch >= 0, "gemm_strided_batched: batch=", batch);
+  // One gemm per matrix: the same numbers as the loops of gemm calls this replaced.
+  for (int i = 0; i < batch; ++i)
+    gemm(c + i * stride_c, a + i * stride_a, b + i * stride_b, m, n, k, trans_a, trans_b, alpha, beta);
+}
+
+namespace {
+
+// Calls f(head_offset, row_offset) for each (b, h, t): the element offsets of the D-vector of head h
+// at token t of sequence b in [B, H, T, D] and in the [B*T, stride] row layout (column offset +h*D).
+template <typename F>
+void for_each_head_vector(int batch, int seq, int heads, int head_dim, int stride, int offset, F f) {
+  const std::size_t d = static_cast<std::size_t>(head_dim);
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int t = 0; t < seq; ++t)
+        f(((static_cast<std::size_t>(b) * heads + h) * seq + t) * d,
+          (static_cast<std::size_t>(b) * seq + t) * stride + offset + h * d);
+}
+
+}  // namespace
+
+void split_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
+                 int stride, int offset) {
+  const std::size_t bytes = static_cast<std::size_t>(head_dim) * sizeof(float);
+  for_each_head_vector(batch, seq, heads, head_dim, stride, offset,
+                       [&](std::size_t ho, std::size_t ro) { std::memcpy(out + ho, in + ro, bytes); });
+}
+
+void merge_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
+                 int stride, int offset) {
+  const std::size_t bytes = static_cast<std::size_t>(head_dim) * sizeof(float);
+  for_each_head_vector(batch, seq, heads, head_dim, stride, offset,
+                       [&](std::size_t ho, std::size_t ro) { std::memcpy(out + ro, in + ho, bytes); });
+}
+
+void softmax_rows_forward(float* y, const float* x, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * cols;
+    float* yr = y + static_cast<std::size_t>(r) * cols;
+    const float mx = vec::row_max(xr, cols);  // exp(x - max) <= 1: no overflow
+    for (int c = 0; c < cols; ++c) yr[c] = vec::exp_nonpositive(xr[c] - mx);
+    const float inv = 1.0f / vec::row_sum(yr, cols);
+    for (int c = 0; c < cols; ++c) yr[c] *= inv;
+  }
+}
+
+void softmax_rows_backward(float* dx, const float* dy, const float* y, int rows, int cols) {
+  // Jacobian of softmax: dy_c/dx_c' = y_c (delta_cc' - y_c'), so dx = y * (dy - <dy, y>).
+  for (int r = 0; r < rows; ++r) {
+    const float* dyr = dy + static_cast<std::size_t>(r) * cols;
+    const float* yr = y + static_cast<std::size_t>(r) * cols;
+    float* dxr = dx + static_cast<std::size_t>(r) * cols;
+    const float dot = vec::row_dot(dyr, yr, cols);
+    for (int c = 0; c < cols; ++c) dxr[c] = yr[c] * (dyr[c] - dot);
+  }
+}
+
+void add(float* y, const float* a, const float* b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void scatter_rows(float* out, const float* x, const std::int32_t* idx, int n, int dim) {
+  for (int i = 0; i < n; ++i)
+    std::copy_n(x + static_cast<std::size_t>(i) * dim, dim, out + static_cast<std::size_t>(idx[i]) * dim);
+}
+
+void iota_mod(std::int32_t* out, int n, int period) {
+  LC_CHECK(period > 0 || n == 0, "iota_mod: period=", period);
+  for (int i = 0; i < n; ++i) out[i] = i % period;
+}
+
+void xent_stats(double* stats, const float* losses, const std::int32_t* argmax,
+                const std::int32_t* targets, int rows, int ignore_index) {
+  // In double: a mean over many tokens should not depend much on the summation order.
+  double sum = 0.0;
+  std::int64_t counted = 0, correct = 0;
+  for (int i = 0; i < rows; ++i) {
+    if (targets[i] == ignore_index) continue;
+    ++counted;
+    sum += losses[i];
+    if (argmax[i] == targets[i]) ++correct;
+  }
+  stats[0] = sum;
+  stats[1] = static_cast<double>(counted);
+  stats[2] = static_cast<double>(correct);
 }
 
 }  // namespace laconic::ops::cpu

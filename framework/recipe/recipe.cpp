@@ -37,7 +37,7 @@ constexpr std::array kOptimizerNames{"sgd", "adamw", "lars", "lamb"};
 constexpr std::array kDecayNames{"constant", "cosine", "poly"};
 constexpr std::array kScalingNames{"none", "linear", "sqrt"};
 constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
-constexpr std::array kDeviceNames{"cpu"};
+constexpr std::array kDeviceNames{"cpu", "cuda"};
 constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco"};
 constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
 constexpr std::array kIntraNames{"none", "allreduce"};

@@ -36,7 +36,7 @@ struct RankList {
   std::vector<int> ranks;
   bool operator==(const RankList&) const = default;
 };
-enum class DeviceKind { cpu };  // "cuda" arrives with the CUDA trainer path
+enum class DeviceKind { cpu, cuda };
 // How ranks synchronise: gradients every step, exactly (allreduce) or compressed with error
 // feedback (topk, powersgd, onebit); or parameters every H steps (local_sgd, diloco).
 enum class SyncKind { allreduce, topk, powersgd, onebit, local_sgd, diloco };

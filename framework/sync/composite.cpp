@@ -17,6 +17,8 @@ Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter) : inter_(std::mo
 Hierarchical::~Hierarchical() = default;
 
 void Hierarchical::start(ParamStore& store, Communicator& comm) {
+  // Its group communicators run our algorithms, whose arithmetic is host code.
+  LC_CHECK(comm.memory() == Device::cpu, "hierarchical sync runs on host buffers only (device = \"cpu\")");
   const std::vector<int>& group_of = comm.groups();
   LC_CHECK(static_cast<int>(group_of.size()) == comm.size(),
            "hierarchical sync needs the network's groups (a [network] with groups >= 2)");
@@ -158,7 +160,7 @@ double Phased::comm_seconds() const {
 std::vector<StateTensor> Phased::state() {
   std::vector<StateTensor> out;
   for (std::size_t i = 0; i < phases_.size(); ++i)
-    for (auto& t : phases_[i].strategy->state()) out.push_back({"phase" + std::to_string(i) + "." + t.name, t.data});
+    for (auto& t : phases_[i].strategy->state()) out.push_back({"phase" + std::to_string(i) + "." + t.name, t.data, t.device});
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "framework/core/check.h"
 #include "framework/core/timer.h"
+#include "framework/ops/dispatch.h"
 
 namespace laconic {
 
@@ -25,10 +26,11 @@ void PeriodicAveraging::start(ParamStore& store, Communicator& comm) {
   shadow_ = ParamStore();
   for (const auto& v : store.views()) shadow_.add(v.name, v.shape, v.group);
   shadow_.finalize();
+  shadow_.to(store.device());  // theta_global and the outer optimizer live beside the parameters
   for (std::size_t i = 0; i < store.views().size(); ++i)
     LC_CHECK(shadow_.view(i).offset == store.view(i).offset, "parameter '", store.view(i).name,
              "' is not where its shape puts it");
-  std::copy(store.params().begin(), store.params().end(), shadow_.params().begin());
+  anchor(store);
   outer_.prepare(shadow_);
   buckets_ = make_buckets(store, opts_.bucket_mb);
   reducer_->prepare(buckets_);
@@ -44,7 +46,7 @@ void PeriodicAveraging::after_backward(ParamStore& store, Communicator& comm, st
 bool PeriodicAveraging::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
   LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::after_update before start()");
   if (step < opts_.warmup_steps) {  // synchronous: every replica holds the same parameters
-    std::copy(store.params().begin(), store.params().end(), shadow_.params().begin());
+    anchor(store);
     return false;
   }
   if (!averages_params(step)) return false;
@@ -54,7 +56,12 @@ bool PeriodicAveraging::after_update(ParamStore& store, Communicator& comm, std:
 
 void PeriodicAveraging::begin(ParamStore& store, Communicator& /*comm*/, std::int64_t /*step*/) {
   LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::begin before start()");
-  std::copy(store.params().begin(), store.params().end(), shadow_.params().begin());
+  anchor(store);
+}
+
+void PeriodicAveraging::anchor(const ParamStore& store) {
+  copy_bytes(shadow_.params().data(), shadow_.device(), store.params().data(), store.device(),
+             store.params().size_bytes());
 }
 
 void PeriodicAveraging::finish(ParamStore& store, Communicator& comm, std::int64_t step) {
@@ -67,7 +74,11 @@ void PeriodicAveraging::sync(ParamStore& store, Communicator& comm, std::int64_t
   const std::span<const float> params = store.params();
   const std::span<const float> global = shadow_.params();
   const std::span<float> delta = shadow_.grads();
-  for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global[i] - params[i];
+  // Delta = theta_global - theta_local, as a copy and an axpy with -1 (g + (-1)p rounds exactly
+  // like g - p, fused or not), on whichever device the parameters are.
+  const ops::Kernels& k = ops::kernels(store.device());
+  copy_bytes(delta.data(), shadow_.device(), global.data(), shadow_.device(), delta.size_bytes());
+  k.axpy(delta.data(), -1.0f, params.data(), delta.size());
   Stopwatch t;
   for (const BucketLayout& b : buckets_)
     reducer_->reduce(delta.subspan(b.begin, b.size), b, outer_step, comm);
@@ -75,13 +86,13 @@ void PeriodicAveraging::sync(ParamStore& store, Communicator& comm, std::int64_t
   // Every rank holds the same anchor and (the reducer guarantees) the same averaged Delta, so the
   // outer step gives every rank the same bits.
   outer_.step(shadow_, opts_.outer_lr);
-  std::copy(global.begin(), global.end(), store.params().begin());
+  copy_bytes(store.params().data(), store.device(), global.data(), shadow_.device(), global.size_bytes());
 }
 
 std::vector<StateTensor> PeriodicAveraging::state() {
   std::vector<StateTensor> out;
-  out.push_back({"periodic.global", shadow_.params()});
-  for (const StateTensor& s : outer_.state()) out.push_back({"periodic.outer." + s.name, s.data});
+  out.push_back({"periodic.global", shadow_.params(), shadow_.device()});
+  for (const StateTensor& s : outer_.state()) out.push_back({"periodic.outer." + s.name, s.data, s.device});
   for (StateTensor& s : reducer_->state()) out.push_back(std::move(s));
   return out;
 }

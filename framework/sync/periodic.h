@@ -99,6 +99,8 @@ class PeriodicAveraging final : public SyncStrategy {
   // Delta = anchor - params, averaged by the reducer (at outer step `outer_step`), the outer step
   // on the anchor, params = anchor.
   void sync(ParamStore& store, Communicator& comm, std::int64_t outer_step);
+  // theta_global = the replica's parameters.
+  void anchor(const ParamStore& store);
 
   PeriodicOptions opts_;
   std::unique_ptr<Reducer> reducer_;

@@ -5,6 +5,7 @@
 
 #include "framework/core/check.h"
 #include "framework/core/timer.h"
+#include "framework/ops/dispatch.h"
 
 namespace laconic {
 
@@ -60,7 +61,7 @@ void DataParallel::start(ParamStore& store, Communicator& comm) {
   SyncStrategy::start(store, comm);
   buckets_ = make_buckets(store, opts_.bucket_mb);
   reducer_->prepare(buckets_);
-  if (opts_.momentum > 0) velocity_.assign(store.size(), 0.0f);
+  if (opts_.momentum > 0) velocity_ = DeviceArray<float>(store.device(), store.size());  // zeroed
   work_.clear();
   for (std::size_t i = 0; i < buckets_.size(); ++i) work_.push_back(std::make_unique<Work>());
   if (opts_.overlap) comm.reserve_async(buckets_.size());
@@ -73,7 +74,14 @@ void DataParallel::reduce_bucket(std::size_t i) {
   if (opts_.momentum > 0) {
     float* u = velocity_.data() + b.begin;
     const auto mu = static_cast<float>(opts_.momentum);
-    for (std::size_t j = 0; j < b.size; ++j) g[j] = u[j] = mu * u[j] + g[j];
+    if (velocity_.device() == Device::cpu) {  // one fused pass
+      for (std::size_t j = 0; j < b.size; ++j) g[j] = u[j] = mu * u[j] + g[j];
+    } else {  // u = mu u + g; g = u, with the device's kernels (same roundings: mu u, then + g)
+      const ops::Kernels& k = ops::kernels(velocity_.device());
+      k.scale(u, mu, b.size);
+      k.axpy(u, 1.0f, g, b.size);
+      copy_bytes(g, velocity_.device(), u, velocity_.device(), b.size * sizeof(float));
+    }
   }
   reducer_->reduce(std::span<float>(g, b.size), b, step_, *comm_);
   comm_s_ += t.seconds();
@@ -121,7 +129,7 @@ void DataParallel::after_backward(ParamStore& store, Communicator& comm, std::in
 
 std::vector<StateTensor> DataParallel::state() {
   std::vector<StateTensor> out = reducer_->state();
-  if (!velocity_.empty()) out.push_back({"data_parallel.velocity", velocity_});
+  if (!velocity_.empty()) out.push_back({"data_parallel.velocity", velocity_.span(), velocity_.device()});
   return out;
 }
 

@@ -100,7 +100,7 @@ class DataParallel final : public SyncStrategy {
   std::unique_ptr<Reducer> reducer_;
   std::vector<BucketLayout> buckets_;
   std::vector<std::unique_ptr<Work>> work_;  // one per bucket, reused every step
-  std::vector<float> velocity_;              // momentum correction: laid out like the gradients
+  DeviceArray<float> velocity_;              // momentum correction: laid out like the gradients
   std::size_t launched_ = 0;                 // buckets started this step
   // What the queued reductions need (set before launching, read on the communication thread).
   float* grads_ = nullptr;

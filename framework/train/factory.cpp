@@ -138,11 +138,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
   LC_CHECK(false, "unknown optimizer");
 }
 
-std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c) {
+std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c, Device device) {
   switch (kind) {
     case ReducerKind::allreduce: {
       constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
-      return std::make_unique<DenseReducer>(wire[static_cast<int>(c.allreduce.dtype)]);
+      return std::make_unique<DenseReducer>(wire[static_cast<int>(c.allreduce.dtype)], device);
     }
     case ReducerKind::topk: {
       TopKOptions o;
@@ -152,6 +152,7 @@ std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c) {
                                                               : TopKOptions::Selection::sampled;
       o.sample_fraction = c.topk.sample_fraction;
       o.warmup_steps = c.topk.warmup_steps;
+      o.device = device;
       return std::make_unique<TopKReducer>(o);
     }
     case ReducerKind::powersgd: {
@@ -161,6 +162,7 @@ std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c) {
       o.min_compression_rate = c.powersgd.min_compression_rate;
       o.error_feedback = c.powersgd.error_feedback;
       o.warm_start = c.powersgd.warm_start;
+      o.device = device;
       return std::make_unique<PowerSgdReducer>(o);
     }
     case ReducerKind::onebit: {
@@ -168,6 +170,7 @@ std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c) {
       o.warmup_steps = c.onebit.warmup_steps;
       o.error_feedback = c.onebit.error_feedback;
       o.scale = c.onebit.scale == OneBitScale::l2 ? OneBitOptions::Scale::l2 : OneBitOptions::Scale::mean_abs;
+      o.device = device;
       return std::make_unique<OneBitReducer>(o);
     }
   }
@@ -185,23 +188,23 @@ static_assert(static_cast<int>(SyncKind::allreduce) == static_cast<int>(ReducerK
 // `first_step`: where the strategy's phase begins; periodic strategies count their periods from
 // there (their warm-up is shifted by it; steps before it are another phase's).
 std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, bool overlap,
-                                            std::int64_t first_step) {
+                                            std::int64_t first_step, Device device) {
   switch (kind) {
     case SyncKind::allreduce:
     case SyncKind::topk:
     case SyncKind::powersgd:
     case SyncKind::onebit:  // the gradient strategies share their names with their reducers
       return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap, c.momentum},
-                                            make_reducer(static_cast<ReducerKind>(kind), c));
+                                            make_reducer(static_cast<ReducerKind>(kind), c, device));
     case SyncKind::local_sgd:
       return std::make_unique<PeriodicAveraging>(
           local_sgd_options(c.local_sgd.period, first_step + c.local_sgd.warmup_steps, c.bucket_mb),
-          make_reducer(c.local_sgd.reducer, c));
+          make_reducer(c.local_sgd.reducer, c, device));
     case SyncKind::diloco: {
       PeriodicOptions o = diloco_options(c.diloco.period, c.diloco.outer_lr, c.diloco.outer_momentum,
                                          c.diloco.nesterov, c.bucket_mb);
       o.warmup_steps = first_step + c.diloco.warmup_steps;
-      return std::make_unique<PeriodicAveraging>(o, make_reducer(c.diloco.reducer, c));
+      return std::make_unique<PeriodicAveraging>(o, make_reducer(c.diloco.reducer, c, device));
     }
   }
   LC_CHECK(false, "unknown sync strategy");
@@ -209,15 +212,15 @@ std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, 
 
 }  // namespace
 
-std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap) {
+std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap, Device device) {
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
-    s = make_strategy(c.strategy, c, overlap, 0);
+    s = make_strategy(c.strategy, c, overlap, 0, device);
   } else {
     std::vector<Phased::Phase> phases;
     std::int64_t first = 0;
     for (const SyncPhase& p : c.phases.phases) {
-      phases.push_back({first, make_strategy(p.strategy, c, overlap, first)});
+      phases.push_back({first, make_strategy(p.strategy, c, overlap, first, device)});
       first += p.steps;
     }
     s = std::make_unique<Phased>(std::move(phases));

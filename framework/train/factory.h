@@ -42,9 +42,10 @@ std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data);
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c);
 // A reducer with its [sync.X] settings, and the strategy the recipe's [sync] asks for (phases
 // and hierarchical composition included). `overlap` = reduce gradient buckets while backward
-// runs (the trainer turns it off when simulating a network).
-std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c);
-std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap);
+// runs (the trainer turns it off when simulating a network). `device`: where the strategy's state
+// and the buffers it reduces live (the model's device).
+std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c, Device device = Device::cpu);
+std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap, Device device = Device::cpu);
 
 // The learning rate and warmup actually used: optimizer.lr and schedule.warmup_steps scaled
 // from schedule.base_batch to the global batch by schedule.scaling_rule.

@@ -20,7 +20,7 @@
 #include "framework/core/timer.h"
 #include "framework/core/units.h"
 #include "framework/core/rng.h"
-#include "framework/ops/ops.h"
+#include "framework/ops/dispatch.h"
 #include "framework/data/sampler.h"
 #include "framework/train/factory.h"
 #include "optimizers/clip.h"
@@ -37,7 +37,10 @@ double squared(double x) { return x * x; }
 
 // No inf or NaN in x: an OR over the exponent bits (all ones only for inf and NaN) vectorises,
 // unlike a float reduction, so the check costs one read of the gradients.
-bool all_finite(std::span<const float> x) {
+bool all_finite(std::span<const float> x, Device where) {
+  // On a device, one norm pass: a sum of squares in double is finite iff every element is (the
+  // largest float squared, times any count of elements, stays far below double's range).
+  if (where != Device::cpu) return std::isfinite(global_grad_norm(x, where));
   const auto* bits = reinterpret_cast<const std::uint32_t*>(x.data());
   std::uint32_t bad = 0;
   for (std::size_t i = 0; i < x.size(); ++i) bad |= static_cast<std::uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
@@ -232,8 +235,8 @@ class GradsReady final : public GradsReadyListener {
   void grads_ready(std::size_t from) override {
     if (from >= pending_) return;
     const auto range = store_.grads().subspan(from, pending_ - from);
-    if (scale_ != 1.0f) ops::cpu::scale(range.data(), scale_, range.size());
-    if (want_norm_) local_sq_ += squared(global_grad_norm(range));
+    if (scale_ != 1.0f) ops::kernels(store_.device()).scale(range.data(), scale_, range.size());
+    if (want_norm_) local_sq_ += squared(global_grad_norm(range, store_.device()));
     pending_ = from;
     sync_.grads_ready(store_, comm_, step_, from);
   }
@@ -267,7 +270,8 @@ class Worker {
         // reductions would race it, so simulated runs reduce after backward. Skipping
         // non-finite steps needs every rank's verdict before any bucket leaves: no overlap.
         sync_(make_sync(r.sync, /*overlap=*/r.sync.overlap && r.network.groups == 0 &&
-                                    r.guards.nonfinite != NonfiniteKind::skip)),
+                                    r.guards.nonfinite != NonfiniteKind::skip,
+                        resolve_device(r))),
         schedule_(make_schedule(r, plan.global_batch, plan.steps)),
         // One optimizer step consumes one global batch; this rank's slice of it is cut into
         // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K
@@ -276,6 +280,9 @@ class Worker {
                                 r.train.micro_batch * r.train.grad_accum}) {
     comm_.set_algorithm(to_algorithm(r.distributed.algorithm));
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
+    device_ = resolve_device(r);
+    // After the host communicator is configured: a staging wrapper starts from its settings.
+    device_comm_ = make_device_communicator(r, comm_, sim_ != nullptr, separate_counts_);
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r.train.micro_batch * r.train.grad_accum /
                       (r.network.device_tflops * 1e12 * r.network.mfu);
@@ -292,11 +299,13 @@ class Worker {
   }
 
   TrainSummary run() {
+    model_->init(r_.run.seed);  // on the host, then to where it trains
+    model_->to(device_);
     ParamStore& store = model_->params();
-    model_->init(r_.run.seed);
     const bool modeled = r_.network.compute == ComputeKind::modeled;
     check_same_recipe();
-    sync_->start(store, comm_);
+    Communicator& data = data_comm();
+    sync_->start(store, data);
     std::int64_t first_step = 0;
     if (resume_) first_step = load(*resume_);
     const bool lead = comm_.rank() == 0;
@@ -304,10 +313,10 @@ class Worker {
     if (lead) reporter = std::make_unique<Reporter>(opts_, plan_, resume_ != nullptr);
 
     Stopwatch wall;
-    GradsReady ready(store, *sync_, comm_);
+    GradsReady ready(store, *sync_, data);
     double exposed_s = 0, compute_s = 0, interval_loss = 0, last_loss = 0;
     std::int64_t interval_steps = 0, last_log_step = first_step, skipped = 0, consecutive_skips = 0;
-    std::uint64_t last_log_sent = comm_.bytes().sent;  // after the start broadcast
+    std::uint64_t last_log_sent = traffic().sent;  // after the start broadcast
     double last_log_wall = 0, grad_norm = std::numeric_limits<double>::quiet_NaN();
     const int accum = r_.train.grad_accum;
     EvalResult last_eval;
@@ -321,7 +330,10 @@ class Worker {
       // An injected NaN goes in before backward accumulates, so it travels with the gradients
       // (reduction may start during backward).
       if (r_.fault.kind == FaultKind::nan && r_.fault.step == step && r_.fault.rank == comm_.rank())
-        store.grads()[0] = std::numeric_limits<float>::quiet_NaN();
+      {
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        copy_bytes(store.grads().data(), device_, &nan, Device::cpu, sizeof nan);
+      }
       ready.begin_step(step, 1.0f / static_cast<float>(accum), noise_.has_value());
       double loss = 0;
       const std::span<const std::int64_t> slice = sampler_.next();
@@ -347,7 +359,7 @@ class Worker {
       if (r_.guards.nonfinite == NonfiniteKind::skip) {
         // Every rank's verdict before any reduction: a skipped step leaves error-feedback
         // residuals, optimizer state and parameters as they were.
-        float bad = all_finite(store.grads()) ? 0.0f : 1.0f;
+        float bad = all_finite(store.grads(), device_) ? 0.0f : 1.0f;
         comm_.all_reduce(std::span(&bad, 1), ReduceOp::max);
         if (bad != 0.0f) {
           ++skipped;
@@ -363,8 +375,8 @@ class Worker {
         }
         consecutive_skips = 0;
       }
-      sync_->after_backward(store, comm_, step);
-      if (r_.guards.nonfinite == NonfiniteKind::abort && !all_finite(store.grads()))
+      sync_->after_backward(store, data, step);
+      if (r_.guards.nonfinite == NonfiniteKind::abort && !all_finite(store.grads(), device_))
         throw Error("non-finite gradient (guards.nonfinite = \"abort\"; \"skip\" skips such steps)");
       // Mean of the workers' |g_b|^2 (one float on the wire), for the noise scale.
       float mean_local = static_cast<float>(ready.local_sq());
@@ -374,10 +386,10 @@ class Worker {
       // One pass for the norm of the averaged gradients, shared by the noise scale (|G_B|^2)
       // and clipping (after averaging: every rank sees the same norm and scales identically).
       if (noise_ || r_.optimizer.grad_clip > 0) {
-        const double norm = global_grad_norm(store.grads());
+        const double norm = global_grad_norm(store.grads(), device_);
         if (noise_) noise_->update(mean_local, squared(norm));
         if (r_.optimizer.grad_clip > 0) {
-          clip_to_norm(store.grads(), norm, r_.optimizer.grad_clip);
+          clip_to_norm(store.grads(), norm, r_.optimizer.grad_clip, device_);
           grad_norm = norm;
         }
       }
@@ -387,7 +399,7 @@ class Worker {
       step_compute += t.seconds();
       compute_s += step_compute;
       t.reset();
-      sync_->after_update(store, comm_, step);
+      sync_->after_update(store, data, step);
       exposed_s += t.seconds();
       if (opts_.on_step) opts_.on_step(comm_.rank(), step, store);
       if (r_.guards.check_every > 0 && (step + 1) % r_.guards.check_every == 0 && sync_->replicas_agree_after(step))
@@ -413,7 +425,7 @@ class Worker {
         rec.step = done;
         rec.loss = last_loss;
         rec.lr = lr;
-        rec.bytes = comm_.bytes();
+        rec.bytes = traffic();
         rec.bytes_per_step = static_cast<double>(rec.bytes.sent - last_log_sent) / static_cast<double>(done - last_log_step);
         last_log_sent = rec.bytes.sent;
         rec.comm_s = sync_->comm_seconds();
@@ -451,8 +463,8 @@ class Worker {
     s.final_loss = last_loss;
     s.eval_loss = last_eval.loss;
     s.eval_accuracy = last_eval.accuracy;
-    s.bytes_sent = comm_.bytes().sent;
-    s.bytes_recv = comm_.bytes().recv;
+    s.bytes_sent = traffic().sent;
+    s.bytes_recv = traffic().recv;
     const ReducerStats rs = sync_->reducer_stats();
     s.compression_ratio = rs.compression_ratio();
     s.comm_s = sync_->comm_seconds();
@@ -460,7 +472,10 @@ class Worker {
     s.compute_s = compute_s;
     s.wall_s = wall.seconds();
     if (sim_) s.sim_time_s = sim_->clock();
-    if (lead) s.final_params.assign(store.params().begin(), store.params().end());
+    if (lead) {
+      s.final_params.resize(store.size());
+      copy_bytes(s.final_params.data(), Device::cpu, store.params().data(), device_, store.params().size_bytes());
+    }
     return s;
   }
 
@@ -507,8 +522,9 @@ class Worker {
     const std::size_t n = views.size();
     replica_hashes_.resize(n * (static_cast<std::size_t>(comm_.size()) + 1));
     std::uint64_t* mine = replica_hashes_.data();
+    const float* params = on_host(store.params());
     for (std::size_t v = 0; v < n; ++v)
-      mine[v] = hash_bytes(store.params().data() + views[v].offset, views[v].numel * sizeof(float));
+      mine[v] = hash_bytes(params + views[v].offset, views[v].numel * sizeof(float));
     std::uint64_t* all = mine + n;
     comm_.all_gather(CBuf(mine, n * 8, DType::u8), Buf{all, n * 8 * static_cast<std::size_t>(comm_.size()), DType::u8});
     for (int q = 1; q < comm_.size(); ++q)
@@ -523,11 +539,10 @@ class Worker {
     const bool lead = comm_.rank() == 0;
     if (lead) prepare_staging(ckpt_root_, step);
     comm_.barrier();
-    ParamStore& store = model_->params();
     ShardWriter w;
-    w.add("params", std::span<const float>(store.params()));
-    for (const auto& t : optimizer_->state()) w.add("optimizer." + t.name, std::span<const float>(t.data));
-    for (const auto& t : sync_->state()) w.add("sync." + t.name, std::span<const float>(t.data));
+    std::vector<StateTensor> tensors = checkpoint_tensors();
+    stage(tensors, /*download=*/true);
+    for (const StateTensor& t : tensors) w.add(t.name, std::span<const float>(t.data));
     const auto c = sampler_.cursor();
     const std::int64_t cursor[2] = {c.epoch, c.position};
     w.add("sampler", std::span<const std::int64_t>(cursor));
@@ -541,14 +556,66 @@ class Worker {
     }
   }
 
+  // Every float tensor of a checkpoint, named as in the shard, wherever it lives.
+  std::vector<StateTensor> checkpoint_tensors() {
+    ParamStore& store = model_->params();
+    std::vector<StateTensor> all{{"params", store.params(), store.device()}};
+    for (StateTensor& t : optimizer_->state()) all.push_back({"optimizer." + t.name, t.data, t.device});
+    for (StateTensor& t : sync_->state()) all.push_back({"sync." + t.name, t.data, t.device});
+    return all;
+  }
+
+  // Points each device tensor of `ts` at a host copy in host_stage_ (filled from the device when
+  // `download`); host tensors stay as they are. A cpu run never copies.
+  void stage(std::vector<StateTensor>& ts, bool download) {
+    std::size_t total = 0;
+    for (const StateTensor& t : ts)
+      if (t.device != Device::cpu) total += t.data.size();
+    if (host_stage_.size() < total) host_stage_.resize(total);
+    std::size_t at = 0;
+    for (StateTensor& t : ts) {
+      if (t.device == Device::cpu) continue;
+      const std::span<float> host(host_stage_.data() + at, t.data.size());
+      if (download) copy_bytes(host.data(), Device::cpu, t.data.data(), t.device, t.data.size_bytes());
+      t = {t.name, host, Device::cpu};
+      at += host.size();
+    }
+  }
+
+  // The parameters on the host (a copy in host_stage_ when they live on a device).
+  const float* on_host(std::span<const float> params) {
+    if (device_ == Device::cpu) return params.data();
+    if (host_stage_.size() < params.size()) host_stage_.resize(params.size());
+    copy_bytes(host_stage_.data(), Device::cpu, params.data(), device_, params.size_bytes());
+    return host_stage_.data();
+  }
+
+  // The communicator the sync strategy uses: on a device, the device communicator over comm_.
+  Communicator& data_comm() { return device_comm_ ? *device_comm_ : comm_; }
+  // This rank's traffic: comm_ counts everything unless the device communicator is separate (NCCL).
+  ByteCounters traffic() const {
+    ByteCounters b = comm_.bytes();
+    if (separate_counts_) {
+      const ByteCounters d = device_comm_->bytes();
+      b.sent += d.sent;
+      b.recv += d.recv;
+      b.messages_sent += d.messages_sent;
+    }
+    return b;
+  }
+
   // Restores this rank's shard; returns the step to continue from.
   std::int64_t load(const CheckpointInfo& info) {
     const ShardReader rd = open_shard(info, comm_.rank());  // checked against the manifest too
-    ParamStore& store = model_->params();
-    rd.read("params", store.params());
-    optimizer_->prepare(store);
-    for (const auto& t : optimizer_->state()) rd.read("optimizer." + t.name, t.data);
-    for (const auto& t : sync_->state()) rd.read("sync." + t.name, t.data);
+    optimizer_->prepare(model_->params());  // sizes the state that state() then exposes
+    const std::vector<StateTensor> tensors = checkpoint_tensors();
+    std::vector<StateTensor> staged = tensors;
+    stage(staged, /*download=*/false);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      rd.read(staged[i].name, staged[i].data);
+      copy_bytes(tensors[i].data.data(), tensors[i].device, staged[i].data.data(), Device::cpu,
+                 tensors[i].data.size_bytes());  // nothing to do for host tensors (same pointer)
+    }
     std::int64_t cursor[2] = {0, 0};
     rd.read("sampler", std::span<std::int64_t>(cursor));
     sampler_.seek({cursor[0], cursor[1]});
@@ -568,6 +635,10 @@ class Worker {
   std::optional<NoiseScaleEstimator> noise_;
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
+  Device device_ = Device::cpu;           // where the model, optimizer and sync state live
+  std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
+  bool separate_counts_ = false;          // device_comm_ counts bytes comm_ does not (NCCL)
+  std::vector<float> host_stage_;         // host copies of device tensors (checkpoints, checksums)
   double modeled_step_s_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -700,6 +771,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   const std::string root = checkpoint_root(recipe, opts.run_dir);
   if (recipe.checkpoint.every > 0 && root.empty())
     LC_INPUT_ERROR(recipe.path, ": checkpoint.every = ", recipe.checkpoint.every, " needs a run directory or an absolute checkpoint.dir");
+  resolve_device(recipe);  // cuda without CUDA or a device is bad input, found before anything is written
   const std::optional<CheckpointInfo> resume = resolve_resume(recipe, opts, root, hash);
   // An unusable checkpoint directory is bad input: found before anything else is written.
   if (recipe.checkpoint.every > 0) make_directories(root);

@@ -4,6 +4,10 @@
 
 #include "collectives/threads/threads_communicator.h"
 #include "framework/core/check.h"
+#if defined(LACONIC_HAVE_CUDA)
+#include "collectives/cuda/nccl_communicator.h"
+#include "collectives/cuda/staging_communicator.h"
+#endif
 #ifdef LACONIC_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif
@@ -52,6 +56,43 @@ void run_world(const Recipe& recipe, const std::function<void(Communicator&)>& f
     std::cerr << "trainer: rank " << comm.rank() << " failed: " << e.what() << std::endl;
     MpiRuntime::abort(dynamic_cast<const InputError*>(&e) ? 2 : 1);
   }
+#endif
+}
+
+Device resolve_device(const Recipe& recipe) {
+  if (recipe.distributed.device == DeviceKind::cpu) return Device::cpu;
+  if (!built_with_cuda())
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but this build has no CUDA (install the CUDA "
+                                "toolkit and configure with -DLACONIC_CUDA=ON), or use device = \"cpu\"");
+  if (!cuda_available())
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but no CUDA device is visible to this process "
+                                "(no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them); use device = \"cpu\"");
+  if (recipe.sync.intra == IntraKind::allreduce)
+    LC_INPUT_ERROR(recipe.path, ": sync.intra = \"allreduce\" (hierarchical sync) runs on host buffers only; "
+                                "with device = \"cuda\" leave sync.intra unset");
+  return Device::cuda;
+}
+
+std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Communicator& host, bool simulated,
+                                                       bool& separate_counts) {
+  separate_counts = false;
+  if (resolve_device(recipe) == Device::cpu) return nullptr;
+#if defined(LACONIC_HAVE_CUDA)
+  // One GPU per rank for NCCL: every rank of a threads world is in this process; under MPI the
+  // ranks of this node are assumed to be at most its device count (NCCL picks local rank modulo
+  // the count and refuses two ranks on one GPU).
+  const bool gpu_each = resolve_backend(recipe) == BackendKind::mpi || host.size() <= cuda_device_count();
+  if (!simulated && gpu_each) {
+    NcclOptions opts;
+    opts.timeout_s = recipe.distributed.timeout_s;
+    separate_counts = true;
+    return std::make_unique<NcclCommunicator>(host, opts);
+  }
+  return std::make_unique<StagingCommunicator>(host);
+#else
+  (void)host;
+  (void)simulated;
+  return nullptr;  // unreachable: resolve_device refused cuda
 #endif
 }
 

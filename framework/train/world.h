@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "collectives/communicator.h"
 #include "framework/recipe/recipe.h"
@@ -23,5 +24,19 @@ bool needs_mpi_runtime(const Recipe& recipe);
 // distributed.world_size (InputError otherwise, on every rank alike); a failure in fn on one rank
 // ends the whole job at once (MPI_Abort) after printing which rank failed and why.
 void run_world(const Recipe& recipe, const std::function<void(Communicator&)>& fn);
+
+// The device this recipe trains on. For cuda, checks (InputError naming the recipe) that the build
+// has CUDA, that a device is visible, and that the recipe uses nothing that is host-only.
+Device resolve_device(const Recipe& recipe);
+
+// For device = "cuda": the communicator the sync strategy hands device buffers to, over `host`
+// (this rank's backend communicator, or the simulator wrapping it; configured already). NCCL when
+// the ranks can each have a GPU and no network is simulated (NCCL's collectives are its own, so
+// the simulator could not charge them); otherwise a staging wrapper that runs `host` on pinned
+// host copies (several ranks on one GPU, or a simulated network). nullptr for cpu: the strategy
+// uses `host` itself. `separate_counts` is set when the returned communicator's bytes are not
+// already counted by `host` (NCCL), so the run's traffic is the sum of both.
+std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Communicator& host, bool simulated,
+                                                       bool& separate_counts);
 
 }  // namespace laconic

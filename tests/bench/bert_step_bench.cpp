@@ -4,6 +4,7 @@
 // tests/bench/bert_step.sh runs the two in alternation.
 //
 //   bert_step_bench [--reps N] [--warmup N] [--model bert|mlp|all] [--phases]
+//                   [--device cpu|cuda] [--batch N] [--peak-tflops X]
 //
 // - bert: framework/models/bert.h at the lamb_bert size (vocab 4000, seq_len 128, dim 128,
 //   2 layers, 4 heads, ffn 512, dropout 0.1), 32 sequences per step, 19 of the 128 positions of
@@ -15,6 +16,13 @@
 // head at every position (an upper bound; see bert.h), so its row also gives the GFLOP/s of the
 // work actually done, with the tied projection counted on the predicted positions only.
 // --phases adds the mean time of each part of the step (forward, backward, optimizer).
+//
+// --device cuda moves each model to the GPU after init (the same layers, ops::kernels picks the
+// CUDA kernels; the optimizers update the device buffers) and waits for the device at the end of
+// each phase, so the times are the device's. It adds a line per model with TFLOP/s and the MFU
+// against --peak-tflops (default on cuda: 67, an H100/H200 SXM's dense FP32 peak without tensor
+// cores, which is what plain-FP32 cuBLAS runs on). --batch N overrides the batch size (BERT
+// sequences or MLP examples), e.g. to fill a large GPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +34,7 @@
 #include <vector>
 
 #include "framework/core/batch.h"
+#include "framework/core/device.h"
 #include "framework/core/rng.h"
 #include "framework/core/step.h"
 #include "framework/models/bert.h"
@@ -43,19 +52,32 @@ struct Args {
   int warmup = 3;
   std::string model = "all";
   bool phases = false;
+  Device device = Device::cpu;
+  int batch = 0;             // 0: each model's default
+  double peak_tflops = 0.0;  // 0: 67 on cuda, none on cpu
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr, "bert_step_bench: %s\nusage: bert_step_bench [--reps N] [--warmup N] "
-               "[--model bert|mlp|all] [--phases]\n", msg);
+               "[--model bert|mlp|all] [--phases] [--device cpu|cuda] [--batch N] "
+               "[--peak-tflops X]\n", msg);
   std::exit(2);
 }
 
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
+    // "--name value" or "--name=value".
+    std::string s = argv[i];
+    std::string inline_value;
+    bool has_inline = false;
+    if (const auto eq = s.find('='); s.starts_with("--") && eq != std::string::npos) {
+      inline_value = s.substr(eq + 1);
+      s.resize(eq);
+      has_inline = true;
+    }
     auto value = [&]() -> const char* {
+      if (has_inline) return inline_value.c_str();
       if (i + 1 >= argc) usage(("missing value after " + s).c_str());
       return argv[++i];
     };
@@ -63,8 +85,17 @@ Args parse(int argc, char** argv) {
     else if (s == "--warmup") a.warmup = std::max(0, std::atoi(value()));
     else if (s == "--model") a.model = value();
     else if (s == "--phases") a.phases = true;
+    else if (s == "--device") {
+      const std::string d = value();
+      if (d != "cpu" && d != "cuda") usage("--device is cpu or cuda");
+      a.device = d == "cuda" ? Device::cuda : Device::cpu;
+    } else if (s == "--batch") a.batch = std::max(1, std::atoi(value()));
+    else if (s == "--peak-tflops") a.peak_tflops = std::atof(value());
     else usage(("unknown argument " + s).c_str());
   }
+  if (a.device == Device::cuda && !cuda_available())
+    usage(built_with_cuda() ? "--device cuda: no CUDA device" : "--device cuda: built without CUDA");
+  if (a.device == Device::cuda && a.peak_tflops <= 0.0) a.peak_tflops = 67.0;
   if (a.model != "bert" && a.model != "mlp" && a.model != "all") usage("--model is bert, mlp or all");
   return a;
 }
@@ -84,11 +115,13 @@ Timings run_steps(Model& model, Optimizer& opt, const Batch& batch, double lr, c
     fo.step = s;  // new dropout masks every step, as in training
     const auto t0 = Clock::now();
     model.params().zero_grad();
-    model.forward(batch, fo);
+    model.forward(batch, fo);  // on cuda it waits for the device (the loss comes back)
     const auto t1 = Clock::now();
     model.backward();
+    synchronize(args.device);  // kernels are queued asynchronously: time their completion
     const auto t2 = Clock::now();
     opt.step(model.params(), lr);
+    synchronize(args.device);
     const auto t3 = Clock::now();
     if (s < args.warmup) continue;
     t.step.push_back(std::chrono::duration<double>(t3 - t0).count());
@@ -113,6 +146,12 @@ void report(const char* name, int batch, double flops_per_step, double useful_fl
     std::printf("#   %s phases (ms/step): forward %.2f  backward %.2f  optimizer %.2f\n", name,
                 t.forward / n * 1e3, t.backward / n * 1e3, t.optimizer / n * 1e3);
   }
+  if (args.peak_tflops > 0.0) {
+    const double tflops = flops_per_step / mean / 1e12, done = useful_flops_per_step / mean / 1e12;
+    std::printf("#   %s on %s: %.2f TFLOP/s (model), %.2f TFLOP/s (done); MFU %.1f%% (model), "
+                "%.1f%% (done) of %.1f TFLOP/s\n", name, name_of(args.device), tflops, done,
+                100.0 * tflops / args.peak_tflops, 100.0 * done / args.peak_tflops, args.peak_tflops);
+  }
   std::fflush(stdout);
 }
 
@@ -125,11 +164,12 @@ void bench_bert(const Args& args) {
   o.heads = 4;
   o.ffn = 512;
   o.dropout = 0.1f;
-  const int batch_size = 32;
+  const int batch_size = args.batch > 0 ? args.batch : 32;
   const int predicted = o.seq_len * 15 / 100;  // 19 per sequence
 
   auto model = std::make_unique<Bert>(o);
   model->init(1);
+  model->to(args.device);
   Batch batch;
   batch.size = batch_size;
   batch.seq_len = o.seq_len;
@@ -163,9 +203,10 @@ void bench_bert(const Args& args) {
 
 void bench_mlp(const Args& args) {
   MlpOptions o;  // 784-512-256-10 ReLU
-  const int batch_size = 256;
+  const int batch_size = args.batch > 0 ? args.batch : 256;
   auto model = std::make_unique<Mlp>(o);
   model->init(1);
+  model->to(args.device);
   Batch batch;
   batch.size = batch_size;
   batch.features = o.inputs;

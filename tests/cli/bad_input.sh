@@ -108,5 +108,16 @@ else
   echo "skip output-directory checks: Debian's dataset-fashion-mnist is not installed"
 fi
 
+# device = "cuda" where it cannot run: a build without CUDA, or no visible device (this machine,
+# unless a GPU is present: then the run would be legitimate and the case is skipped).
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect device_cuda_unavailable "" 'mlp_fmnist\.toml: distributed\.device = "cuda" but (this build has no CUDA|no CUDA device is visible)' \
+    --recipe "$good" --distributed.device=cuda --train.steps=1
+  expect device_cuda_unavailable_out "" 'distributed\.device = "cuda" but' \
+    --recipe "$good" --distributed.device=cuda --train.steps=1 --out run_out
+else
+  echo "skip device = cuda refusals: a GPU is present"
+fi
+
 if [ $fails -ne 0 ]; then echo "$fails failed"; exit 1; fi
 echo "all bad-input checks passed"

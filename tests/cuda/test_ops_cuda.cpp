@@ -374,6 +374,167 @@ TEST(CudaOps, FillScaleAxpyMatchCpu) {
   }
 }
 
+// ---- attention: strided-batched GEMM, heads, row softmax ------------------------------------------
+TEST(CudaOps, GemmStridedBatchedMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  // (m, n, k, batch): attention's shapes (T x T x D and T x D x T over B*H) and odd ones.
+  const int cases[][4] = {{1, 1, 1, 1}, {33, 33, 16, 8}, {33, 16, 33, 8}, {128, 128, 32, 5},
+                          {7, 257, 3, 3}};
+  const float coeffs[][2] = {{1.0f, 0.0f}, {0.25f, 1.0f}};
+  std::uint64_t stream = 1000;
+  for (const auto& [m, n, k, batch] : cases)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (const auto& ab : coeffs) {
+          // Strides larger than one matrix (a gap of 5 floats), so a wrong stride shows.
+          const std::int64_t sa = static_cast<std::int64_t>(m) * k + 5;
+          const std::int64_t sb = static_cast<std::int64_t>(k) * n + 5;
+          const std::int64_t sc = static_cast<std::int64_t>(m) * n + 5;
+          const auto a = randn(static_cast<std::size_t>(sa * batch), ++stream);
+          const auto b = randn(static_cast<std::size_t>(sb * batch), ++stream);
+          auto c = randn(static_cast<std::size_t>(sc * batch), ++stream);
+          auto da = to_device(a), db = to_device(b), dc = to_device(c);
+          gpu::gemm_strided_batched(dc.data(), da.data(), db.data(), m, n, k, ta, tb, ab[0], ab[1],
+                                    batch, sc, sa, sb);
+          cpu::gemm_strided_batched(c.data(), a.data(), b.data(), m, n, k, ta, tb, ab[0], ab[1],
+                                    batch, sc, sa, sb);
+          const std::string what = "gemm_strided_batched m=" + std::to_string(m) +
+                                   " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                   " batch=" + std::to_string(batch) + " ta=" + std::to_string(ta) +
+                                   " tb=" + std::to_string(tb) + " beta=" + std::to_string(ab[1]);
+          // The gaps between the matrices must come back untouched (compared like the rest).
+          const Diff d = compare(what, dc.download(), c);
+          EXPECT_LE(d.max_abs, 1e-4 * std::max(1.0, d.max_ref)) << what;
+        }
+  // k == 0: C_i = beta C_i, A and B unread; batch == 0: nothing.
+  std::vector<float> c = {1, 2, 3, 4, 5, 6};
+  auto dc = to_device(c);
+  gpu::gemm_strided_batched(dc.data(), nullptr, nullptr, 1, 2, 0, false, false, 1.0f, 0.5f, 3, 2, 0, 0);
+  expect_close("gemm_strided_batched k=0", dc.download(), {0.5f, 1, 1.5f, 2, 2.5f, 3}, 0.0);
+  gpu::gemm_strided_batched(dc.data(), nullptr, nullptr, 1, 2, 4, false, false, 1.0f, 0.0f, 0, 2, 4, 8);
+  LC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+TEST(CudaOps, SplitAndMergeHeadsAreBitwiseCpu) {
+  LC_REQUIRE_DEVICE();
+  const int shapes[][4] = {{1, 1, 1, 1}, {2, 33, 4, 8}, {3, 7, 3, 5}, {32, 128, 4, 32}};  // B T H D
+  std::uint64_t stream = 1100;
+  for (const auto& [b, t, h, d] : shapes) {
+    const int dim = h * d, stride = 3 * dim;
+    const std::size_t rows_n = static_cast<std::size_t>(b) * t * stride;
+    const std::size_t heads_n = static_cast<std::size_t>(b) * t * dim;
+    const auto rows = randn(rows_n, ++stream);
+    const auto back_init = randn(rows_n, ++stream);  // merge must leave other columns alone
+    auto d_rows = to_device(rows);
+    for (int offset : {0, dim, 2 * dim}) {
+      const std::string tag = " B=" + std::to_string(b) + " T=" + std::to_string(t) + " H=" +
+                              std::to_string(h) + " D=" + std::to_string(d) +
+                              " offset=" + std::to_string(offset);
+      std::vector<float> heads(heads_n), back = back_init;
+      DeviceBuffer<float> d_heads(heads_n);
+      auto d_back = to_device(back);
+      gpu::split_heads(d_heads.data(), d_rows.data(), b, t, h, d, stride, offset);
+      cpu::split_heads(heads.data(), rows.data(), b, t, h, d, stride, offset);
+      expect_close("split_heads" + tag, d_heads.download(), heads, 0.0);
+      gpu::merge_heads(d_back.data(), d_heads.data(), b, t, h, d, stride, offset);
+      cpu::merge_heads(back.data(), heads.data(), b, t, h, d, stride, offset);
+      expect_close("merge_heads" + tag, d_back.download(), back, 0.0);
+    }
+  }
+}
+
+TEST(CudaOps, SoftmaxRowsMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  const int shapes[][2] = {{1, 1}, {5, 33}, {33, 257}, {4096, 128}, {3, 1000}};
+  std::uint64_t stream = 1200;
+  for (const auto& [rows, cols] : shapes)
+    for (float sd : {1.0f, 40.0f}) {  // sd 40: exp overflows unless the max is subtracted
+      const std::string tag = " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                              " sd=" + std::to_string(sd);
+      const std::size_t n = static_cast<std::size_t>(rows) * cols;
+      const auto x = randn(n, ++stream, sd), dy = randn(n, ++stream);
+      std::vector<float> y(n), dx(n);
+      // In place on the device (y aliases x), out of place on the host: both allowed.
+      auto d_y = to_device(x), d_dx = to_device(dy);
+      gpu::softmax_rows_forward(d_y.data(), d_y.data(), rows, cols);
+      cpu::softmax_rows_forward(y.data(), x.data(), rows, cols);
+      const auto got = d_y.download();
+      expect_close("softmax_rows_forward (in place)" + tag, got, y, 1e-5);
+      for (float v : got) EXPECT_TRUE(std::isfinite(v)) << tag;
+      d_y.upload(std::span<const float>(y));  // backward on identical inputs
+      gpu::softmax_rows_backward(d_dx.data(), d_dx.data(), d_y.data(), rows, cols);
+      cpu::softmax_rows_backward(dx.data(), dy.data(), y.data(), rows, cols);
+      expect_close("softmax_rows_backward (in place)" + tag, d_dx.download(), dx, 1e-5);
+    }
+}
+
+// ---- residuals, MLM rows, positions, loss statistics ----------------------------------------------
+TEST(CudaOps, AddScatterRowsIotaModAreBitwiseCpu) {
+  LC_REQUIRE_DEVICE();
+  std::uint64_t stream = 1300;
+  for (std::size_t n : kSizes) {
+    const std::string tag = " n=" + std::to_string(n);
+    auto a = randn(n, ++stream);
+    const auto b = randn(n, ++stream);
+    auto d_a = to_device(a), d_b = to_device(b);
+    gpu::add(d_a.data(), d_a.data(), d_b.data(), n);  // y aliases a
+    cpu::add(a.data(), a.data(), b.data(), n);
+    expect_close("add (in place)" + tag, d_a.download(), a, 0.0);
+  }
+  const int shapes[][3] = {{1, 1, 1}, {0, 5, 8}, {7, 33, 5}, {608, 4096, 128}};  // n, rows, dim
+  for (const auto& [n, rows, dim] : shapes) {
+    const std::string tag = " n=" + std::to_string(n) + " rows=" + std::to_string(rows) +
+                            " dim=" + std::to_string(dim);
+    // n distinct rows out of `rows`, in a scrambled order (every 7th, wrapping; rows % 7 != 0).
+    std::vector<std::int32_t> idx(n);
+    for (int i = 0; i < n; ++i) idx[i] = static_cast<std::int32_t>((7LL * i + 3) % rows);
+    const auto x = randn(static_cast<std::size_t>(n) * dim, ++stream);
+    auto out = randn(static_cast<std::size_t>(rows) * dim, ++stream);  // rows not picked stay
+    auto d_idx = to_device(idx);
+    auto d_x = to_device(x), d_out = to_device(out);
+    gpu::scatter_rows(d_out.data(), d_x.data(), d_idx.data(), n, dim);
+    cpu::scatter_rows(out.data(), x.data(), idx.data(), n, dim);
+    expect_close("scatter_rows" + tag, d_out.download(), out, 0.0);
+  }
+  const int iotas[][2] = {{1, 1}, {0, 3}, {4096, 128}, {1000, 33}};  // n, period
+  for (const auto& [n, period] : iotas) {
+    std::vector<std::int32_t> ids(n);
+    DeviceBuffer<std::int32_t> d_ids(n);
+    gpu::iota_mod(d_ids.data(), n, period);
+    cpu::iota_mod(ids.data(), n, period);
+    EXPECT_EQ(d_ids.download(), ids) << "iota_mod n=" << n << " period=" << period;
+  }
+}
+
+TEST(CudaOps, XentStatsMatchCpu) {
+  LC_REQUIRE_DEVICE();
+  const int ignore_index = -1;
+  std::uint64_t stream = 1400;
+  for (int rows : {0, 1, 33, 608, 100003}) {
+    const std::string tag = " rows=" + std::to_string(rows);
+    auto losses = randn(rows, ++stream);
+    for (auto& l : losses) l = std::abs(l) * 3.0f;
+    auto targets = randint(rows, ++stream, 4);
+    const auto argmax = randint(rows, ++stream, 4);
+    for (int r = 0; r < rows; r += 5) targets[r] = ignore_index;
+    double stats[3];
+    cpu::xent_stats(stats, losses.data(), argmax.data(), targets.data(), rows, ignore_index);
+    auto d_losses = to_device(losses);
+    auto d_targets = to_device(targets), d_argmax = to_device(argmax);
+    DeviceBuffer<double> d_stats(3);
+    gpu::xent_stats(d_stats.data(), d_losses.data(), d_argmax.data(), d_targets.data(), rows,
+                    ignore_index);
+    const auto got = d_stats.download();
+    // Both sum in double (in another order): far below float rounding of the mean loss.
+    const double diff = std::abs(got[0] - stats[0]);
+    std::cout << "[ parity   ] xent_stats" << tag << " sum_diff=" << diff << " counted=" << got[1]
+              << "/" << stats[1] << " correct=" << got[2] << "/" << stats[2] << "\n";
+    EXPECT_LE(diff, 1e-10 * std::max(1.0, std::abs(stats[0]))) << tag;
+    EXPECT_EQ(got[1], stats[1]) << tag;
+    EXPECT_EQ(got[2], stats[2]) << tag;
+  }
+}
+
 TEST(CudaOps, ErrorsAreThrownNotIgnored) {
   LC_REQUIRE_DEVICE();
   EXPECT_THROW(gpu::dropout_forward(nullptr, nullptr, 1, 1.0f, 0), Error);

@@ -8,6 +8,7 @@
 
 #include "framework/core/check.h"
 #include "framework/nn/attention.h"
+#include "framework/ops/ops.h"
 #include "tests/nn/gradcheck.h"
 
 namespace laconic::nn {
@@ -84,7 +85,7 @@ TEST(Attention, SoftmaxKernelsClosedForm) {
   // softmax(1000 + [0, 1, 2]) = [1, e, e^2] / (1 + e + e^2): would overflow without the max shift.
   const float x[] = {1000.0f, 1001.0f, 1002.0f};
   float y[3];
-  softmax_rows_forward(y, x, 1, 3);
+  ops::cpu::softmax_rows_forward(y, x, 1, 3);
   const double z = 1.0 + std::exp(1.0) + std::exp(2.0);
   EXPECT_NEAR(y[0], 1.0 / z, 1e-6);
   EXPECT_NEAR(y[1], std::exp(1.0) / z, 1e-6);
@@ -93,9 +94,9 @@ TEST(Attention, SoftmaxKernelsClosedForm) {
   // dx = y0 * (e_0 - y).
   const float ones[] = {1, 1, 1}, e0[] = {1, 0, 0};
   float dx[3];
-  softmax_rows_backward(dx, ones, y, 1, 3);
+  ops::cpu::softmax_rows_backward(dx, ones, y, 1, 3);
   for (float v : dx) EXPECT_NEAR(v, 0.0f, 1e-7);
-  softmax_rows_backward(dx, e0, y, 1, 3);
+  ops::cpu::softmax_rows_backward(dx, e0, y, 1, 3);
   EXPECT_NEAR(dx[0], y[0] * (1 - y[0]), 1e-7);
   EXPECT_NEAR(dx[1], -y[0] * y[1], 1e-7);
   EXPECT_NEAR(dx[2], -y[0] * y[2], 1e-7);
@@ -107,11 +108,11 @@ TEST(Attention, SplitAndMergeHeadsAreInverse) {
   std::vector<float> rows(b * t * stride);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i);
   std::vector<float> heads(b * h * t * d);
-  split_heads(heads.data(), rows.data(), b, t, h, d, stride, dim);
+  ops::cpu::split_heads(heads.data(), rows.data(), b, t, h, d, stride, dim);
   // heads[b=1, h=1, t=2, d=1] = rows[(1*3 + 2) * 12 + 4 + 1*2 + 1]
   EXPECT_EQ(heads[((1 * h + 1) * t + 2) * d + 1], static_cast<float>(5 * 12 + 4 + 2 + 1));
   std::vector<float> back(rows.size(), -1.0f);
-  merge_heads(back.data(), heads.data(), b, t, h, d, stride, dim);
+  ops::cpu::merge_heads(back.data(), heads.data(), b, t, h, d, stride, dim);
   for (int r = 0; r < b * t; ++r)
     for (int c = 0; c < stride; ++c) {
       const bool k_block = c >= dim && c < 2 * dim;

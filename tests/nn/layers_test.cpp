@@ -107,7 +107,7 @@ TEST(Linear, BackwardAccumulatesParameterGradients) {
 TEST(ReluGrad, Input) {
   ParamStore none;
   none.finalize();
-  Relu relu(6);
+  Relu relu(none, 6);
   auto x = random_normal(kRows * 6, 21);
   for (float& v : x) v += v >= 0 ? 0.1f : -0.1f;  // keep away from the kink at 0 (eps = 1e-2)
   check_layer_gradients(
@@ -118,7 +118,7 @@ TEST(ReluGrad, Input) {
 TEST(GeluGrad, Input) {
   ParamStore none;
   none.finalize();
-  Gelu gelu(6);
+  Gelu gelu(none, 6);
   auto x = random_normal(kRows * 6, 22, 2.0f);
   check_layer_gradients(
       none, x, kRows * 6, [&](const float* in) { return gelu.forward(in, kRows); },
@@ -192,7 +192,7 @@ TEST(Embedding, InitStdAndRangeCheck) {
 TEST(DropoutGrad, InputWithFixedMask) {
   ParamStore none;
   none.finalize();
-  Dropout drop({8, 0.4f, 3});
+  Dropout drop(none, {8, 0.4f, 3});
   const ForwardOptions step{true, 17, 2, 5};
   auto x = random_normal(kRows * 8, 41);
   check_layer_gradients(
@@ -203,7 +203,9 @@ TEST(DropoutGrad, InputWithFixedMask) {
 TEST(Dropout, BackwardMatchesMaskAndKeyIsPerLayerRankStep) {
   const int features = 50, rows = 40;
   const float p = 0.25f;
-  Dropout drop({features, p, 3});
+  ParamStore host;  // the device the layer runs on (a parameter-free layer has no tensors)
+  host.finalize();
+  Dropout drop(host, {features, p, 3});
   const ForwardOptions step{true, 17, 2, 5};
   EXPECT_EQ(drop.key(step), rng::key({17, 2, 5, rng::kDropout, 3}));
   const std::vector<float> x(rows * features, 1.0f), dy(rows * features, 3.0f);
@@ -219,7 +221,7 @@ TEST(Dropout, BackwardMatchesMaskAndKeyIsPerLayerRankStep) {
   }
   EXPECT_GT(dropped, 0);
   // Other steps, ranks and layers draw other masks.
-  Dropout other({features, p, 4});
+  Dropout other(host, {features, p, 4});
   EXPECT_NE(other.key(step), drop.key(step));
   EXPECT_NE(drop.key({true, 17, 3, 5}), drop.key(step));
   EXPECT_NE(drop.key({true, 17, 2, 6}), drop.key(step));
@@ -230,7 +232,9 @@ TEST(Dropout, BackwardMatchesMaskAndKeyIsPerLayerRankStep) {
 
 TEST(SoftmaxCrossEntropyGrad, LogitsWithIgnoredRows) {
   const int classes = 4;
-  SoftmaxCrossEntropy loss({classes, -1});
+  ParamStore host;
+  host.finalize();
+  SoftmaxCrossEntropy loss(host, {classes, -1});
   const std::vector<std::int32_t> targets = {0, -1, 3, 2, -1};
   auto logits = random_normal(targets.size() * classes, 51, 2.0f);
   const int rows = static_cast<int>(targets.size());
@@ -252,7 +256,9 @@ TEST(SoftmaxCrossEntropy, MeanLossCountedAndCorrect) {
   // Row 2: ignored. Uniform row 3 over 3 classes: loss log 3, argmax 0 (first max), target 0.
   const std::vector<float> logits = {0, 5, 0, /**/ 4, 0, 1, /**/ 9, 9, 9, /**/ 1, 1, 1};
   const std::vector<std::int32_t> targets = {1, 2, 7, 0};
-  SoftmaxCrossEntropy loss({3, 7});
+  ParamStore host;
+  host.finalize();
+  SoftmaxCrossEntropy loss(host, {3, 7});
   const LossResult r = loss.forward(logits.data(), targets.data(), 4);
   EXPECT_EQ(r.counted, 3);
   EXPECT_EQ(r.correct, 2);

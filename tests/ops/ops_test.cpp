@@ -8,7 +8,10 @@
 #include <limits>
 #include <vector>
 
+#include "framework/core/check.h"
+#include "framework/core/device.h"
 #include "framework/core/rng.h"
+#include "framework/ops/dispatch.h"
 #include "framework/ops/ops.h"
 
 namespace laconic::ops::cpu {
@@ -280,6 +283,62 @@ TEST(Elementwise, FillScaleAxpy) {
 // memory (malloc's placement varies between runs and processes). The same rows at every offset
 // modulo a cache line must give the same bits. (Eigen's packet exp and sum peel to alignment and
 // failed this: a threads run and an MPI run of one recipe then drifted apart.)
+TEST(GemmStridedBatched, EachMatrixIsOneGemm) {
+  // Strides with gaps between the matrices: the gaps of C stay untouched.
+  const int m = 3, n = 4, k = 5, batch = 3;
+  const std::int64_t sa = m * k + 2, sb = k * n + 1, sc = m * n + 3;
+  const auto a = random_vector(sa * batch, 61), b = random_vector(sb * batch, 62);
+  const auto c0 = random_vector(sc * batch, 63);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<float> c = c0, want = c0;
+      gemm_strided_batched(c.data(), a.data(), b.data(), m, n, k, ta, tb, 0.5f, 0.25f, batch, sc, sa, sb);
+      for (int i = 0; i < batch; ++i)
+        gemm(want.data() + i * sc, a.data() + i * sa, b.data() + i * sb, m, n, k, ta, tb, 0.5f, 0.25f);
+      EXPECT_EQ(c, want) << "ta=" << ta << " tb=" << tb;
+    }
+}
+
+TEST(Rows, AddScatterAndPositionIds) {
+  const std::vector<float> a = {1, 2, 3}, b = {0.5f, -2, 4};
+  std::vector<float> y(3);
+  add(y.data(), a.data(), b.data(), 3);
+  EXPECT_EQ(y, (std::vector<float>{1.5f, 0, 7}));
+  // Rows 2 and 0 of a [3, 2] buffer get x's rows 0 and 1; row 1 keeps its value.
+  std::vector<float> out = {9, 9, 9, 9, 9, 9};
+  const std::vector<float> x = {1, 2, 3, 4};
+  const std::int32_t idx[] = {2, 0};
+  scatter_rows(out.data(), x.data(), idx, 2, 2);
+  EXPECT_EQ(out, (std::vector<float>{3, 4, 9, 9, 1, 2}));
+  std::int32_t pos[7];
+  iota_mod(pos, 7, 3);
+  EXPECT_EQ(std::vector<std::int32_t>(pos, pos + 7), (std::vector<std::int32_t>{0, 1, 2, 0, 1, 2, 0}));
+}
+
+TEST(XentStats, SumCountedAndCorrectOverKeptRows) {
+  const float losses[] = {0.5f, 100.0f, 0.25f, 2.0f};
+  const std::int32_t argmax[] = {1, 1, 0, 2}, targets[] = {1, -1, 3, 2};
+  double stats[3];
+  xent_stats(stats, losses, argmax, targets, 4, -1);
+  EXPECT_EQ(stats[0], 2.75);  // the ignored row's loss is not counted
+  EXPECT_EQ(stats[1], 3.0);
+  EXPECT_EQ(stats[2], 2.0);
+  xent_stats(stats, losses, argmax, targets, 0, -1);
+  EXPECT_EQ(stats[0], 0.0);
+  EXPECT_EQ(stats[1], 0.0);
+}
+
+TEST(Dispatch, CpuTableIsTheReferenceAndCudaNeedsACudaBuild) {
+  const Kernels& k = kernels(Device::cpu);
+  EXPECT_EQ(k.device, Device::cpu);
+  EXPECT_EQ(k.gemm, &gemm);
+  EXPECT_EQ(k.xent_stats, &xent_stats);
+  if (built_with_cuda())
+    EXPECT_EQ(kernels(Device::cuda).device, Device::cuda);
+  else
+    EXPECT_THROW(kernels(Device::cuda), Error);
+}
+
 TEST(Kernels, ResultsDoNotDependOnBufferAlignment) {
   constexpr int rows = 3, classes = 37;
   constexpr std::size_t n = rows * classes;

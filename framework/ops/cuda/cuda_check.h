@@ -1,4 +1,4 @@
-// Error-check wrappers for the CUDA runtime and cuBLAS, and a small RAII device buffer.
+// The cuBLAS error check (LC_CUBLAS_CHECK; the runtime's LC_CUDA_CHECK is core's), and a small RAII device buffer.
 // Lives in ops/cuda/ because it includes CUDA headers (CPU headers never do).
 #pragma once
 
@@ -11,18 +11,7 @@
 #include <vector>
 
 #include "framework/core/check.h"
-
-// LC_CUDA_CHECK(expr): evaluates a cudaError_t expression once; on failure throws laconic::Error
-// "file:line: check `expr` failed: cudaErrorName: description".
-#define LC_CUDA_CHECK(expr)                                                                  \
-  do {                                                                                       \
-    const cudaError_t lc_cuda_err_ = (expr);                                                 \
-    if (lc_cuda_err_ != cudaSuccess) [[unlikely]]                                            \
-      ::laconic::detail::throw_check(                                                        \
-          __FILE__, __LINE__, #expr,                                                         \
-          ::laconic::detail::concat(cudaGetErrorName(lc_cuda_err_), ": ",                    \
-                                    cudaGetErrorString(lc_cuda_err_)));                      \
-  } while (0)
+#include "framework/core/cuda/cuda_check.h"  // LC_CUDA_CHECK
 
 // LC_CUBLAS_CHECK(expr): the same for a cublasStatus_t expression.
 #define LC_CUBLAS_CHECK(expr)                                                                \

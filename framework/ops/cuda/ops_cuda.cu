@@ -47,37 +47,6 @@ unsigned grid_for(std::size_t n) {
 
 void check_launch() { LC_CUDA_CHECK(cudaGetLastError()); }
 
-// ---- cuBLAS handle --------------------------------------------------------------------------
-// One handle per (host thread, device), created lazily on first use: cuBLAS handles are bound to
-// the device current at creation and are not safe to share between threads without external
-// locking, so thread_local is the smallest state that is correct for the threads backend (one
-// rank per thread, perhaps one GPU per rank). This is the only mutable global state in ops/cuda.
-// The handles are destroyed when their thread exits.
-struct CublasHandles {
-  std::vector<cublasHandle_t> by_device;
-  ~CublasHandles() {
-    for (cublasHandle_t h : by_device)
-      if (h) (void)cublasDestroy(h);  // no throwing from a destructor
-  }
-};
-
-cublasHandle_t cublas_handle() {
-  thread_local CublasHandles handles;
-  int device = 0;
-  LC_CUDA_CHECK(cudaGetDevice(&device));
-  if (static_cast<std::size_t>(device) >= handles.by_device.size())
-    handles.by_device.resize(device + 1, nullptr);
-  cublasHandle_t& h = handles.by_device[device];
-  if (!h) {
-    LC_CUBLAS_CHECK(cublasCreate(&h));
-    // Plain FP32 math, explicitly: TF32 tensor-core math (CUBLAS_TF32_TENSOR_OP_MATH) rounds the
-    // inputs to 10 mantissa bits, which would break parity with the CPU reference (~1e-3 relative
-    // instead of ~1e-6). A faster, opt-in TF32 path would be a separate option, never the default.
-    LC_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-    LC_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
-  }
-  return h;
-}
 
 // ---- reductions -----------------------------------------------------------------------------
 __device__ inline float warp_sum(float v) {
@@ -107,15 +76,29 @@ __device__ float block_reduce(float v, float* scratch) {
 // Column sums of a [rows, cols] matrix given elementwise by f(r, c), added into out[cols]:
 // out[c] += sum_r f(r, c). Block (32, kColRows): threadIdx.x picks a column (coalesced across a
 // warp), threadIdx.y strides over rows; the kColRows partial sums are then added in a fixed order,
-// so the result is deterministic (no atomics). One block per 32 columns.
-constexpr int kColRows = 16;
+// so the result is deterministic (no atomics). One block per 32 columns: a bias of 128 columns
+// gets only 4 blocks, so each block is as large as allowed (1024 threads) and every thread keeps
+// four loads in flight (their sum order is still fixed), which makes these latency-bound sums a
+// few microseconds at BERT's sizes instead of tens.
+constexpr int kColRows = 32;
 template <typename F>
-__global__ void column_sum_kernel(float* out, int rows, int cols, F f) {
+__global__ void __launch_bounds__(kWarp * kColRows)
+    column_sum_kernel(float* out, int rows, int cols, F f) {
   __shared__ float partial[kColRows][kWarp];
   const int c = blockIdx.x * kWarp + threadIdx.x;
   float acc = 0.0f;
-  if (c < cols)
-    for (int r = threadIdx.y; r < rows; r += kColRows) acc += f(r, c);
+  if (c < cols) {
+    int r = threadIdx.y;
+    for (; r + 3 * kColRows < rows; r += 4 * kColRows) {
+      const float v0 = f(r, c), v1 = f(r + kColRows, c), v2 = f(r + 2 * kColRows, c),
+                  v3 = f(r + 3 * kColRows, c);
+      acc += v0;
+      acc += v1;
+      acc += v2;
+      acc += v3;
+    }
+    for (; r < rows; r += kColRows) acc += f(r, c);
+  }
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
@@ -339,7 +322,153 @@ __global__ void argmax_rows_kernel(std::int32_t* out, const float* x, int cols) 
   if (threadIdx.x == 0) out[blockIdx.x] = best_i[0];
 }
 
+// ---- attention: heads, row softmax -----------------------------------------------------------
+// Element i of [B, H, T, D] <-> its place in the [B*T, stride] row layout (column offset + h*D + d).
+// kMerge = false: split (out is [B, H, T, D]); true: merge (out is the row layout). Consecutive
+// threads take consecutive d, so both sides are read and written in contiguous runs of D floats.
+template <bool kMerge>
+__global__ void heads_kernel(float* out, const float* in, std::size_t total, int seq, int heads,
+                             int head_dim, int stride, int offset) {
+  LC_GRID_STRIDE(i, total) {
+    const int d = static_cast<int>(i % head_dim);
+    std::size_t rest = i / head_dim;
+    const int t = static_cast<int>(rest % seq);
+    rest /= seq;
+    const int h = static_cast<int>(rest % heads);
+    const std::size_t b = rest / heads;
+    const std::size_t row = (b * seq + t) * static_cast<std::size_t>(stride) + offset +
+                            static_cast<std::size_t>(h) * head_dim + d;
+    if (kMerge)
+      out[row] = in[i];
+    else
+      out[i] = in[row];
+  }
+}
+
+// One warp per row, as layernorm: attention rows are T (tens to a few hundred) wide. Each lane
+// touches only its own columns, so y may alias x (and dx alias dy) as on the CPU.
+__global__ void softmax_rows_forward_kernel(float* y, const float* x, int rows, int cols) {
+  const int r = blockIdx.x * (kThreads / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (r >= rows) return;  // whole warp leaves together: shuffles below stay full-mask
+  const std::size_t off = static_cast<std::size_t>(r) * cols;
+  float mx = -INFINITY;
+  for (int c = lane; c < cols; c += kWarp) mx = fmaxf(mx, x[off + c]);
+  mx = warp_max(mx);  // exp(x - max) <= 1: no overflow
+  float s = 0.0f;
+  for (int c = lane; c < cols; c += kWarp) {
+    const float e = expf(x[off + c] - mx);
+    y[off + c] = e;
+    s += e;
+  }
+  const float inv = 1.0f / warp_sum(s);
+  for (int c = lane; c < cols; c += kWarp) y[off + c] *= inv;
+}
+
+__global__ void softmax_rows_backward_kernel(float* dx, const float* dy, const float* y, int rows,
+                                             int cols) {
+  const int r = blockIdx.x * (kThreads / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (r >= rows) return;
+  const std::size_t off = static_cast<std::size_t>(r) * cols;
+  float dot = 0.0f;
+  for (int c = lane; c < cols; c += kWarp) dot += dy[off + c] * y[off + c];
+  dot = warp_sum(dot);
+  for (int c = lane; c < cols; c += kWarp) dx[off + c] = y[off + c] * (dy[off + c] - dot);
+}
+
+// ---- residuals, MLM rows, positions ----------------------------------------------------------
+__global__ void add_kernel(float* y, const float* a, const float* b, std::size_t n) {
+  LC_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+
+// A negative index is skipped (as embedding_backward): it cannot throw here, and writing below
+// the buffer would corrupt memory. Callers validate indices on the host.
+__global__ void scatter_rows_kernel(float* out, const float* x, const std::int32_t* idx,
+                                    std::size_t total, int dim) {
+  LC_GRID_STRIDE(i, total) {
+    const std::int32_t row = idx[i / dim];
+    if (row >= 0) out[static_cast<std::size_t>(row) * dim + i % dim] = x[i];
+  }
+}
+
+__global__ void iota_mod_kernel(std::int32_t* out, int n, int period) {
+  LC_GRID_STRIDE(i, static_cast<std::size_t>(n)) out[i] = static_cast<std::int32_t>(i % period);
+}
+
+// ---- loss statistics -------------------------------------------------------------------------
+// One block: each thread sums the rows i = threadIdx.x (mod kThreads) in order, then a fixed
+// tree adds the threads' partial sums: deterministic, in double (the CPU sums in double in row
+// order; the two agree to double rounding, far below the float the loss is reported in). The
+// counts are exact integers.
+__global__ void xent_stats_kernel(double* stats, const float* losses, const std::int32_t* argmax,
+                                  const std::int32_t* targets, int rows, int ignore_index) {
+  __shared__ double sum[kThreads];
+  __shared__ long long counted[kThreads];
+  __shared__ long long correct[kThreads];
+  double s = 0.0;
+  long long n = 0, ok = 0;
+  for (int i = threadIdx.x; i < rows; i += kThreads) {
+    const std::int32_t t = targets[i];
+    if (t == ignore_index) continue;
+    ++n;
+    s += static_cast<double>(losses[i]);
+    ok += argmax[i] == t;
+  }
+  sum[threadIdx.x] = s;
+  counted[threadIdx.x] = n;
+  correct[threadIdx.x] = ok;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      sum[threadIdx.x] += sum[threadIdx.x + stride];
+      counted[threadIdx.x] += counted[threadIdx.x + stride];
+      correct[threadIdx.x] += correct[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    stats[0] = sum[0];
+    stats[1] = static_cast<double>(counted[0]);
+    stats[2] = static_cast<double>(correct[0]);
+  }
+}
+
 }  // namespace
+
+// ---- cuBLAS handle --------------------------------------------------------------------------
+// One handle per (host thread, device), created lazily on first use: cuBLAS handles are bound to
+// the device current at creation and are not safe to share between threads without external
+// locking, so thread_local is the smallest state that is correct for the threads backend (one
+// rank per thread, perhaps one GPU per rank). This is the only mutable global state in ops/cuda.
+// The handles are destroyed when their thread exits.
+namespace {
+struct CublasHandles {
+  std::vector<cublasHandle_t> by_device;
+  ~CublasHandles() {
+    for (cublasHandle_t h : by_device)
+      if (h) (void)cublasDestroy(h);  // no throwing from a destructor
+  }
+};
+}  // namespace
+
+cublasHandle_t cublas_handle() {
+  thread_local CublasHandles handles;
+  int device = 0;
+  LC_CUDA_CHECK(cudaGetDevice(&device));
+  if (static_cast<std::size_t>(device) >= handles.by_device.size())
+    handles.by_device.resize(device + 1, nullptr);
+  cublasHandle_t& h = handles.by_device[device];
+  if (!h) {
+    LC_CUBLAS_CHECK(cublasCreate(&h));
+    // Plain FP32 math, explicitly: TF32 tensor-core math (CUBLAS_TF32_TENSOR_OP_MATH) rounds the
+    // inputs to 10 mantissa bits, which would break parity with the CPU reference (~1e-3 relative
+    // instead of ~1e-6). A faster, opt-in TF32 path would be a separate option, never the default.
+    LC_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    LC_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+  }
+  return h;
+}
 
 // ---- the ops_decl.inc entry points ---------------------------------------------------------
 
@@ -503,6 +632,88 @@ void scale(float* x, float alpha, std::size_t n) {
 void axpy(float* y, float alpha, const float* x, std::size_t n) {
   if (n == 0) return;
   axpy_kernel<<<grid_for(n), kThreads>>>(y, alpha, x, n);
+  check_launch();
+}
+
+// Batched through cublasSgemmStridedBatched with gemm's row-major -> column-major mapping (see
+// gemm above): B_i first, then A_i, each with its stride.
+void gemm_strided_batched(float* c, const float* a, const float* b, int m, int n, int k,
+                          bool trans_a, bool trans_b, float alpha, float beta, int batch,
+                          std::int64_t stride_c, std::int64_t stride_a, std::int64_t stride_b) {
+  LC_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm_strided_batched sizes m=", m, " n=", n,
+           " k=", k, " batch=", batch);
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (alpha == 0.0f || k == 0) {  // as gemm: C_i = beta C_i, A and B unread
+    for (int i = 0; i < batch; ++i) gemm(c + i * stride_c, nullptr, nullptr, m, n, 0, false, false, 1.0f, beta);
+    return;
+  }
+  const int lda = trans_a ? m : k;
+  const int ldb = trans_b ? k : n;
+  LC_CUBLAS_CHECK(cublasSgemmStridedBatched(
+      cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+      k, &alpha, b, ldb, static_cast<long long>(stride_b), a, lda, static_cast<long long>(stride_a),
+      &beta, c, n, static_cast<long long>(stride_c), batch));
+}
+
+namespace {
+template <bool kMerge>
+void rearrange_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
+                     int stride, int offset) {
+  const std::size_t total = static_cast<std::size_t>(std::max(batch, 0)) * std::max(heads, 0) *
+                            std::max(seq, 0) * std::max(head_dim, 0);
+  if (total == 0) return;
+  heads_kernel<kMerge><<<grid_for(total), kThreads>>>(out, in, total, seq, heads, head_dim, stride,
+                                                      offset);
+  check_launch();
+}
+}  // namespace
+
+void split_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
+                 int stride, int offset) {
+  rearrange_heads<false>(out, in, batch, seq, heads, head_dim, stride, offset);
+}
+void merge_heads(float* out, const float* in, int batch, int seq, int heads, int head_dim,
+                 int stride, int offset) {
+  rearrange_heads<true>(out, in, batch, seq, heads, head_dim, stride, offset);
+}
+
+void softmax_rows_forward(float* y, const float* x, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  const unsigned grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  softmax_rows_forward_kernel<<<grid, kThreads>>>(y, x, rows, cols);
+  check_launch();
+}
+void softmax_rows_backward(float* dx, const float* dy, const float* y, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  const unsigned grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  softmax_rows_backward_kernel<<<grid, kThreads>>>(dx, dy, y, rows, cols);
+  check_launch();
+}
+
+void add(float* y, const float* a, const float* b, std::size_t n) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kThreads>>>(y, a, b, n);
+  check_launch();
+}
+
+void scatter_rows(float* out, const float* x, const std::int32_t* idx, int n, int dim) {
+  const std::size_t total = static_cast<std::size_t>(std::max(n, 0)) * std::max(dim, 0);
+  if (total == 0) return;
+  scatter_rows_kernel<<<grid_for(total), kThreads>>>(out, x, idx, total, dim);
+  check_launch();
+}
+
+void iota_mod(std::int32_t* out, int n, int period) {
+  LC_CHECK(period > 0 || n <= 0, "iota_mod: period=", period);
+  if (n <= 0) return;
+  iota_mod_kernel<<<grid_for(static_cast<std::size_t>(n)), kThreads>>>(out, n, period);
+  check_launch();
+}
+
+void xent_stats(double* stats, const float* losses, const std::int32_t* argmax,
+                const std::int32_t* targets, int rows, int ignore_index) {
+  // Launched for rows == 0 too: the statistics are then zeros, written like any others.
+  xent_stats_kernel<<<1, kThreads>>>(stats, losses, argmax, targets, std::max(rows, 0), ignore_index);
   check_launch();
 }
 

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+struct cublasContext;  // cuBLAS's handle type (cublasHandle_t is cublasContext*), without its header
+
 namespace laconic::ops::cuda {
 #include "framework/ops/ops_decl.inc"
 
@@ -15,4 +17,9 @@ namespace laconic::ops::cuda {
 // cudaGetDeviceCount fails, e.g. "CUDA driver version is insufficient" on a machine with the
 // toolkit but no GPU driver, or when it reports 0 devices. Tests GTEST_SKIP on false.
 bool cuda_device_available();
+
+// This thread's cuBLAS handle for the current device (created on first use, plain FP32 math,
+// host pointer mode; destroyed when the thread exits). Shared by every CUDA GEMM caller: the
+// ops here and PowerSGD's products (compression/cuda).
+cublasContext* cublas_handle();
 }  // namespace laconic::ops::cuda

@@ -1,0 +1,50 @@
+// A world of one rank whose buffers live on a given device: enough to run any reducer's reduce()
+// at world size 1 without a real backend (tests/compression for the refusals, tests/cuda for
+// the device reducers). The collectives of a single rank: all-reduce / reduce / broadcast leave
+// the data as it is (an average over one rank is the value itself, exactly), gathers and
+// all-to-all copy the one block. Point-to-point has no peer and is an error.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "framework/core/check.h"
+#include "framework/core/device.h"
+
+namespace laconic {
+
+class SoloCommunicator final : public Communicator {
+ public:
+  explicit SoloCommunicator(Device memory) : memory_(memory) {}
+  ~SoloCommunicator() override { stop_async(); }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "solo"; }
+  Device memory() const override { return memory_; }
+
+ protected:
+  void do_send(const void*, std::size_t, int) override { LC_CHECK(false, "solo communicator: no peer"); }
+  void do_recv(void*, std::size_t, int) override { LC_CHECK(false, "solo communicator: no peer"); }
+  void do_sendrecv(const void*, std::size_t, int, void*, std::size_t, int) override {
+    LC_CHECK(false, "solo communicator: no peer");
+  }
+  void do_all_reduce(Buf, ReduceOp) override {}
+  void do_reduce(Buf, ReduceOp, int) override {}
+  void do_reduce_scatter(CBuf send, Buf recv, ReduceOp) override { copy(recv.data, send.data, recv.bytes()); }
+  void do_all_gather(CBuf send, Buf recv) override { copy(recv.data, send.data, recv.bytes()); }
+  void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t>) override {
+    copy(recv.data, send.data, recv.bytes());
+  }
+  void do_all_to_all(CBuf send, Buf recv) override { copy(recv.data, send.data, recv.bytes()); }
+  void do_broadcast(Buf, int) override {}
+  void do_barrier() override {}
+
+ private:
+  // copy_bytes does nothing for dst == src (the in-place gathers).
+  void copy(void* dst, const void* src, std::size_t bytes) { copy_bytes(dst, memory_, src, memory_, bytes); }
+  Device memory_;
+};
+
+}  // namespace laconic
