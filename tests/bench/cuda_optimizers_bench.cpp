@@ -37,17 +37,13 @@
 #include "optimizers/lamb.h"
 #include "optimizers/lars.h"
 #include "optimizers/sgd.h"
+#include "tests/bench/cuda_timing.h"
 
 namespace {
 
 using namespace laconic;
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "error: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using bench::check;
+using bench::median_ms;
 
 constexpr std::int64_t kHidden = 384, kFfn = 1536, kVocab = 8192, kPositions = 512;
 constexpr int kLayers = 12;
@@ -88,27 +84,6 @@ std::unique_ptr<ParamStore> make_store() {
   }
   s->to(Device::cuda);
   return s;
-}
-
-// Median milliseconds of fn over reps, timed with events on the default stream, after 3 untimed
-// calls (sizing, first touch, table upload).
-double median_ms(int reps, const std::function<void()>& fn) {
-  for (int w = 0; w < 3; ++w) fn();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> ms(static_cast<std::size_t>(reps));
-  for (float& m : ms) {
-    check(cudaEventRecord(start, 0), "cudaEventRecord");
-    fn();
-    check(cudaEventRecord(stop, 0), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    check(cudaEventElapsedTime(&m, start, stop), "cudaEventElapsedTime");
-  }
-  check(cudaEventDestroy(start), "cudaEventDestroy");
-  check(cudaEventDestroy(stop), "cudaEventDestroy");
-  std::sort(ms.begin(), ms.end());
-  return ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
 }
 
 double copy_gbs = 0;

@@ -34,19 +34,15 @@
 
 #include "compression/cuda/reducers_cuda.h"
 #include "compression/topk.h"
+#include "tests/bench/cuda_timing.h"
 #endif
 
 #if defined(LACONIC_HAVE_CUDA)
 namespace {
 
 using namespace laconic;
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using bench::check;
+using bench::median_ms;
 
 // Gradient-like values (as tests/bench/onebit_bench.cpp): smooth, several magnitudes.
 std::vector<float> gradient(std::size_t n, float scale) {
@@ -54,29 +50,6 @@ std::vector<float> gradient(std::size_t n, float scale) {
   for (std::size_t i = 0; i < n; ++i)
     g[i] = scale * std::sin(static_cast<float>(i % 100003) * 0.37f) * static_cast<float>(1 + (i * 2654435761u) % 5);
   return g;
-}
-
-// Median milliseconds of fn over reps (3 untimed warm-ups first).
-double median_ms(int reps, const std::function<void()>& fn) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  for (int i = 0; i < 3; ++i) fn();
-  check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    check(cudaEventRecord(start, 0), "cudaEventRecord");
-    fn();
-    check(cudaEventRecord(stop, 0), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
-  check(cudaEventDestroy(start), "cudaEventDestroy");
-  check(cudaEventDestroy(stop), "cudaEventDestroy");
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 void row(const char* name, double ms, double bytes, double copy_gbs, double min_bytes = 0) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/core/device.h"
 #include "framework/core/rng.h"
 #include "framework/ops/cuda/cuda_check.h"
 #include "framework/ops/cuda/ops_cuda.h"
@@ -24,10 +25,21 @@ namespace {
 
 namespace cpu = ops::cpu;
 namespace gpu = ops::cuda;
-using gpu::DeviceBuffer;
-
 #define LC_REQUIRE_DEVICE() \
-  if (!::laconic::ops::cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device"
+  if (!::laconic::cuda_available()) GTEST_SKIP() << "no CUDA device"
+
+// core's DeviceArray on the GPU, plus the whole-buffer download the comparisons below read.
+template <typename T>
+struct DeviceBuffer : DeviceArray<T> {
+  explicit DeviceBuffer(std::size_t n) : DeviceArray<T>(Device::cuda, n) {}
+  explicit DeviceBuffer(std::span<const T> host) : DeviceArray<T>(Device::cuda, host.size()) { this->upload(host); }
+  using DeviceArray<T>::download;
+  std::vector<T> download() const {
+    std::vector<T> host(this->size());
+    this->download(std::span<T>(host));
+    return host;
+  }
+};
 
 // N(0, sd^2) values from the counter-based generator: reproducible, distinct per `stream`.
 std::vector<float> randn(std::size_t n, std::uint64_t stream, float sd = 1.0f) {

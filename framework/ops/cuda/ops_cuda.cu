@@ -22,16 +22,6 @@
 
 namespace laconic::ops::cuda {
 
-bool cuda_device_available() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the error so later, unrelated checks do not see it
-    return false;
-  }
-  return count > 0;
-}
-
 namespace {
 
 constexpr int kThreads = 256;     // block size of the elementwise and per-row kernels

@@ -13,10 +13,6 @@ struct cublasContext;  // cuBLAS's handle type (cublasHandle_t is cublasContext*
 namespace laconic::ops::cuda {
 #include "framework/ops/ops_decl.inc"
 
-// True when the CUDA runtime sees at least one device. False (never throws) when
-// cudaGetDeviceCount fails, e.g. "CUDA driver version is insufficient" on a machine with the
-// toolkit but no GPU driver, or when it reports 0 devices. Tests GTEST_SKIP on false.
-bool cuda_device_available();
 
 // This thread's cuBLAS handle for the current device (created on first use, plain FP32 math,
 // host pointer mode; destroyed when the thread exits). Shared by every CUDA GEMM caller: the
