@@ -100,6 +100,10 @@ void Communicator::stop_async() {
 }
 
 void Communicator::async_loop() {
+  try {
+    on_async_thread_start();
+  } catch (...) {  // the first queued operation then fails with the same cause, in its Work
+  }
   AsyncQueue& q = *async_;
   std::unique_lock lock(q.mu);
   for (;;) {

@@ -178,6 +178,11 @@ class Communicator {
   // backend's virtual functions can still be called.
   void stop_async();
 
+  // Runs first on the communication thread. Device backends make their GPU current there: the
+  // operations queued with run_async (a reducer's encode and decode kernels) launch kernels
+  // before any collective would have set it.
+  virtual void on_async_thread_start() {}
+
  private:
   std::shared_ptr<Work> submit(std::function<void()> op);
   void enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned);

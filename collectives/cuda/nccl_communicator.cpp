@@ -15,6 +15,7 @@
 #include "collectives/cuda/finish_avg_cuda.h"
 #include "collectives/nominal_bytes.h"
 #include "framework/core/check.h"
+#include "framework/core/cuda/cuda_check.h"
 #include "framework/core/device.h"
 
 namespace laconic {
@@ -280,6 +281,8 @@ NcclCommunicator::NcclCommunicator(Communicator& boot, NcclOptions opts)
   // What runs is always NCCL's own collective: say so to whoever asks (set_algorithm is ignored).
   set_algorithm(Algorithm::native);
 }
+
+void NcclCommunicator::on_async_thread_start() { LC_CUDA_CHECK(cudaSetDevice(device_)); }
 
 NcclCommunicator::~NcclCommunicator() {
   stop_async();

@@ -104,6 +104,7 @@ class NcclCommunicator final : public Communicator {
   void do_all_to_all(CBuf send, Buf recv) override;
   void do_broadcast(Buf data, int root) override;
   void do_barrier() override;
+  void on_async_thread_start() override;  // this rank's GPU current on the communication thread
 
  private:
   struct Impl;  // NCCL and CUDA handles (nccl_communicator.cpp)

@@ -40,6 +40,8 @@ void StagingCommunicator::reserve(std::size_t bytes) {
   host(1, bytes);
 }
 
+void StagingCommunicator::on_async_thread_start() { LC_CUDA_CHECK(cudaSetDevice(device_)); }
+
 void StagingCommunicator::prepare() {
   LC_CUDA_CHECK(cudaSetDevice(device_));
   if (inner_.algorithm() != algorithm()) inner_.set_algorithm(algorithm());
