@@ -12,6 +12,7 @@
 #include <limits>
 #include <thread>
 
+#include "collectives/cuda/device_select.h"
 #include "collectives/cuda/finish_avg_cuda.h"
 #include "collectives/nominal_bytes.h"
 #include "framework/core/check.h"
@@ -46,15 +47,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::max: return ncclMax;
   }
   throw Error(concat("NCCL backend: reduce op ", static_cast<int>(op), " is not supported (sum, avg, max are)"));
-}
-
-// The rank among the processes of this node: under an MPI launcher its own variable (OpenMPI,
-// MPICH/hydra), else the rank (threads: every rank is in this process).
-int local_rank(const Communicator& boot) {
-  if (boot.backend() == "mpi")
-    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
-      if (const char* v = std::getenv(var)) return std::atoi(v);
-  return boot.rank();
 }
 
 std::string cuda_text(cudaError_t e) { return concat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)); }
@@ -261,7 +253,7 @@ NcclCommunicator::NcclCommunicator(Communicator& boot, NcclOptions opts)
     (void)cudaGetLastError();
     throw Error(concat("rank ", rank_, ": NCCL needs a CUDA device: ", e != cudaSuccess ? cuda_text(e) : "none visible"));
   }
-  device_ = opts.device >= 0 ? opts.device : local_rank(boot) % devices;
+  device_ = opts.device >= 0 ? opts.device : default_cuda_device(boot);
   LC_CHECK(device_ < devices, "rank ", rank_, ": CUDA device ", device_, " requested, ", devices, " visible");
 
   m.start_clock("init", kNoBytes);

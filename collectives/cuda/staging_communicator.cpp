@@ -8,9 +8,10 @@
 
 namespace laconic {
 
-StagingCommunicator::StagingCommunicator(Communicator& inner) : inner_(inner) {
+StagingCommunicator::StagingCommunicator(Communicator& inner, int device) : inner_(inner) {
   LC_CHECK(inner.memory() == Device::cpu, "StagingCommunicator wraps a host communicator; ", inner.backend(),
            " takes ", name_of(inner.memory()), " buffers");
+  if (device >= 0) LC_CUDA_CHECK(cudaSetDevice(device));
   LC_CUDA_CHECK(cudaGetDevice(&device_));
   set_algorithm(inner.algorithm());
   set_groups(inner.groups());

@@ -44,7 +44,8 @@ namespace laconic {
 class StagingCommunicator final : public Communicator {
  public:
   // `inner` is not owned and must outlive this communicator; its buffers must be host memory.
-  explicit StagingCommunicator(Communicator& inner);
+  // `device`: the CUDA ordinal of this rank (made current here); -1: the one already current.
+  explicit StagingCommunicator(Communicator& inner, int device = -1);
   ~StagingCommunicator() override;
 
   int rank() const override { return inner_.rank(); }

@@ -17,6 +17,7 @@ void release(void* p) noexcept;
 void copy(void* dst, bool dst_device, const void* src, bool src_device, std::size_t bytes);
 void zero(void* p, std::size_t bytes);
 void synchronize();
+void synchronize_kernels();
 #else
 [[noreturn]] void unavailable() {
   throw Error("device = \"cuda\" needs a build with CUDA (this one was configured without it: "
@@ -28,6 +29,7 @@ void release(void*) noexcept {}
 void copy(void*, bool, const void*, bool, std::size_t) { unavailable(); }
 void zero(void*, std::size_t) { unavailable(); }
 void synchronize() { unavailable(); }
+void synchronize_kernels() { unavailable(); }
 #endif
 }  // namespace cuda_memory
 
@@ -82,6 +84,10 @@ void fill_zero(Device d, void* p, std::size_t bytes) {
 
 void synchronize(Device d) {
   if (d == Device::cuda) cuda_memory::synchronize();
+}
+
+void synchronize_kernels(Device d) {
+  if (d == Device::cuda) cuda_memory::synchronize_kernels();
 }
 
 }  // namespace laconic

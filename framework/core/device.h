@@ -34,6 +34,9 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 void fill_zero(Device d, void* p, std::size_t bytes);
 // Waits for all work queued on the device (no-op on cpu); throws a pending asynchronous error.
 void synchronize(Device d);
+// Waits for the kernels and copies queued on the default stream (every Laconic kernel's), but not
+// for the communicators' own streams: what a stopwatch around compute must wait for.
+void synchronize_kernels(Device d);
 
 // An owning, move-only array of trivially copyable T on one device; zero-initialised on
 // allocation. resize() keeps the first min(old, new) elements (like std::vector) and allocates

@@ -322,7 +322,11 @@ void ShardWriter::add_scalar(std::string name, std::int64_t value) {
 }
 
 void ShardWriter::add_state(const std::string& prefix, std::span<const StateTensor> state) {
-  for (const StateTensor& t : state) add(prefix + t.name, std::span<const float>(t.data));
+  for (const StateTensor& t : state) {
+    LC_CHECK(t.device == Device::cpu, "checkpoint tensor ", prefix, t.name, " lives on ", name_of(t.device),
+             ": stage it through the host");
+    add(prefix + t.name, std::span<const float>(t.data));
+  }
 }
 
 void ShardWriter::write(const std::string& path) const {
@@ -473,7 +477,11 @@ std::int64_t ShardReader::read_scalar(std::string_view name) const {
 }
 
 void ShardReader::read_state(const std::string& prefix, std::span<const StateTensor> state) const {
-  for (const StateTensor& t : state) read(prefix + t.name, t.data);
+  for (const StateTensor& t : state) {
+    LC_CHECK(t.device == Device::cpu, "checkpoint tensor ", prefix, t.name, " lives on ", name_of(t.device),
+             ": stage it through the host");
+    read(prefix + t.name, t.data);
+  }
 }
 
 bool ShardReader::has(std::string_view name) const { return entries_.find(name) != entries_.end(); }

@@ -282,7 +282,13 @@ class Worker {
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
     device_ = resolve_device(r);
     // After the host communicator is configured: a staging wrapper starts from its settings.
+    const ByteCounters before = comm_.bytes();
     device_comm_ = make_device_communicator(r, comm_, sim_ != nullptr, separate_counts_);
+    // NCCL's bootstrap (its id, broadcast over comm_) is not traffic a cpu run would have.
+    if (separate_counts_) {
+      boot_sent_ = comm_.bytes().sent - before.sent;
+      boot_recv_ = comm_.bytes().recv - before.recv;
+    }
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r.train.micro_batch * r.train.grad_accum /
                       (r.network.device_tflops * 1e12 * r.network.mfu);
@@ -353,6 +359,7 @@ class Worker {
         model_->backward();
       }
       ready.grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
+      synchronize_kernels(device_);  // on a GPU, backward is queued work until here
       double step_compute = t.seconds();
       t.reset();
       if (sim_) sim_->advance_compute(modeled ? modeled_step_s_ : step_compute);
@@ -395,6 +402,7 @@ class Worker {
       }
       const double lr = schedule_.at(step);
       optimizer_->step(store, lr);
+      synchronize_kernels(device_);
       if (sim_ && !modeled) sim_->advance_compute(t.seconds());
       step_compute += t.seconds();
       compute_s += step_compute;
@@ -597,8 +605,8 @@ class Worker {
     ByteCounters b = comm_.bytes();
     if (separate_counts_) {
       const ByteCounters d = device_comm_->bytes();
-      b.sent += d.sent;
-      b.recv += d.recv;
+      b.sent += d.sent - boot_sent_;
+      b.recv += d.recv - boot_recv_;
       b.messages_sent += d.messages_sent;
     }
     return b;
@@ -638,6 +646,7 @@ class Worker {
   Device device_ = Device::cpu;           // where the model, optimizer and sync state live
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
   bool separate_counts_ = false;          // device_comm_ counts bytes comm_ does not (NCCL)
+  std::uint64_t boot_sent_ = 0, boot_recv_ = 0;  // NCCL's bootstrap on comm_, left out of traffic()
   std::vector<float> host_stage_;         // host copies of device tensors (checkpoints, checksums)
   double modeled_step_s_ = 0;
   std::unique_ptr<Model> model_;

@@ -32,7 +32,8 @@ struct TrainOptions {
   std::string run_dir;          // where to write the run's files; "" = write nothing
   std::ostream* log = nullptr;  // rank 0's log lines; null = silent
   bool progress_line = false;   // a live progress line (when log is a terminal)
-  // Called on every rank after every optimizer step (tests observe replicas through it).
+  // Called on every rank after every optimizer step (tests observe replicas through it). With
+  // device = "cuda" the store's spans are device memory.
   std::function<void(int rank, std::int64_t step, const ParamStore&)> on_step;
   // Continue from a checkpoint: "" = start fresh, "auto" = the newest complete checkpoint under
   // the recipe's checkpoint directory (fresh when there is none), else a checkpoint directory.

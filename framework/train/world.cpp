@@ -7,6 +7,7 @@
 #if defined(LACONIC_HAVE_CUDA)
 #include "collectives/cuda/nccl_communicator.h"
 #include "collectives/cuda/staging_communicator.h"
+#include "collectives/cuda/device_select.h"
 #endif
 #ifdef LACONIC_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
@@ -67,6 +68,16 @@ Device resolve_device(const Recipe& recipe) {
   if (!cuda_available())
     LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but no CUDA device is visible to this process "
                                 "(no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them); use device = \"cpu\"");
+  const SyncConfig& s = recipe.sync;
+  const auto uses_topk = [&](SyncKind k) {
+    return k == SyncKind::topk || (k == SyncKind::local_sgd && s.local_sgd.reducer == ReducerKind::topk) ||
+           (k == SyncKind::diloco && s.diloco.reducer == ReducerKind::topk);
+  };
+  bool topk = s.phases.phases.empty() && uses_topk(s.strategy);
+  for (const SyncPhase& p : s.phases.phases) topk = topk || uses_topk(p.strategy);
+  if (topk && s.topk.selection == TopKSelection::sampled)
+    LC_INPUT_ERROR(recipe.path, ": sync.topk.selection = \"sampled\" runs on the CPU only; with device = \"cuda\" "
+                                "use \"exact\"");
   if (recipe.sync.intra == IntraKind::allreduce)
     LC_INPUT_ERROR(recipe.path, ": sync.intra = \"allreduce\" (hierarchical sync) runs on host buffers only; "
                                 "with device = \"cuda\" leave sync.intra unset");
@@ -88,7 +99,8 @@ std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Com
     separate_counts = true;
     return std::make_unique<NcclCommunicator>(host, opts);
   }
-  return std::make_unique<StagingCommunicator>(host);
+  // Several ranks of a threads world share the GPUs round robin; MPI ranks take their local rank's.
+  return std::make_unique<StagingCommunicator>(host, default_cuda_device(host));
 #else
   (void)host;
   (void)simulated;

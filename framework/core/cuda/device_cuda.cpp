@@ -39,4 +39,6 @@ void zero(void* p, std::size_t bytes) {
 
 void synchronize() { LC_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+void synchronize_kernels() { LC_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy)); }
+
 }  // namespace laconic::cuda_memory
