@@ -22,24 +22,13 @@
 #include <vector>
 
 #include "framework/core/check.h"
+#include "tests/support/input_error.h"
 
 namespace laconic {
 namespace {
 namespace fs = std::filesystem;
 
-// The message of the InputError fn throws; fails the test when it throws none.
-std::string input_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected InputError, got none";
-  return "";
-}
+using testing::input_error;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

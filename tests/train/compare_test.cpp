@@ -15,19 +15,13 @@
 #include <vector>
 
 #include "framework/core/check.h"
+#include "tests/support/input_error.h"
 
 namespace laconic {
 namespace {
 namespace fs = std::filesystem;
 
-std::string input_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using testing::input_error;
 
 // ---- --vary ----------------------------------------------------------------------------------
 
