@@ -27,6 +27,7 @@
 #include "framework/core/check.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/compare.h"
+#include "framework/train/faults.h"
 #include "framework/train/trainer.h"
 #include "framework/train/world.h"
 #ifdef LACONIC_HAVE_MPI
@@ -235,8 +236,11 @@ int run(int argc, char** argv, bool& quiet_errors) {
   load.cache_dir = recipe.run.out_dir;  // the tokenizer is cached beside the runs
   load.write_cache = lead && !dry_run;
   const laconic::TrainData data = laconic::load_data(recipe, load);
+  const std::string run_dir =
+      out_dir.empty() ? (std::filesystem::path(recipe.run.out_dir) / recipe.run.name).string() : out_dir;
   if (dry_run) {
-    const auto plan_ = laconic::make_plan(recipe, data);
+    const laconic::RunSpec spec = laconic::resolve(recipe, data, run_dir);  // refuses what a run would
+    const laconic::TrainPlan& plan_ = spec.plan;
     if (lead)
       std::cout << "recipe:       " << recipe_path << "\n"
                 << "model:        " << plan_.model << "\n"
@@ -248,12 +252,13 @@ int run(int argc, char** argv, bool& quiet_errors) {
     return 0;
   }
   laconic::TrainOptions opts;
-  opts.run_dir = out_dir.empty() ? (std::filesystem::path(recipe.run.out_dir) / recipe.run.name).string() : out_dir;
+  opts.run_dir = run_dir;
   opts.log = lead ? &std::cout : nullptr;
   // Not under mpirun: it hands rank 0 a pseudo-terminal even when its own output is a file.
   opts.progress_line = lead && !launched_by_launcher && ::isatty(STDOUT_FILENO) != 0;
   opts.resume = resume;
   opts.resume_any_recipe = resume_any_recipe;
+  opts.hooks.push_back(laconic::fault_injector(recipe.fault));  // [fault], for tests of the failure paths
   const auto s = laconic::train(recipe, data, opts);
   if (lead) {
     std::cout << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps";

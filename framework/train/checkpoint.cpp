@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -77,7 +78,8 @@ void fsync_dir(const std::string& dir) {
 // uncommitted (an exception), it removes path.tmp.
 class AtomicFile {
  public:
-  AtomicFile(std::string path, bool hooked) : path_(std::move(path)), tmp_(path_ + ".tmp"), hooked_(hooked) {
+  AtomicFile(std::string path, const std::function<void(std::uint64_t)>* after_chunk = nullptr)
+      : path_(std::move(path)), tmp_(path_ + ".tmp"), after_chunk_(after_chunk) {
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) sys_fail(tmp_, "cannot create checkpoint file", errno);
   }
@@ -97,7 +99,7 @@ class AtomicFile {
       p += w;
       n -= static_cast<std::size_t>(w);
       written_ += static_cast<std::uint64_t>(w);
-      if (hooked_ && checkpoint_hooks::after_shard_chunk) checkpoint_hooks::after_shard_chunk(written_);
+      if (after_chunk_ && *after_chunk_) (*after_chunk_)(written_);
     }
   }
 
@@ -113,7 +115,7 @@ class AtomicFile {
  private:
   std::string path_;
   std::string tmp_;
-  bool hooked_;
+  const std::function<void(std::uint64_t)>* after_chunk_;  // may be null
   int fd_ = -1;
   bool committed_ = false;
   std::uint64_t written_ = 0;
@@ -126,7 +128,8 @@ struct XxhStateDeleter {
 // Buffers the small header fields, passes large data straight through, hashes everything.
 class ShardStream {
  public:
-  explicit ShardStream(const std::string& path) : file_(path, /*hooked=*/true), state_(XXH64_createState()) {
+  ShardStream(const std::string& path, const std::function<void(std::uint64_t)>& after_chunk)
+      : file_(path, &after_chunk), state_(XXH64_createState()) {
     LC_CHECK(state_ != nullptr, "XXH64_createState failed");
     XXH64_reset(state_.get(), 0);
     buf_.reserve(kChunk);
@@ -329,8 +332,8 @@ void ShardWriter::add_state(const std::string& prefix, std::span<const StateTens
   }
 }
 
-void ShardWriter::write(const std::string& path) const {
-  ShardStream out(path);
+void ShardWriter::write(const std::string& path, const std::function<void(std::uint64_t)>& after_chunk) const {
+  ShardStream out(path, after_chunk);
   out.put(kMagic, sizeof kMagic);
   out.put_value<std::uint32_t>(kShardVersion);
   out.put_value<std::uint32_t>(static_cast<std::uint32_t>(entries_.size()));
@@ -511,7 +514,8 @@ void prepare_staging(const std::string& root, std::int64_t step) {
 }
 
 CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int world_size,
-                                 const std::string& recipe_hash, int keep_latest) {
+                                 const std::string& recipe_hash, int keep_latest,
+                                 const std::function<void()>& before_publish) {
   LC_CHECK(world_size >= 1, "world_size must be >= 1, got ", world_size);
   LC_CHECK(keep_latest >= 0, "keep_latest must be >= 0 (0 keeps all), got ", keep_latest);
   const std::string staging = staging_dir(root, step);
@@ -532,11 +536,11 @@ CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int
     m["shards"].push_back({{"file", s.file}, {"bytes", s.bytes}, {"xxh64", hex64(s.xxh64)}});
   }
   const std::string text = m.dump(2) + "\n";
-  AtomicFile manifest(join(staging, kManifest), /*hooked=*/false);
+  AtomicFile manifest(join(staging, kManifest));
   manifest.write(text.data(), text.size());
   manifest.commit();  // also fsyncs the staging directory: shards and manifest are durable
 
-  if (checkpoint_hooks::before_publish) checkpoint_hooks::before_publish();
+  if (before_publish) before_publish();
   publish(staging, final_dir);
   fsync_dir(root);
   prune(root, step, keep_latest);

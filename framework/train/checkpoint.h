@@ -82,7 +82,8 @@ class ShardWriter {
 
   // Writes path.tmp (in 1 MiB chunks), fsyncs it, renames it to path and fsyncs the directory.
   // A failure removes path.tmp and throws InputError naming the path. Callable more than once.
-  void write(const std::string& path) const;
+  // `after_chunk` (tests of crashes mid-write): called with the bytes written so far after each chunk.
+  void write(const std::string& path, const std::function<void(std::uint64_t)>& after_chunk = {}) const;
 
   std::size_t size() const { return entries_.size(); }
 
@@ -170,8 +171,11 @@ struct CheckpointInfo {
 // checkpoints older than N beyond the keep_latest newest (the new one counts; 0 keeps all) and
 // any leftover directories older than N that are not complete checkpoints (stale step-M.tmp
 // staging, half-pruned step-M). Newer directories are never touched.
+// `before_publish` (tests of crashes mid-commit): called once MANIFEST.json is durable in the
+// staging directory, just before the rename that publishes it.
 CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int world_size,
-                                 const std::string& recipe_hash, int keep_latest);
+                                 const std::string& recipe_hash, int keep_latest,
+                                 const std::function<void()>& before_publish = {});
 
 // The checkpoint in dir, for an explicit --resume PATH: the manifest must parse and agree with
 // the directory's name, and every shard must exist with the manifest's size (shard hashes are
@@ -187,16 +191,5 @@ std::optional<CheckpointInfo> find_latest_checkpoint(
 // Opens rank's shard of the checkpoint and checks its hash against the manifest's (a shard copied
 // in from another checkpoint is an InputError even if it is intact on its own).
 ShardReader open_shard(const CheckpointInfo& info, int rank);
-
-// ---- test hooks (nullptr in production) -------------------------------------------------------
-
-namespace checkpoint_hooks {
-// Called after each chunk ShardWriter::write puts into the .tmp file (bytes written so far). The
-// crash tests block in it and kill the process mid-write.
-inline void (*after_shard_chunk)(std::uint64_t bytes_written) = nullptr;
-// Called by commit_checkpoint once MANIFEST.json is durable in the staging directory, just
-// before the rename that publishes it.
-inline void (*before_publish)() = nullptr;
-}  // namespace checkpoint_hooks
 
 }  // namespace laconic

@@ -676,7 +676,9 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
     }
     data_of[i] = d;
   }
-  for (std::size_t i = 0; i < recipes.size(); ++i) (void)make_plan(recipes[i], data[data_of[i]]);
+  // Every variant's cross-field errors before the first one trains.
+  for (std::size_t i = 0; i < recipes.size(); ++i)
+    (void)resolve(recipes[i], data[data_of[i]], (fs::path(opts.out_dir) / variants[i].name).string());
   if (opts.log)
     *opts.log << "compare: " << variants.size() << " variants of " << recipe_path << ", data loaded "
               << (data.size() == 1 ? "once for all" : std::to_string(data.size()) + " times") << "; into "

@@ -11,22 +11,11 @@
 #include <vector>
 
 #include "framework/core/params.h"
-#include "framework/train/factory.h"
 #include "framework/recipe/recipe.h"
+#include "framework/train/hooks.h"
+#include "framework/train/run_spec.h"
 
 namespace laconic {
-
-// What a recipe resolves to once the data is known.
-struct TrainPlan {
-  std::int64_t steps = 0;
-  std::int64_t global_batch = 0;     // micro_batch * grad_accum * world_size
-  std::int64_t steps_per_epoch = 0;  // full global batches per pass over the training set
-  std::int64_t parameters = 0;
-  double lr = 0;                     // peak learning rate after the scaling rule
-  std::int64_t warmup_steps = 0;     // after the scaling rule
-  std::string model;                 // Model::describe()
-};
-TrainPlan make_plan(const Recipe& recipe, const TrainData& data);
 
 struct TrainOptions {
   std::string run_dir;          // where to write the run's files; "" = write nothing
@@ -42,6 +31,9 @@ struct TrainOptions {
   // saved and training continues under the new recipe; not bit-exact with any single run).
   // A different world size is always refused: every rank's state is its own.
   bool resume_any_recipe = false;
+  // Extra step hooks, made on every rank and run before the built-in ones (fault injection:
+  // framework/train/faults.h; tests observing or breaking the loop).
+  std::vector<HookFactory> hooks;
 };
 
 struct TrainSummary {
@@ -63,12 +55,5 @@ struct TrainSummary {
 };
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);
-
-// The hash the checkpoints carry: of the resolved recipe (to_toml), without what does not change
-// the numbers (the file it came from, run name and directory, logging, evaluation and checkpoint
-// intervals, replica checks, the [fault]).
-std::string recipe_hash(const Recipe& recipe);
-// The checkpoint directory of a run: recipe.checkpoint.dir, under run_dir when relative.
-std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir);
 
 }  // namespace laconic

@@ -84,10 +84,11 @@ Device resolve_device(const Recipe& recipe) {
   return Device::cuda;
 }
 
-std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Communicator& host, bool simulated,
+std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
+                                                       bool simulated,
                                                        bool& separate_counts) {
   separate_counts = false;
-  if (resolve_device(recipe) == Device::cpu) return nullptr;
+  if (device == Device::cpu) return nullptr;
 #if defined(LACONIC_HAVE_CUDA)
   // One GPU per rank for NCCL: every rank of a threads world is in this process; under MPI the
   // ranks of this node are assumed to be at most its device count (NCCL picks local rank modulo

@@ -36,7 +36,8 @@ Device resolve_device(const Recipe& recipe);
 // host copies (several ranks on one GPU, or a simulated network). nullptr for cpu: the strategy
 // uses `host` itself. `separate_counts` is set when the returned communicator's bytes are not
 // already counted by `host` (NCCL), so the run's traffic is the sum of both.
-std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Communicator& host, bool simulated,
+std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
+                                                       bool simulated,
                                                        bool& separate_counts);
 
 }  // namespace laconic

@@ -123,12 +123,12 @@ TEST(TrainCuda, NonFiniteGuardSkipsOnTheDevice) {
   r.fault.kind = FaultKind::nan;
   r.fault.rank = 1;
   r.fault.step = 5;
-  const TrainSummary s = train(r, data, {});
+  const TrainSummary s = train(r, data, testing::injecting(r));
   EXPECT_EQ(s.skipped_steps, 1);
   EXPECT_TRUE(std::isfinite(s.final_loss));
 
   r.guards.nonfinite = NonfiniteKind::abort;
-  EXPECT_THROW(train(r, data, {}), Error);
+  EXPECT_THROW(train(r, data, testing::injecting(r)), Error);
 }
 
 }  // namespace

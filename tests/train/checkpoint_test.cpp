@@ -73,8 +73,6 @@ class CheckpointTest : public ::testing::Test {
     fs::create_directories(root_);
   }
   void TearDown() override {
-    checkpoint_hooks::after_shard_chunk = nullptr;
-    checkpoint_hooks::before_publish = nullptr;
     fs::remove_all(root_);
   }
 
@@ -85,19 +83,23 @@ class CheckpointTest : public ::testing::Test {
     return tricky_floats(n, static_cast<std::uint32_t>(step * 131 + rank));
   }
 
-  static void write_shard(const std::string& dir, std::int64_t step, int rank, std::size_t n = 1000) {
+  // Test hooks of the file layer: the crash tests block in them and kill the process.
+  std::function<void(std::uint64_t)> after_shard_chunk_;
+  std::function<void()> before_publish_;
+
+  void write_shard(const std::string& dir, std::int64_t step, int rank, std::size_t n = 1000) const {
     const std::vector<float> p = params(step, rank, n);
     ShardWriter w;
     w.add("params", p);
     w.add_scalar("step", step);
-    w.write(shard_path(dir, rank));
+    w.write(shard_path(dir, rank), after_shard_chunk_);
   }
 
   // The whole protocol, as the trainer runs it (barriers elided: one process plays every rank).
   CheckpointInfo save(std::int64_t step, int world = 1, int keep = 0, std::size_t n = 1000) {
     prepare_staging(root(), step);
     for (int r = 0; r < world; ++r) write_shard(staging_dir(root(), step), step, r, n);
-    return commit_checkpoint(root(), step, world, hash_text("recipe"), keep);
+    return commit_checkpoint(root(), step, world, hash_text("recipe"), keep, before_publish_);
   }
 
   // Opens every shard of info through the manifest and checks it holds exactly what save wrote.
@@ -484,7 +486,7 @@ TEST_F(CheckpointTest, KillMidShardWriteLeavesThePreviousCheckpoint) {
   const std::string partial = shard_path(staging_dir(root(), 2), 0) + ".tmp";
   kill_child_when(
       [&] {
-        checkpoint_hooks::after_shard_chunk = [](std::uint64_t written) {
+        after_shard_chunk_ = [](std::uint64_t written) {
           if (written >= (2u << 20)) block_forever();
         };
         save(2, 1, 1, n);
@@ -531,7 +533,7 @@ TEST_F(CheckpointTest, KillDuringCommitLeavesThePreviousCheckpoint) {
   const std::string staging = staging_dir(root(), 2);
   kill_child_when(
       [&] {
-        checkpoint_hooks::before_publish = [] { block_forever(); };
+        before_publish_ = [] { block_forever(); };
         save(2, 1, 1);
       },
       [&] { return fs::exists(staging + "/MANIFEST.json"); });

@@ -17,6 +17,7 @@ namespace laconic {
 namespace {
 
 using testing::blobs;
+using testing::injecting;
 
 TrainData synthetic() { return image_data(blobs(600, 12, 5, 1), blobs(200, 12, 5, 2)); }
 
@@ -143,12 +144,12 @@ TEST_F(Resume, NonFiniteGradientsAreSkippedOnEveryRankOrAbort) {
     r.fault = {FaultKind::nan, 1, 5};  // rank 1's gradient holds a NaN at step 6
     r.guards.nonfinite = NonfiniteKind::skip;
     r.guards.check_every = 1;  // and the replicas never drift apart
-    const TrainSummary s = train(r, data, {});
+    const TrainSummary s = train(r, data, injecting(r));
     EXPECT_EQ(s.skipped_steps, 1);
     for (const float p : s.final_params) ASSERT_TRUE(std::isfinite(p));
     r.guards.nonfinite = NonfiniteKind::abort;
     try {
-      train(r, data, {});
+      train(r, data, injecting(r));
       FAIL() << "a NaN gradient did not stop the run";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("at step 6: non-finite gradient"), std::string::npos) << e.what();
@@ -162,7 +163,7 @@ TEST_F(Resume, AFailingRankStopsEveryRankWithItsRankAndStep) {
   r.checkpoint.every = 0;
   r.fault = {FaultKind::throw_, 2, 4};
   try {
-    train(r, data, {});
+    train(r, data, injecting(r));
     FAIL() << "the injected failure did not stop the run";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 2 at step 5: fault injected: rank 2 throw at step 5"), std::string::npos)
@@ -171,7 +172,7 @@ TEST_F(Resume, AFailingRankStopsEveryRankWithItsRankAndStep) {
   // A rank that stops answering: the others give up after distributed.timeout_s, no hang.
   r.fault = {FaultKind::stall, 1, 3};
   r.distributed.timeout_s = 0.5;
-  EXPECT_THROW(train(r, data, {}), Error);
+  EXPECT_THROW(train(r, data, injecting(r)), Error);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include "framework/core/rng.h"
 #include "framework/data/fashion_mnist.h"
+#include "framework/train/faults.h"
+#include "framework/train/trainer.h"
 
 namespace laconic::testing {
 
@@ -27,6 +29,12 @@ inline std::shared_ptr<ImageDataset> blobs(int n, int features, int classes, std
     }
   }
   return d;
+}
+
+// Options that inject the recipe's [fault] (the trainer CLI adds the same hook).
+inline TrainOptions injecting(const Recipe& r, TrainOptions opts = {}) {
+  opts.hooks.push_back(fault_injector(r.fault));
+  return opts;
 }
 
 }  // namespace laconic::testing

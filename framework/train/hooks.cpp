@@ -1,0 +1,459 @@
+#include "framework/train/hooks.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "framework/core/check.h"
+#include "framework/core/units.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/trainer.h"
+#include "optimizers/clip.h"
+#include "optimizers/noise_scale.h"
+
+namespace laconic {
+
+double StepState::reduced_norm(const Loop& loop) {
+  if (!reduced_norm_) reduced_norm_ = global_grad_norm(loop.store().grads(), loop.device());
+  return *reduced_norm_;
+}
+
+namespace {
+
+double squared(double x) { return x * x; }
+
+// No inf or NaN in x: an OR over the exponent bits (all ones only for inf and NaN) vectorises,
+// unlike a float reduction, so the check costs one read of the gradients.
+bool all_finite(std::span<const float> x, Device where) {
+  // On a device, one norm pass: a sum of squares in double is finite iff every element is (the
+  // largest float squared, times any count of elements, stays far below double's range).
+  if (where != Device::cpu) return std::isfinite(global_grad_norm(x, where));
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(x.data());
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) bad |= static_cast<std::uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
+
+// [guards] nonfinite: "skip" asks every rank before anything is reduced and skips the step on all
+// of them (error-feedback residuals, optimizer state and parameters stay as they were); "abort"
+// checks the reduced gradients.
+class NonfiniteGuard final : public StepHook {
+ public:
+  explicit NonfiniteGuard(Loop& loop) : loop_(loop), g_(loop.spec.recipe.guards) {}
+
+  bool admit(StepState& s) override {
+    if (g_.nonfinite != NonfiniteKind::skip) return true;
+    float bad = all_finite(loop_.store().grads(), loop_.device()) ? 0.0f : 1.0f;
+    loop_.comm.all_reduce(std::span(&bad, 1), ReduceOp::max);
+    if (bad == 0.0f) {
+      state_[1] = 0;
+      return true;
+    }
+    ++state_[0];
+    if (++state_[1] > g_.max_consecutive_skips)
+      throw Error(detail::concat("non-finite gradients in ", state_[1], " consecutive steps (guards.max_consecutive_skips = ",
+                                 g_.max_consecutive_skips, ")"));
+    if (loop_.lead() && loop_.opts.log)
+      *loop_.opts.log << "laconic: step " << s.step + 1 << ": non-finite gradient on some rank, step skipped ("
+                      << state_[0] << " so far)" << std::endl;
+    return false;
+  }
+
+  void after_reduce(StepState&) override {
+    if (g_.nonfinite == NonfiniteKind::abort && !all_finite(loop_.store().grads(), loop_.device()))
+      throw Error("non-finite gradient (guards.nonfinite = \"abort\"; \"skip\" skips such steps)");
+  }
+
+  void finish(TrainSummary& s) override { s.skipped_steps = state_[0]; }
+
+ private:
+  Loop& loop_;
+  const GuardsConfig& g_;
+  std::int64_t state_[2] = {0, 0};  // steps skipped, of them consecutive
+};
+
+// B_simple (McCandlish et al. 2018) from the mean of the workers' |g_b|^2 (one float on the wire)
+// and |G_B|^2 of the averaged gradients.
+class NoiseScale final : public StepHook {
+ public:
+  explicit NoiseScale(Loop& loop)
+      : loop_(loop),
+        est_(NoiseScaleOptions{static_cast<std::int64_t>(loop.spec.recipe.train.micro_batch) * loop.spec.recipe.train.grad_accum,
+                               loop.spec.plan.global_batch}) {}
+
+  void after_reduce(StepState& s) override {
+    float mean_local = static_cast<float>(s.local_sq);
+    loop_.comm.all_reduce(std::span(&mean_local, 1), ReduceOp::avg);
+    est_.update(mean_local, squared(s.reduced_norm(loop_)));
+    s.noise_scale = est_.simple_noise_scale();
+  }
+
+ private:
+  Loop& loop_;
+  NoiseScaleEstimator est_;
+};
+
+// optimizer.grad_clip: the global norm after averaging, so every rank scales identically.
+class Clipping final : public StepHook {
+ public:
+  explicit Clipping(Loop& loop) : loop_(loop) {}
+  void after_reduce(StepState& s) override {
+    const double norm = s.reduced_norm(loop_);
+    clip_to_norm(loop_.store().grads(), norm, loop_.spec.recipe.optimizer.grad_clip, loop_.device());
+    s.grad_norm = norm;
+  }
+
+ private:
+  Loop& loop_;
+};
+
+// TrainOptions::on_step: tests observe every rank's replica after every step.
+class OnStep final : public StepHook {
+ public:
+  explicit OnStep(Loop& loop) : loop_(loop) {}
+  void after_step(StepState& s) override { loop_.opts.on_step(loop_.rank(), s.step, loop_.store()); }
+
+ private:
+  Loop& loop_;
+};
+
+// The parameters on the host: the store's own span on cpu, else a copy in `stage`.
+const float* on_host(const Loop& loop, std::vector<float>& stage) {
+  const std::span<const float> params = loop.store().params();
+  if (loop.device() == Device::cpu) return params.data();
+  if (stage.size() < params.size()) stage.resize(params.size());
+  copy_bytes(stage.data(), Device::cpu, params.data(), loop.device(), params.size_bytes());
+  return stage.data();
+}
+
+// guards.check_every: the ranks compare a 64-bit hash of each parameter tensor whenever the
+// strategy says replicas agree; the first that differs names the drift.
+class ReplicaCheck final : public StepHook {
+ public:
+  explicit ReplicaCheck(Loop& loop) : loop_(loop), every_(loop.spec.recipe.guards.check_every) {}
+
+  void after_step(StepState& s) override {
+    if ((s.step + 1) % every_ != 0 || !loop_.sync.replicas_agree_after(s.step)) return;
+    const auto& views = loop_.store().views();
+    const std::size_t n = views.size();
+    const int world = loop_.comm.size();
+    hashes_.resize(n * (static_cast<std::size_t>(world) + 1));
+    std::uint64_t* mine = hashes_.data();
+    const float* params = on_host(loop_, stage_);
+    for (std::size_t v = 0; v < n; ++v) mine[v] = hash_bytes(params + views[v].offset, views[v].numel * sizeof(float));
+    std::uint64_t* all = mine + n;
+    loop_.comm.all_gather(CBuf(mine, n * 8, DType::u8), Buf{all, n * 8 * static_cast<std::size_t>(world), DType::u8});
+    for (int q = 1; q < world; ++q)
+      for (std::size_t v = 0; v < n; ++v)
+        if (all[static_cast<std::size_t>(q) * n + v] != all[v])
+          throw Error(detail::concat("replica drift: rank ", q, "'s ", views[v].name, " differs from rank 0's (",
+                                     "guards.check_every = ", every_, ")"));
+  }
+
+ private:
+  Loop& loop_;
+  std::int64_t every_;
+  std::vector<std::uint64_t> hashes_;  // mine, then everyone's
+  std::vector<float> stage_;
+};
+
+// Full pass over `d` in chunks of `chunk` examples, dropout off; `order` holds 0..size-1. Each
+// chunk's randomness (MLM masking) has a fixed key, so every evaluation sees the same batches.
+EvalResult evaluate(Model& model, const DataSource& d, std::span<const std::int64_t> order, int chunk,
+                    std::uint64_t seed, Batch& scratch) {
+  double loss_sum = 0;
+  std::int64_t counted = 0, correct = 0;
+  ForwardOptions fo;
+  fo.train = false;
+  for (std::int64_t begin = 0, k = 0; begin < d.size(); begin += chunk, ++k) {
+    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(chunk, d.size() - begin));
+    d.fill(scratch, order.subspan(static_cast<std::size_t>(begin), n), mlm_eval_key(seed, k));
+    const ForwardResult r = model.forward(scratch, fo);
+    loss_sum += static_cast<double>(r.loss) * static_cast<double>(r.counted);
+    counted += r.counted;
+    correct += r.correct;
+  }
+  if (counted == 0) return {};
+  return {loss_sum / static_cast<double>(counted), static_cast<double>(correct) / static_cast<double>(counted)};
+}
+
+std::string human_seconds(double s) {
+  std::ostringstream os;
+  if (s < 60) os << std::fixed << std::setprecision(1) << s << "s";
+  else os << static_cast<long>(s) / 60 << "m" << std::setw(2) << std::setfill('0') << static_cast<long>(s) % 60 << "s";
+  return os.str();
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000.0 && u < 4) b /= 1000.0, ++u;
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(b < 10 ? 2 : 1) << b << ' ' << units[u];
+  return os.str();
+}
+
+// Rank 0's reporting: log lines, metrics.jsonl, the live progress line.
+class Reporter final : public StepHook {
+ public:
+  Reporter(Loop& loop, const Evaluator& eval) : loop_(loop), eval_(eval), plan_(loop.spec.plan) {
+    if (loop.lead() && !loop.opts.run_dir.empty())
+      metrics_ = std::make_unique<JsonlWriter>(loop.opts.run_dir + "/metrics.jsonl", loop.first_step > 0);
+    last_step_ = loop.first_step;
+    last_sent_ = static_cast<double>(loop.counters().bytes.sent);  // after the start broadcast
+  }
+
+  void after_step(StepState& s) override {
+    interval_loss_ += s.loss;
+    ++interval_steps_;
+    if (!loop_.lead()) return;
+    const std::int64_t done = s.step + 1;
+    const bool last = done == plan_.steps;
+    const bool eval_now = eval_.due(done);
+    if (!(last || eval_now || done % loop_.spec.recipe.train.log_every == 0)) {
+      progress(done, loop_.wall.seconds());
+      return;
+    }
+    const double now = loop_.wall.seconds();
+    last_loss_ = interval_loss_ / static_cast<double>(interval_steps_);
+    const RunCounters c = loop_.counters();
+    nlohmann::json j;
+    j["step"] = done;
+    j["epoch"] = epoch(done);
+    j["loss"] = last_loss_;
+    j["lr"] = s.lr;
+    j["bytes_sent"] = c.bytes.sent;
+    j["bytes_recv"] = c.bytes.recv;
+    j["bytes_per_step"] = (static_cast<double>(c.bytes.sent) - last_sent_) / static_cast<double>(done - last_step_);
+    j["comm_s"] = loop_.sync.comm_seconds();
+    j["exposed_comm_s"] = loop_.exposed_comm_s;
+    j["compression_ratio"] = c.reducer.compression_ratio();
+    j["compute_s"] = loop_.compute_s;
+    j["wall_s"] = now;
+    // Training throughput: the evaluation just run is not training time.
+    const double examples_per_s = static_cast<double>((done - last_step_) * plan_.global_batch) /
+                                  std::max(1e-9, now - last_wall_ - (eval_now ? eval_.last_seconds() : 0.0));
+    j["examples_per_s"] = examples_per_s;
+    if (!std::isnan(s.grad_norm)) j["grad_norm"] = s.grad_norm;
+    if (!std::isnan(s.noise_scale)) j["noise_scale"] = s.noise_scale;
+    const SimCommunicator* sim = loop_.sim;
+    if (sim) {
+      j["sim_time_s"] = sim->clock();
+      j["sim_comm_s"] = sim->comm_time();
+      j["bytes_intra"] = sim->tier_bytes()[0].sent;
+      j["bytes_inter"] = sim->tier_bytes()[1].sent;
+    }
+    if (eval_now) {
+      j["eval_loss"] = eval_.last().loss;
+      j["eval_accuracy"] = eval_.last().accuracy;
+    }
+    if (metrics_) metrics_->write_line(j.dump());
+    if (std::ostream* log = loop_.opts.log) {
+      std::ostringstream line;
+      line << "step " << std::setw(static_cast<int>(std::to_string(plan_.steps).size())) << done << "/" << plan_.steps
+           << " | epoch " << std::fixed << std::setprecision(2) << epoch(done) << " | loss " << std::setprecision(4)
+           << last_loss_ << " | lr " << std::setprecision(5) << s.lr << " | " << std::setprecision(0) << examples_per_s
+           << " ex/s | sent " << human_bytes(static_cast<double>(c.bytes.sent)) << " | comm " << std::setprecision(0)
+           << 100.0 * loop_.exposed_comm_s / std::max(1e-9, now) << "%";
+      const double ratio = c.reducer.compression_ratio();
+      if (ratio != 1.0) line << " | x" << std::setprecision(1) << ratio;
+      if (!std::isnan(s.noise_scale)) line << " | B_noise " << std::setprecision(0) << s.noise_scale;
+      if (sim)
+        line << " | sim " << human_seconds(sim->clock()) << " (comm " << std::setprecision(0)
+             << 100.0 * sim->comm_time() / std::max(1e-12, sim->clock()) << "%)";
+      if (eval_now)
+        line << " | eval loss " << std::setprecision(4) << eval_.last().loss << " acc " << std::setprecision(2)
+             << 100.0 * eval_.last().accuracy << "%";
+      clear_progress();
+      *log << line.str() << std::endl;
+    }
+    interval_loss_ = 0;
+    interval_steps_ = 0;
+    last_step_ = done;
+    last_wall_ = now;
+    last_sent_ = static_cast<double>(c.bytes.sent);
+  }
+
+  void finish(TrainSummary& s) override { s.final_loss = last_loss_; }
+
+ private:
+  // Rewrites one terminal line in place, at most ~10 times a second.
+  void progress(std::int64_t step, double wall_s) {
+    std::ostream* log = loop_.opts.log;
+    if (!log || !loop_.opts.progress_line || wall_s - last_progress_ < 0.1) return;
+    last_progress_ = wall_s;
+    const double frac = static_cast<double>(step) / static_cast<double>(plan_.steps);
+    constexpr int kBar = 30;
+    const int filled = static_cast<int>(frac * kBar);
+    const double eta = step > 0 ? wall_s / static_cast<double>(step) * static_cast<double>(plan_.steps - step) : 0;
+    *log << "\r\033[K[" << std::string(filled, '#') << std::string(kBar - filled, '.') << "] " << step << "/"
+         << plan_.steps << " " << std::fixed << std::setprecision(1) << 100 * frac << "% eta " << human_seconds(eta)
+         << std::flush;
+    progress_shown_ = true;
+  }
+  void clear_progress() {
+    if (progress_shown_) *loop_.opts.log << "\r\033[K";
+    progress_shown_ = false;
+  }
+  double epoch(std::int64_t step) const {
+    return static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, plan_.steps_per_epoch));
+  }
+
+  Loop& loop_;
+  const Evaluator& eval_;
+  const TrainPlan& plan_;
+  std::unique_ptr<JsonlWriter> metrics_;
+  double interval_loss_ = 0, last_loss_ = 0, last_sent_ = 0, last_wall_ = 0, last_progress_ = -1;
+  std::int64_t interval_steps_ = 0, last_step_ = 0;
+  bool progress_shown_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<StepHook> make_nonfinite_guard(Loop& loop) { return std::make_unique<NonfiniteGuard>(loop); }
+std::unique_ptr<StepHook> make_noise_scale(Loop& loop) {
+  return loop.spec.noise_scale ? std::make_unique<NoiseScale>(loop) : nullptr;
+}
+std::unique_ptr<StepHook> make_clipping(Loop& loop) {
+  return loop.spec.recipe.optimizer.grad_clip > 0 ? std::make_unique<Clipping>(loop) : nullptr;
+}
+std::unique_ptr<StepHook> make_on_step(Loop& loop) { return loop.opts.on_step ? std::make_unique<OnStep>(loop) : nullptr; }
+std::unique_ptr<StepHook> make_replica_check(Loop& loop) {
+  return loop.spec.recipe.guards.check_every > 0 ? std::make_unique<ReplicaCheck>(loop) : nullptr;
+}
+std::unique_ptr<StepHook> make_reporter(Loop& loop, const Evaluator& eval) { return std::make_unique<Reporter>(loop, eval); }
+
+// ---- Evaluator ----
+
+Evaluator::Evaluator(Loop& loop) : loop_(loop) {
+  if (!loop.data.eval) return;
+  order_.resize(static_cast<std::size_t>(loop.data.eval->size()));
+  for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<std::int64_t>(i);
+}
+
+bool Evaluator::due(std::int64_t done) const {
+  const std::int64_t every = loop_.spec.recipe.train.eval_every;
+  return loop_.data.eval && (done == loop_.spec.plan.steps || (every > 0 && done % every == 0));
+}
+
+void Evaluator::after_step(StepState& s) {
+  if (!loop_.lead() || !due(s.step + 1)) return;
+  Stopwatch t;
+  const Recipe& r = loop_.spec.recipe;
+  last_ = evaluate(loop_.model, *loop_.data.eval, order_, r.train.micro_batch, r.run.seed, batch_);
+  last_s_ = t.seconds();
+}
+
+void Evaluator::finish(TrainSummary& s) {
+  s.eval_loss = last_.loss;
+  s.eval_accuracy = last_.accuracy;
+}
+
+// ---- Checkpointer ----
+
+Checkpointer::Checkpointer(Loop& loop, const Hooks& all, std::function<void(const RunCounters&)> restore_counters)
+    : loop_(loop), all_(all), restore_(std::move(restore_counters)) {}
+
+void Checkpointer::after_step(StepState& s) {
+  const std::int64_t every = loop_.spec.recipe.checkpoint.every;
+  if (every > 0 && (s.step + 1) % every == 0) write(s.step + 1);
+}
+
+// Everything a step depends on, as this rank's shard of checkpoint `step`.
+void Checkpointer::write(std::int64_t step) {
+  const std::string& root = loop_.spec.checkpoint_root;
+  Communicator& comm = loop_.comm;
+  if (loop_.lead()) prepare_staging(root, step);
+  comm.barrier();
+  ShardWriter w;
+  std::vector<StateTensor> ts = tensors();
+  stage(ts, /*download=*/true);
+  for (const StateTensor& t : ts) w.add(t.name, std::span<const float>(t.data));
+  for (const auto& h : all_) h->save(w);
+  w.write(shard_path(staging_dir(root, step), comm.rank()), [&](std::uint64_t written) {
+    for (const auto& h : all_) h->on_shard_chunk(step, written);
+  });
+  comm.barrier();  // every shard is on disk before the commit
+  if (loop_.lead()) {
+    const CheckpointInfo info = commit_checkpoint(root, step, comm.size(), loop_.spec.hash, loop_.spec.recipe.checkpoint.keep_latest);
+    if (loop_.opts.log) *loop_.opts.log << "laconic: checkpoint " << info.dir << std::endl;
+  }
+}
+
+void Checkpointer::save(ShardWriter& w) {
+  const auto c = loop_.sampler.cursor();
+  sampler_[0] = c.epoch;
+  sampler_[1] = c.position;
+  w.add("sampler", std::span<const std::int64_t>(sampler_));
+  // The run's totals, so that a resumed run goes on counting where this one stands.
+  const RunCounters t = loop_.counters();
+  const std::uint64_t v[9] = {t.bytes.sent, t.bytes.recv, t.bytes.messages_sent, t.reducer.calls, t.reducer.input_bytes,
+                              t.reducer.value_bytes, t.reducer.index_bytes, t.reducer.scale_bytes, t.reducer.meta_bytes};
+  for (int i = 0; i < 9; ++i) counters_[i] = static_cast<std::int64_t>(v[i]);
+  w.add("counters", std::span<const std::int64_t>(counters_));
+}
+
+void Checkpointer::load(const ShardReader& r) {
+  r.read("sampler", std::span<std::int64_t>(sampler_));
+  loop_.sampler.seek({sampler_[0], sampler_[1]});
+  r.read("counters", std::span<std::int64_t>(counters_));
+  std::uint64_t v[9];
+  for (int i = 0; i < 9; ++i) v[i] = static_cast<std::uint64_t>(counters_[i]);
+  RunCounters c;
+  c.bytes = {v[0], v[1], v[2]};
+  c.reducer.calls = v[3];
+  c.reducer.input_bytes = v[4];
+  c.reducer.value_bytes = v[5];
+  c.reducer.index_bytes = v[6];
+  c.reducer.scale_bytes = v[7];
+  c.reducer.meta_bytes = v[8];
+  restore_(c);
+}
+
+std::int64_t Checkpointer::resume(const CheckpointInfo& info) {
+  const ShardReader rd = open_shard(info, loop_.rank());  // checked against the manifest too
+  loop_.optimizer.prepare(loop_.store());  // sizes the state that state() then exposes
+  const std::vector<StateTensor> ts = tensors();
+  std::vector<StateTensor> staged = ts;
+  stage(staged, /*download=*/false);
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    rd.read(staged[i].name, staged[i].data);
+    copy_bytes(ts[i].data.data(), ts[i].device, staged[i].data.data(), Device::cpu,
+               ts[i].data.size_bytes());  // nothing to do for host tensors (same pointer)
+  }
+  for (const auto& h : all_) h->load(rd);
+  if (loop_.lead() && loop_.opts.log) *loop_.opts.log << "laconic: resumed from " << info.dir << std::endl;
+  return info.step;
+}
+
+// Every float tensor of a checkpoint, named as in the shard, wherever it lives.
+std::vector<StateTensor> Checkpointer::tensors() {
+  ParamStore& store = loop_.store();
+  std::vector<StateTensor> all{{"params", store.params(), store.device()}};
+  for (StateTensor& t : loop_.optimizer.state()) all.push_back({"optimizer." + t.name, t.data, t.device});
+  for (StateTensor& t : loop_.sync.state()) all.push_back({"sync." + t.name, t.data, t.device});
+  return all;
+}
+
+// Points each device tensor of `ts` at a host copy in host_stage_ (filled from the device when
+// `download`); host tensors stay as they are. A cpu run never copies.
+void Checkpointer::stage(std::vector<StateTensor>& ts, bool download) {
+  std::size_t total = 0;
+  for (const StateTensor& t : ts)
+    if (t.device != Device::cpu) total += t.data.size();
+  if (host_stage_.size() < total) host_stage_.resize(total);
+  std::size_t at = 0;
+  for (StateTensor& t : ts) {
+    if (t.device == Device::cpu) continue;
+    const std::span<float> host(host_stage_.data() + at, t.data.size());
+    if (download) copy_bytes(host.data(), Device::cpu, t.data.data(), t.device, t.data.size_bytes());
+    t = {t.name, host, Device::cpu};
+    at += host.size();
+  }
+}
+
+}  // namespace laconic

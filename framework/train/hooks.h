@@ -1,0 +1,158 @@
+// The step loop's helpers. The loop (trainer.cpp) only computes and synchronises; everything else
+// a run does around its steps is a StepHook that owns when it is due, what it measures and what it
+// keeps in a checkpoint: the non-finite guard, the noise scale, clipping, replica checks, the
+// checkpointer, the evaluator and the reporter; tests and fault injection add theirs through
+// TrainOptions::hooks (framework/train/faults.h).
+//
+// Per step, every rank calls, in the hooks' order:
+//   before_step   gradients zeroed, nothing computed yet (faults: throw, exit, stall, a NaN)
+//   admit         backward done, nothing reduced: false skips the step (all ranks must agree)
+//   after_reduce  gradients reduced, before the optimizer (abort on non-finite, noise, clip)
+//   after_step    parameters updated and synchronised (checks, checkpoints, evaluation, logs)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/netsim/sim_communicator.h"
+#include "compression/reducer.h"
+#include "framework/core/timer.h"
+#include "framework/data/sampler.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/run_spec.h"
+#include "optimizers/optimizer.h"
+
+namespace laconic {
+
+struct TrainOptions;
+struct TrainSummary;
+
+struct EvalResult {
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
+};
+
+// The cumulative figures a run reports: this rank's traffic and its reducers' statistics.
+struct RunCounters {
+  ByteCounters bytes;
+  ReducerStats reducer;
+};
+
+// One rank's run as its hooks see it (built by the trainer; everything outlives the hooks).
+struct Loop {
+  const RunSpec& spec;
+  const TrainData& data;
+  const TrainOptions& opts;
+  Communicator& comm;   // the step loop's: the simulated network's when there is one
+  SimCommunicator* sim;  // null without [network]
+  Model& model;
+  Optimizer& optimizer;
+  SyncStrategy& sync;
+  ShardedSampler& sampler;
+  std::function<RunCounters()> counters;  // the run's totals so far (resumed runs included)
+  std::int64_t first_step = 0;            // > 0 after a resume
+  // What the loop measured so far, this rank: forward + backward + optimizer, and waiting for
+  // communication (what overlap did not hide); the wall clock since the loop started.
+  double compute_s = 0, exposed_comm_s = 0;
+  Stopwatch wall;
+
+  int rank() const { return comm.rank(); }
+  bool lead() const { return comm.rank() == 0; }
+  ParamStore& store() const { return model.params(); }
+  Device device() const { return spec.device; }
+};
+
+// One step as it runs.
+struct StepState {
+  std::int64_t step = 0;  // 0-based; step + 1 steps are done once it completes
+  double lr = 0;
+  double loss = 0;        // this rank's mean training loss over its micro-batches
+  double local_sq = 0;    // |g|^2 of this rank's averaged gradients before reduction (noise scale)
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();    // before clipping (when clipping)
+  double noise_scale = std::numeric_limits<double>::quiet_NaN();  // B_simple (when estimated)
+  // The norm of the reduced gradients, computed once for whichever hooks need it.
+  double reduced_norm(const Loop& loop);
+
+ private:
+  std::optional<double> reduced_norm_;
+};
+
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  virtual void before_step(StepState&) {}
+  virtual bool admit(StepState&) { return true; }
+  virtual void after_reduce(StepState&) {}
+  virtual void after_step(StepState&) {}
+  // While this rank writes its shard of the checkpoint of `step` (bytes written so far).
+  virtual void on_shard_chunk(std::int64_t /*step*/, std::uint64_t /*written*/) {}
+  // This hook's state in the rank's checkpoint shard (entries named after the hook); save's spans
+  // must stay valid until the shard is written.
+  virtual void save(ShardWriter&) {}
+  virtual void load(const ShardReader&) {}
+  virtual void finish(TrainSummary&) {}
+};
+
+// Made per rank once the loop exists (TrainOptions::hooks; they run before the built-in ones).
+using HookFactory = std::function<std::unique_ptr<StepHook>(Loop&)>;
+using Hooks = std::vector<std::unique_ptr<StepHook>>;
+
+// The built-in hooks, in the order the trainer runs them (each does nothing when its recipe keys
+// leave it off). The checkpointer saves and restores every hook of `all`, itself included.
+std::unique_ptr<StepHook> make_nonfinite_guard(Loop& loop);
+std::unique_ptr<StepHook> make_noise_scale(Loop& loop);
+std::unique_ptr<StepHook> make_clipping(Loop& loop);
+std::unique_ptr<StepHook> make_on_step(Loop& loop);
+std::unique_ptr<StepHook> make_replica_check(Loop& loop);
+
+class Evaluator;
+class Checkpointer final : public StepHook {
+ public:
+  Checkpointer(Loop& loop, const Hooks& all, std::function<void(const RunCounters&)> restore_counters);
+  void after_step(StepState& s) override;
+  // Restores this rank's shard of `info` (model, optimizer, strategy, sampler, every hook); returns
+  // the step to continue from.
+  std::int64_t resume(const CheckpointInfo& info);
+  void save(ShardWriter& w) override;
+  void load(const ShardReader& r) override;
+
+ private:
+  void write(std::int64_t step);
+  std::vector<StateTensor> tensors();
+  void stage(std::vector<StateTensor>& ts, bool download);
+
+  Loop& loop_;
+  const Hooks& all_;
+  std::function<void(const RunCounters&)> restore_;
+  std::vector<float> host_stage_;  // host copies of device tensors
+  std::int64_t sampler_[2] = {0, 0};
+  std::int64_t counters_[9] = {};
+};
+
+class Evaluator final : public StepHook {
+ public:
+  explicit Evaluator(Loop& loop);
+  void after_step(StepState& s) override;
+  void finish(TrainSummary& s) override;
+  // Whether the step that just completed (done = step + 1) is evaluated (rank 0 only runs it).
+  bool due(std::int64_t done) const;
+  const EvalResult& last() const { return last_; }
+  double last_seconds() const { return last_s_; }
+
+ private:
+  Loop& loop_;
+  std::vector<std::int64_t> order_;  // 0..size-1, allocated once
+  Batch batch_;
+  EvalResult last_;
+  double last_s_ = 0;
+};
+
+std::unique_ptr<StepHook> make_reporter(Loop& loop, const Evaluator& eval);
+
+}  // namespace laconic

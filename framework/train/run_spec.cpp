@@ -1,0 +1,83 @@
+#include "framework/train/run_spec.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "framework/core/check.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/world.h"
+
+namespace laconic {
+
+TrainPlan make_plan(const Recipe& r, const TrainData& data) {
+  LC_CHECK(data.train, "no training data");
+  TrainPlan p;
+  p.global_batch = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum * r.distributed.world_size;
+  p.steps_per_epoch = data.train->size() / p.global_batch;
+  const ScaledLr lr = resolve_lr(r, p.global_batch);
+  p.lr = lr.lr;
+  p.warmup_steps = lr.warmup_steps;
+  if (p.steps_per_epoch == 0)
+    LC_INPUT_ERROR(r.path, ": the global batch (micro_batch ", r.train.micro_batch, " x grad_accum ",
+                   r.train.grad_accum, " x world_size ", r.distributed.world_size, " = ", p.global_batch,
+                   ") is larger than the training set (", data.train->size(), " examples)");
+  p.steps = r.train.steps > 0 ? r.train.steps
+                              : static_cast<std::int64_t>(std::ceil(r.train.epochs * static_cast<double>(p.steps_per_epoch)));
+  p.steps = std::max<std::int64_t>(1, p.steps);
+  const auto model = make_model(r, data);
+  p.parameters = static_cast<std::int64_t>(model->params().size());
+  p.model = model->describe();
+  return p;
+}
+
+std::string recipe_hash(const Recipe& recipe) {
+  // What decides the numbers only: not where the run is written, how often it logs, evaluates
+  // or checkpoints, nor the fault injected into it.
+  Recipe r = recipe;
+  r.path.clear();
+  r.run.name = RunConfig{}.name;
+  r.run.out_dir = RunConfig{}.out_dir;
+  r.train.log_every = TrainConfig{}.log_every;
+  r.train.eval_every = TrainConfig{}.eval_every;
+  r.checkpoint = CheckpointConfig{};
+  r.guards.check_every = GuardsConfig{}.check_every;
+  r.fault = FaultConfig{};
+  return hash_text(to_toml(r));
+}
+
+std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir) {
+  const std::filesystem::path dir(recipe.checkpoint.dir);
+  if (dir.is_absolute() || run_dir.empty()) return dir.string();
+  return (std::filesystem::path(run_dir) / dir).string();
+}
+
+RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& run_dir) {
+  RunSpec s;
+  s.recipe = recipe;
+  const Recipe& r = s.recipe;
+  s.plan = make_plan(r, data);
+  s.device = resolve_device(r);  // cuda without CUDA or a device is bad input
+  s.simulate = r.network.groups > 0;
+  s.overlap = r.sync.overlap && !s.simulate && r.guards.nonfinite != NonfiniteKind::skip;
+  s.hash = recipe_hash(r);
+  s.checkpoint_root = checkpoint_root(r, run_dir);
+  if (r.checkpoint.every > 0 && s.checkpoint_root.empty())
+    LC_INPUT_ERROR(r.path, ": checkpoint.every = ", r.checkpoint.every,
+                   " needs a run directory or an absolute checkpoint.dir");
+  // The noise scale compares per-worker and averaged gradients: it needs more than one worker's
+  // examples per step and the exact average (a compressed one, or averaged velocities, would bias
+  // |G|^2). Refusing would break `trainer compare --vary sync.strategy=...` of a recipe that
+  // estimates it, so a run where it cannot apply says so and trains without it.
+  if (r.train.noise_scale) {
+    const std::int64_t local = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum;
+    const char* why = r.sync.strategy != SyncKind::allreduce ? "sync.strategy = \"allreduce\" (the exact average)"
+                      : r.sync.momentum != 0                 ? "sync.momentum = 0 (averaged gradients, not velocities)"
+                      : s.plan.global_batch <= local         ? "more than one worker (global batch > micro_batch x grad_accum)"
+                                                             : nullptr;
+    s.noise_scale = why == nullptr;
+    if (why) s.notes.push_back(detail::concat("train.noise_scale is not estimated in this run: it needs ", why));
+  }
+  return s;
+}
+
+}  // namespace laconic

@@ -1,0 +1,55 @@
+// resolve(): everything a recipe implies for a run, settled once before any rank starts and any
+// file is written: the plan (steps, global batch, learning rate), the device, whether a network is
+// simulated and reductions overlap backward, which optional measurements apply, the recipe hash
+// and checkpoint directory. Every cross-field error is raised here as an InputError naming the
+// recipe (exit 2); a requested feature that cannot apply is announced in `notes` (printed at start).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/core/device.h"
+#include "framework/recipe/recipe.h"
+#include "framework/train/factory.h"
+
+namespace laconic {
+
+// What a recipe resolves to once the data is known.
+struct TrainPlan {
+  std::int64_t steps = 0;
+  std::int64_t global_batch = 0;     // micro_batch * grad_accum * world_size
+  std::int64_t steps_per_epoch = 0;  // full global batches per pass over the training set
+  std::int64_t parameters = 0;
+  double lr = 0;                     // peak learning rate after the scaling rule
+  std::int64_t warmup_steps = 0;     // after the scaling rule
+  std::string model;                 // Model::describe()
+};
+TrainPlan make_plan(const Recipe& recipe, const TrainData& data);
+
+struct RunSpec {
+  Recipe recipe;
+  TrainPlan plan;
+  Device device = Device::cpu;  // where the model, optimizer and sync state live
+  bool simulate = false;        // [network] describes groups: the simulated clock runs
+  // Gradient buckets are reduced while backward runs. Off when simulating (the clock charges
+  // compute and messages in program order; overlapped reductions would race it) and when skipping
+  // non-finite steps (every rank's verdict is needed before any bucket leaves).
+  bool overlap = false;
+  bool noise_scale = false;     // train.noise_scale and it can apply (see resolve)
+  std::string hash;             // recipe_hash(recipe)
+  std::string checkpoint_root;  // checkpoint_root(recipe, run_dir)
+  std::vector<std::string> notes;  // one line each: what was asked for and does not apply
+};
+
+// `run_dir`: where the run writes ("" = nothing), for the checkpoint directory.
+RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& run_dir);
+
+// The hash the checkpoints carry: of the resolved recipe (to_toml), without what does not change
+// the numbers (the file it came from, run name and directory, logging, evaluation and checkpoint
+// intervals, replica checks, the [fault]).
+std::string recipe_hash(const Recipe& recipe);
+// The checkpoint directory of a run: recipe.checkpoint.dir, under run_dir when relative.
+std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir);
+
+}  // namespace laconic
