@@ -456,21 +456,32 @@ std::vector<int> binding_cpus(int world_size, bool bind) {
 }  // namespace
 
 void run_threads(int world_size, const std::function<void(Communicator&)>& fn, ThreadsOptions opts) {
-  ThreadsWorld world(world_size, opts);
+  run_threads(world_size, [&](Communicator& comm, Communicator&) { fn(comm); }, opts);
+}
+
+void run_threads(int world_size, const std::function<void(Communicator&, Communicator&)>& fn, ThreadsOptions opts) {
+  ThreadsWorld world(world_size, opts), control(world_size, opts);
+  const auto fail = [&](int rank, std::exception_ptr e) {
+    world.fail(rank, e);
+    control.fail(rank, e);
+  };
   const std::vector<int> cpus = binding_cpus(world_size, opts.bind_cores);
   const auto rank_main = [&](int rank) {
     const CpuBinding binding(cpus.empty() ? -1 : cpus[static_cast<std::size_t>(rank)]);
-    // The communicator outlives the catch: a failure must be recorded (waking every waiter)
-    // before its destructor joins a communication thread that may be blocked on a peer.
-    std::optional<ThreadsCommunicator> comm;
+    // The communicators outlive the catch: a failure must be recorded (waking every waiter)
+    // before their destructors join a communication thread that may be blocked on a peer.
+    std::optional<ThreadsCommunicator> comm, ctl;
     try {
       comm.emplace(world, rank);
-      fn(*comm);
+      ctl.emplace(control, rank);
+      fn(*comm, *ctl);
     } catch (...) {
-      world.fail(rank, std::current_exception());
+      fail(rank, std::current_exception());
     }
     comm.reset();
+    ctl.reset();
     world.finish(rank);
+    control.finish(rank);
   };
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(world_size - 1));
@@ -478,13 +489,14 @@ void run_threads(int world_size, const std::function<void(Communicator&)>& fn, T
     try {
       threads.emplace_back(rank_main, r);
     } catch (...) {  // no thread for rank r: fail the world so the started ranks stop, then join
-      world.fail(r, std::current_exception());
+      fail(r, std::current_exception());
       break;
     }
   }
   rank_main(0);
   for (std::thread& t : threads) t.join();
   world.rethrow_if_failed();
+  control.rethrow_if_failed();
 }
 
 }  // namespace laconic

@@ -191,4 +191,10 @@ class ThreadsCommunicator final : public Communicator {
 // first failure as "rank R failed: <what>".
 void run_threads(int world_size, const std::function<void(Communicator&)>& fn, ThreadsOptions opts = {});
 
+// The same with a second communicator per rank over a world of its own (a control plane: its
+// messages never mix with the first's, and its bytes are counted apart). A failure in either
+// world fails both, so no rank waits on a peer that has stopped.
+void run_threads(int world_size, const std::function<void(Communicator& comm, Communicator& control)>& fn,
+                 ThreadsOptions opts = {});
+
 }  // namespace laconic

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -68,6 +70,8 @@ class NonfiniteGuard final : public StepHook {
       throw Error("non-finite gradient (guards.nonfinite = \"abort\"; \"skip\" skips such steps)");
   }
 
+  void save(ShardWriter& w) override { w.add("guard", std::span<const std::int64_t>(state_)); }
+  void load(const ShardReader& r) override { r.read("guard", std::span<std::int64_t>(state_)); }
   void finish(TrainSummary& s) override { s.skipped_steps = state_[0]; }
 
  private:
@@ -92,9 +96,22 @@ class NoiseScale final : public StepHook {
     s.noise_scale = est_.simple_noise_scale();
   }
 
+  void save(ShardWriter& w) override {
+    const NoiseScaleState& st = est_.state();
+    state_[0] = std::bit_cast<std::int64_t>(st.grad_sq_ema);
+    state_[1] = std::bit_cast<std::int64_t>(st.trace_ema);
+    state_[2] = st.steps;
+    w.add("noise_scale", std::span<const std::int64_t>(state_));
+  }
+  void load(const ShardReader& r) override {
+    r.read("noise_scale", std::span<std::int64_t>(state_));
+    est_.load({std::bit_cast<double>(state_[0]), std::bit_cast<double>(state_[1]), state_[2]});
+  }
+
  private:
   Loop& loop_;
   NoiseScaleEstimator est_;
+  std::int64_t state_[3] = {};
 };
 
 // optimizer.grad_clip: the global norm after averaging, so every rank scales identically.
@@ -146,7 +163,7 @@ class ReplicaCheck final : public StepHook {
     const float* params = on_host(loop_, stage_);
     for (std::size_t v = 0; v < n; ++v) mine[v] = hash_bytes(params + views[v].offset, views[v].numel * sizeof(float));
     std::uint64_t* all = mine + n;
-    loop_.comm.all_gather(CBuf(mine, n * 8, DType::u8), Buf{all, n * 8 * static_cast<std::size_t>(world), DType::u8});
+    loop_.control.all_gather(CBuf(mine, n * 8, DType::u8), Buf{all, n * 8 * static_cast<std::size_t>(world), DType::u8});
     for (int q = 1; q < world; ++q)
       for (std::size_t v = 0; v < n; ++v)
         if (all[static_cast<std::size_t>(q) * n + v] != all[v])
@@ -201,26 +218,59 @@ std::string human_bytes(double b) {
 class Reporter final : public StepHook {
  public:
   Reporter(Loop& loop, const Evaluator& eval) : loop_(loop), eval_(eval), plan_(loop.spec.plan) {
-    if (loop.lead() && !loop.opts.run_dir.empty())
-      metrics_ = std::make_unique<JsonlWriter>(loop.opts.run_dir + "/metrics.jsonl", loop.first_step > 0);
-    last_step_ = loop.first_step;
-    last_sent_ = static_cast<double>(loop.counters().bytes.sent);  // after the start broadcast
+    state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(loop.counters().bytes.sent));  // after the start broadcast
   }
 
+  // A record at every multiple of train.log_every, at every evaluation and at the last step. Its
+  // loss is the mean over every rank's examples since the last multiple of log_every (records
+  // between multiples do not restart the interval), so a run resumed from any checkpoint, which
+  // holds the interval so far, writes the same records as the uninterrupted run.
   void after_step(StepState& s) override {
-    interval_loss_ += s.loss;
-    ++interval_steps_;
-    if (!loop_.lead()) return;
+    interval_sum_ += s.loss_sum;
+    interval_count_ += s.loss_count;
     const std::int64_t done = s.step + 1;
-    const bool last = done == plan_.steps;
+    const bool grid = done % loop_.spec.recipe.train.log_every == 0, last = done == plan_.steps;
     const bool eval_now = eval_.due(done);
-    if (!(last || eval_now || done % loop_.spec.recipe.train.log_every == 0)) {
-      progress(done, loop_.wall.seconds());
+    if (!(grid || last || eval_now)) {
+      if (loop_.lead()) progress(done, loop_.wall.seconds());
       return;
     }
+    // Every rank's (sum, count) as doubles, added in rank order: exact and the same on every
+    // backend (a native all-reduce would add in an order of its own).
+    const double mine[2] = {interval_sum_, interval_count_};
+    gathered_.resize(2 * static_cast<std::size_t>(loop_.control.size()));
+    loop_.control.all_gather(CBuf(mine, sizeof mine, DType::u8), Buf{gathered_.data(), gathered_.size() * sizeof(double), DType::u8});
+    double sum = 0, count = 0;
+    for (std::size_t q = 0; q < gathered_.size(); q += 2) sum += gathered_[q], count += gathered_[q + 1];
+    last_loss_ = sum / std::max(1.0, count);
+    if (grid || last) interval_sum_ = interval_count_ = 0;
+    if (loop_.lead()) write(s, done, eval_now);
+  }
+
+  // The interval so far, the previous record's step and bytes, and the last loss.
+  void save(ShardWriter& w) override {
+    state_[0] = std::bit_cast<std::int64_t>(interval_sum_);
+    state_[1] = std::bit_cast<std::int64_t>(interval_count_);
+    state_[3] = std::bit_cast<std::int64_t>(last_loss_);
+    state_[4] = last_step_;
+    w.add("reporter", std::span<const std::int64_t>(state_));
+  }
+  void load(const ShardReader& r) override {
+    r.read("reporter", std::span<std::int64_t>(state_));
+    interval_sum_ = std::bit_cast<double>(state_[0]);
+    interval_count_ = std::bit_cast<double>(state_[1]);
+    last_loss_ = std::bit_cast<double>(state_[3]);
+    last_step_ = state_[4];
+  }
+
+  void finish(TrainSummary& s) override { s.final_loss = last_loss_; }
+
+ private:
+  void write(const StepState& s, std::int64_t done, bool eval_now) {
+    if (!metrics_ && !loop_.opts.run_dir.empty()) open_metrics();
     const double now = loop_.wall.seconds();
-    last_loss_ = interval_loss_ / static_cast<double>(interval_steps_);
     const RunCounters c = loop_.counters();
+    const double last_sent = std::bit_cast<double>(state_[2]);
     nlohmann::json j;
     j["step"] = done;
     j["epoch"] = epoch(done);
@@ -228,14 +278,14 @@ class Reporter final : public StepHook {
     j["lr"] = s.lr;
     j["bytes_sent"] = c.bytes.sent;
     j["bytes_recv"] = c.bytes.recv;
-    j["bytes_per_step"] = (static_cast<double>(c.bytes.sent) - last_sent_) / static_cast<double>(done - last_step_);
+    j["bytes_per_step"] = (static_cast<double>(c.bytes.sent) - last_sent) / static_cast<double>(done - last_step_);
     j["comm_s"] = loop_.sync.comm_seconds();
     j["exposed_comm_s"] = loop_.exposed_comm_s;
     j["compression_ratio"] = c.reducer.compression_ratio();
     j["compute_s"] = loop_.compute_s;
     j["wall_s"] = now;
     // Training throughput: the evaluation just run is not training time.
-    const double examples_per_s = static_cast<double>((done - last_step_) * plan_.global_batch) /
+    const double examples_per_s = static_cast<double>((done - std::max(last_step_, loop_.first_step)) * plan_.global_batch) /
                                   std::max(1e-9, now - last_wall_ - (eval_now ? eval_.last_seconds() : 0.0));
     j["examples_per_s"] = examples_per_s;
     if (!std::isnan(s.grad_norm)) j["grad_norm"] = s.grad_norm;
@@ -271,16 +321,28 @@ class Reporter final : public StepHook {
       clear_progress();
       *log << line.str() << std::endl;
     }
-    interval_loss_ = 0;
-    interval_steps_ = 0;
     last_step_ = done;
     last_wall_ = now;
-    last_sent_ = static_cast<double>(c.bytes.sent);
+    state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(c.bytes.sent));
   }
 
-  void finish(TrainSummary& s) override { s.final_loss = last_loss_; }
+  // metrics.jsonl, opened at the first record; a resumed run keeps the records up to the step it
+  // resumed from and drops any the interrupted run wrote after its checkpoint.
+  void open_metrics() {
+    const std::string path = loop_.opts.run_dir + "/metrics.jsonl";
+    const bool resumed = loop_.first_step > 0;
+    if (resumed && std::filesystem::exists(path)) {
+      std::ifstream in(path);
+      std::string kept;
+      for (std::string line; std::getline(in, line);) {
+        const nlohmann::json rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (rec.is_object() && rec.value("step", std::int64_t{0}) <= loop_.first_step) kept += line + "\n";
+      }
+      write_file_atomic(path, kept);
+    }
+    metrics_ = std::make_unique<JsonlWriter>(path, resumed);
+  }
 
- private:
   // Rewrites one terminal line in place, at most ~10 times a second.
   void progress(std::int64_t step, double wall_s) {
     std::ostream* log = loop_.opts.log;
@@ -307,8 +369,11 @@ class Reporter final : public StepHook {
   const Evaluator& eval_;
   const TrainPlan& plan_;
   std::unique_ptr<JsonlWriter> metrics_;
-  double interval_loss_ = 0, last_loss_ = 0, last_sent_ = 0, last_wall_ = 0, last_progress_ = -1;
-  std::int64_t interval_steps_ = 0, last_step_ = 0;
+  double interval_sum_ = 0, interval_count_ = 0;  // this rank's, since the last multiple of log_every
+  double last_loss_ = 0, last_wall_ = 0, last_progress_ = -1;
+  std::int64_t last_step_ = 0;  // of the previous record
+  std::int64_t state_[5] = {};  // checkpoint entry; [2] holds the bytes sent at the previous record
+  std::vector<double> gathered_;  // every rank's interval (sum, count)
   bool progress_shown_ = false;
 };
 
@@ -366,7 +431,7 @@ void Checkpointer::after_step(StepState& s) {
 // Everything a step depends on, as this rank's shard of checkpoint `step`.
 void Checkpointer::write(std::int64_t step) {
   const std::string& root = loop_.spec.checkpoint_root;
-  Communicator& comm = loop_.comm;
+  Communicator& comm = loop_.control;
   if (loop_.lead()) prepare_staging(root, step);
   comm.barrier();
   ShardWriter w;

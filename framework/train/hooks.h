@@ -49,7 +49,8 @@ struct Loop {
   const RunSpec& spec;
   const TrainData& data;
   const TrainOptions& opts;
-  Communicator& comm;   // the step loop's: the simulated network's when there is one
+  Communicator& comm;   // the training's traffic: the simulated network's when there is one
+  Communicator& control;  // the control plane (world.h): checks, metrics, checkpoint barriers
   SimCommunicator* sim;  // null without [network]
   Model& model;
   Optimizer& optimizer;
@@ -72,7 +73,9 @@ struct Loop {
 struct StepState {
   std::int64_t step = 0;  // 0-based; step + 1 steps are done once it completes
   double lr = 0;
-  double loss = 0;        // this rank's mean training loss over its micro-batches
+  // This rank's training loss over its micro-batches: the sum of per-example (MLM: per-token)
+  // losses and how many were counted, so that means over ranks and steps weigh every example once.
+  double loss_sum = 0, loss_count = 0;
   double local_sq = 0;    // |g|^2 of this rank's averaged gradients before reduction (noise scale)
   double grad_norm = std::numeric_limits<double>::quiet_NaN();    // before clipping (when clipping)
   double noise_scale = std::numeric_limits<double>::quiet_NaN();  // B_simple (when estimated)

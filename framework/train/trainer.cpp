@@ -110,8 +110,9 @@ class Worker {
  public:
   // `resume`: the checkpoint to continue from (null: start fresh).
   Worker(const RunSpec& spec, const TrainData& data, const TrainOptions& opts, Communicator& base,
-         const CheckpointInfo* resume)
-      : spec_(spec), r_(spec.recipe), data_(data), opts_(opts), resume_(resume), sim_(make_sim(spec, base)),
+         Communicator& control, const CheckpointInfo* resume)
+      : spec_(spec), r_(spec.recipe), data_(data), opts_(opts), resume_(resume), control_(control),
+        sim_(make_sim(spec, base)),
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r_, data)),
         optimizer_(make_optimizer(r_.optimizer)),
@@ -122,7 +123,7 @@ class Worker {
         // micro-batches of b, and one rank with micro-batch K*b all see the same examples.
         sampler_(SamplerOptions{data.train->size(), r_.run.seed, base.size(), base.rank(),
                                 r_.train.micro_batch * r_.train.grad_accum}),
-        loop_{spec, data, opts, comm_, sim_.get(), *model_, *optimizer_, *sync_, sampler_,
+        loop_{spec, data, opts, comm_, control, sim_.get(), *model_, *optimizer_, *sync_, sampler_,
               [this] { return counters(); }, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
     comm_.set_algorithm(to_algorithm(r_.distributed.algorithm));
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
@@ -150,7 +151,6 @@ class Worker {
       loop_.first_step = checkpointer_->resume(*resume_);
       at_start_ = {traffic(), sync_->reducer_stats()};  // the checkpoint's totals already hold the start
     }
-    make_reporting();
     loop_.wall.reset();
     std::int64_t step = loop_.first_step;
     try {
@@ -174,7 +174,7 @@ class Worker {
     store.zero_grad();
     for (auto& h : hooks_) h->before_step(s);
     Stopwatch t;
-    s.loss = forward_backward(step);
+    forward_backward(s);
     s.local_sq = ready_->local_sq();
     double compute = charge_compute(t.seconds(), /*backward=*/true);
     t.reset();
@@ -199,11 +199,11 @@ class Worker {
     for (auto& h : hooks_) h->after_step(s);
   }
 
-  // This rank's slice of the global batch in grad_accum micro-batches; returns the mean loss.
-  double forward_backward(std::int64_t step) {
+  // This rank's slice of the global batch in grad_accum micro-batches.
+  void forward_backward(StepState& s) {
+    const std::int64_t step = s.step;
     const int accum = r_.train.grad_accum;
     ready_->begin_step(step, 1.0f / static_cast<float>(accum), spec_.noise_scale);
-    double loss = 0;
     const std::span<const std::int64_t> slice = sampler_.next();
     const auto micro = static_cast<std::size_t>(r_.train.micro_batch);
     for (int a = 0; a < accum; ++a) {
@@ -215,14 +215,15 @@ class Worker {
       fo.seed = r_.run.seed;
       fo.rank = comm_.rank();
       fo.step = static_cast<std::int64_t>(at);
-      loss += model_->forward(batch_, fo).loss;
+      const ForwardResult f = model_->forward(batch_, fo);
+      s.loss_sum += static_cast<double>(f.loss) * static_cast<double>(f.counted);
+      s.loss_count += static_cast<double>(f.counted);
       // Only the last backward of the step makes final gradients.
       model_->set_grads_ready_listener(a + 1 == accum ? &*ready_ : nullptr);
       model_->backward();
     }
     ready_->grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
     synchronize_kernels(spec_.device);  // on a GPU, backward is queued work until here
-    return loss / accum;
   }
 
   // Measured compute `seconds`, charged to the simulated clock: modeled compute replaces the
@@ -233,7 +234,8 @@ class Worker {
     return seconds;
   }
 
-  // The hooks in the order they run: the caller's, then the built-in ones.
+  // The hooks in the order they run: the caller's, then the built-in ones. The checkpointer comes
+  // last, so that a checkpoint of step N holds every hook's state after step N.
   void make_hooks() {
     for (const HookFactory& f : opts_.hooks) add(f(loop_));
     add(make_nonfinite_guard(loop_));
@@ -241,16 +243,13 @@ class Worker {
     add(make_clipping(loop_));
     add(make_on_step(loop_));
     add(make_replica_check(loop_));
+    auto eval = std::make_unique<Evaluator>(loop_);
+    const Evaluator& evaluator = *eval;
+    add(std::move(eval));
+    add(make_reporter(loop_, evaluator));
     auto ckpt = std::make_unique<Checkpointer>(loop_, hooks_, [this](const RunCounters& c) { resumed_ = c; });
     checkpointer_ = ckpt.get();
     add(std::move(ckpt));
-  }
-  // Evaluation and reporting come last, once a resume has set where the run stands.
-  void make_reporting() {
-    auto eval = std::make_unique<Evaluator>(loop_);
-    evaluator_ = eval.get();
-    add(std::move(eval));
-    add(make_reporter(loop_, *evaluator_));
   }
   void add(std::unique_ptr<StepHook> h) {
     if (h) hooks_.push_back(std::move(h));
@@ -281,10 +280,10 @@ class Worker {
   // At start, the ranks compare the hash of their resolved recipe (under MPI each read its own
   // file): training on different recipes would drift silently.
   void check_same_recipe() {
-    if (comm_.size() == 1) return;
+    if (control_.size() == 1) return;
     const std::uint64_t mine = hash_bytes(spec_.hash.data(), spec_.hash.size());
-    std::vector<std::uint64_t> all(static_cast<std::size_t>(comm_.size()));
-    comm_.all_gather(CBuf(&mine, sizeof mine, DType::u8), Buf{all.data(), all.size() * sizeof mine, DType::u8});
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(control_.size()));
+    control_.all_gather(CBuf(&mine, sizeof mine, DType::u8), Buf{all.data(), all.size() * sizeof mine, DType::u8});
     for (std::size_t q = 1; q < all.size(); ++q)
       if (all[q] != all[0])
         LC_INPUT_ERROR(r_.path, ": rank ", q, "'s resolved recipe differs from rank 0's; refusing to train (give every "
@@ -320,6 +319,7 @@ class Worker {
   const TrainData& data_;
   const TrainOptions& opts_;
   const CheckpointInfo* resume_;
+  Communicator& control_;                 // the control plane (world.h)
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
@@ -335,7 +335,6 @@ class Worker {
   std::optional<GradsReady> ready_;  // made once the device communicator exists
   Hooks hooks_;
   Checkpointer* checkpointer_ = nullptr;
-  Evaluator* evaluator_ = nullptr;
   RunCounters resumed_;   // the totals of the checkpoint resumed from (zero when fresh)
   RunCounters at_start_;  // after a resume: this process's counts when the loop started
   Batch batch_;
@@ -425,7 +424,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   if (recipe.checkpoint.every > 0) make_directories(root);
   TrainSummary summary;
   std::mutex mu;
-  run_world(recipe, [&](Communicator& comm) {
+  run_world(recipe, [&](Communicator& comm, Communicator& control) {
     const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
     if (lead && !opts.run_dir.empty()) {
       make_directories(opts.run_dir);
@@ -456,8 +455,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
       for (const std::string& note : spec.notes) *opts.log << "laconic: " << note << std::endl;
       if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
     }
-    const std::optional<CheckpointInfo> agreed = agree_on_resume(comm, opts, resume, root);
-    Worker worker(spec, data, opts, comm, agreed ? &*agreed : nullptr);
+    const std::optional<CheckpointInfo> agreed = agree_on_resume(control, opts, resume, root);
+    Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr);
     TrainSummary s = worker.run();
     if (lead) {
       if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", summary_json(s));

@@ -40,7 +40,7 @@ struct TrainSummary {
   std::int64_t steps = 0;
   std::int64_t first_step = 0;  // where this run started (> 0 after a resume)
   std::int64_t skipped_steps = 0;  // steps skipped by guards.nonfinite = "skip"
-  double final_loss = 0;        // rank 0's mean training loss over the last log interval
+  double final_loss = 0;        // the global batch's mean training loss over the last log interval
   double eval_loss = 0;         // on the test split (NaN when there is none)
   double eval_accuracy = 0;
   std::uint64_t bytes_sent = 0; // per rank (rank 0), cumulative

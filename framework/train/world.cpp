@@ -34,7 +34,7 @@ BackendKind resolve_backend(const Recipe& recipe) {
 
 bool needs_mpi_runtime(const Recipe& recipe) { return resolve_backend(recipe) == BackendKind::mpi; }
 
-void run_world(const Recipe& recipe, const std::function<void(Communicator&)>& fn) {
+void run_world(const Recipe& recipe, const std::function<void(Communicator&, Communicator&)>& fn) {
   if (resolve_backend(recipe) == BackendKind::threads) {
     ThreadsOptions opts;
     opts.timeout_s = recipe.distributed.timeout_s;
@@ -44,13 +44,13 @@ void run_world(const Recipe& recipe, const std::function<void(Communicator&)>& f
 #ifdef LACONIC_HAVE_MPI
   MpiOptions opts;
   opts.timeout_s = recipe.distributed.timeout_s;
-  MpiCommunicator comm(opts);
+  MpiCommunicator comm(opts), control(opts);  // each its own MPI_Comm_dup
   if (comm.size() != recipe.distributed.world_size)
     LC_INPUT_ERROR(recipe.path, ": distributed.world_size = ", recipe.distributed.world_size,
                    " but the MPI launcher started ", comm.size(), " ranks (run mpirun -np ",
                    recipe.distributed.world_size, ", or pass --distributed.world_size=", comm.size(), ")");
   try {
-    fn(comm);
+    fn(comm, control);
   } catch (const std::exception& e) {
     if (comm.size() == 1) throw;
     // The other ranks would wait for this one until their timeout: end the job now.

@@ -23,7 +23,11 @@ bool needs_mpi_runtime(const Recipe& recipe);
 // after all have stopped. MPI: the process's one rank; the launcher's world size must equal
 // distributed.world_size (InputError otherwise, on every rank alike); a failure in fn on one rank
 // ends the whole job at once (MPI_Abort) after printing which rank failed and why.
-void run_world(const Recipe& recipe, const std::function<void(Communicator&)>& fn);
+// Each rank gets two communicators: `comm` carries the training's traffic (what the run reports and
+// a [network] simulates); `control` carries what only coordinates or observes the run (the recipe
+// check, resume agreement, metrics, replica checks, checkpoint barriers), so that logging, check
+// and checkpoint intervals change neither the bytes nor the simulated time of a run.
+void run_world(const Recipe& recipe, const std::function<void(Communicator& comm, Communicator& control)>& fn);
 
 // The device this recipe trains on. For cuda, checks (InputError naming the recipe) that the build
 // has CUDA, that a device is visible, and that the recipe uses nothing that is host-only.
