@@ -214,7 +214,8 @@ std::string human_bytes(double b) {
   return os.str();
 }
 
-// Rank 0's reporting: log lines, metrics.jsonl, the live progress line.
+// The run's reporting: every rank adds its examples' losses to the interval; rank 0 writes the log
+// lines, metrics.jsonl and the live progress line.
 class Reporter final : public StepHook {
  public:
   Reporter(Loop& loop, const Evaluator& eval) : loop_(loop), eval_(eval), plan_(loop.spec.plan) {
