@@ -73,10 +73,6 @@ std::string filesystem_safe(const std::string& s) {
   return out;
 }
 
-double number_or_nan(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : kNaN;
-}
 
 // A value as a recipe would spell it: floats in their shortest round-trip form (the resolved
 // recipe writes 17 digits: 0.10000000000000001), strings in double quotes.
@@ -343,72 +339,46 @@ std::string RunResult::recipe_value(const std::string& key) const {
   return "";
 }
 
-RunResult read_run(const std::string& dir, const std::string& name) {
-  if (!fs::is_directory(dir)) LC_INPUT_ERROR(dir, ": not a run directory (no such directory)");
-  for (const char* f : {"summary.json", "metrics.jsonl"})
-    if (!fs::exists(fs::path(dir) / f))
-      LC_INPUT_ERROR(dir, ": not a finished run: ", f, " is missing");
+RunResult run_result(const std::string& dir, const std::string& name, const RunSummary& summary,
+                     std::vector<MetricsRecord> metrics, const std::string& recipe_toml) {
   RunResult r;
   r.name = name;
   r.dir = dir;
-
-  const std::string summary_path = (fs::path(dir) / "summary.json").string();
-  nlohmann::json s;
-  try {
-    std::ifstream in(summary_path);
-    s = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    LC_INPUT_ERROR(summary_path, ": not valid JSON: ", e.what());
-  }
-  if (!s.is_object()) LC_INPUT_ERROR(summary_path, ": expected a JSON object");
-  r.steps = static_cast<std::int64_t>(number_or_nan(s, "steps"));
-  r.final_loss = number_or_nan(s, "final_loss");
-  r.eval_loss = number_or_nan(s, "eval_loss");  // null (NaN) when the run had no test split
-  r.eval_accuracy = number_or_nan(s, "eval_accuracy");
-  r.bytes_sent = number_or_nan(s, "bytes_sent");
-  r.compression_ratio = number_or_nan(s, "compression_ratio");
-  r.wall_s = number_or_nan(s, "wall_s");
-  r.sim_time_s = number_or_nan(s, "sim_time_s");
-  if (std::isnan(r.bytes_sent)) LC_INPUT_ERROR(summary_path, ": bytes_sent is missing");
-
-  const std::string metrics_path = (fs::path(dir) / "metrics.jsonl").string();
-  std::ifstream in(metrics_path);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (trim(line).empty()) continue;
-    nlohmann::json j;
+  r.steps = summary.steps;
+  r.final_loss = summary.final_loss;
+  r.eval_loss = summary.eval_loss;  // NaN when the run had no test split
+  r.eval_accuracy = summary.eval_accuracy;
+  r.bytes_sent = static_cast<double>(summary.bytes_sent);
+  r.compression_ratio = summary.compression_ratio;
+  r.wall_s = summary.wall_s;
+  r.sim_time_s = summary.sim_time_s;
+  r.metrics = std::move(metrics);
+  if (!r.metrics.empty() && r.metrics.back().bytes_inter)  // summary.json does not carry the tiers
+    r.bytes_inter = static_cast<double>(*r.metrics.back().bytes_inter);
+  // For the seeds, world sizes and differences the report states. A recipe written by another
+  // version of Laconic is still TOML, so it is read as such, not as a Recipe.
+  if (!recipe_toml.empty()) {
     try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      LC_INPUT_ERROR(metrics_path, ":", n, ": not valid JSON: ", e.what());
-    }
-    if (!j.is_object() || !j.contains("step") || !j["step"].is_number())
-      LC_INPUT_ERROR(metrics_path, ":", n, ": expected a record with a \"step\"");
-    MetricPoint p;
-    p.step = j["step"].get<std::int64_t>();
-    p.loss = number_or_nan(j, "loss");
-    p.eval_loss = number_or_nan(j, "eval_loss");
-    p.eval_accuracy = number_or_nan(j, "eval_accuracy");
-    p.bytes_sent = number_or_nan(j, "bytes_sent");
-    p.bytes_inter = number_or_nan(j, "bytes_inter");
-    p.wall_s = number_or_nan(j, "wall_s");
-    p.sim_time_s = number_or_nan(j, "sim_time_s");
-    r.metrics.push_back(p);
-  }
-  if (r.metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
-  r.bytes_inter = r.metrics.back().bytes_inter;  // summary.json does not carry the tiers
-
-  // Optional: for the seeds, world sizes and differences the report states. A recipe written
-  // by another version of Laconic is still TOML, so it is read as such, not as a Recipe.
-  const fs::path recipe = fs::path(dir) / "recipe.resolved.toml";
-  if (fs::exists(recipe)) {
-    try {
-      flatten(toml::parse_file(recipe.string()), "", r.recipe);
+      flatten(toml::parse(recipe_toml), "", r.recipe);
     } catch (const toml::parse_error&) {
       r.recipe.clear();
     }
   }
   return r;
+}
+
+RunResult read_run(const std::string& dir, const std::string& name) {
+  if (!fs::is_directory(dir)) LC_INPUT_ERROR(dir, ": not a run directory (no such directory)");
+  for (const char* f : {"summary.json", "metrics.jsonl"})
+    if (!fs::exists(fs::path(dir) / f))
+      LC_INPUT_ERROR(dir, ": not a finished run: ", f, " is missing");
+  const std::string summary_path = (fs::path(dir) / "summary.json").string();
+  const RunSummary summary = parse_summary(read_text(summary_path), summary_path);
+  const std::string metrics_path = (fs::path(dir) / "metrics.jsonl").string();
+  std::vector<MetricsRecord> metrics = read_metrics(metrics_path);
+  if (metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
+  const fs::path recipe = fs::path(dir) / "recipe.resolved.toml";
+  return run_result(dir, name, summary, std::move(metrics), fs::exists(recipe) ? read_text(recipe.string()) : "");
 }
 
 // ---- the comparison --------------------------------------------------------------------------
@@ -423,12 +393,12 @@ std::optional<TargetHit> time_to_target(const std::vector<MetricPoint>& metrics,
     const double loss = loss_of(p);
     if (std::isnan(loss)) continue;  // a training-only record in the eval series
     if (loss <= target) {
-      if (!prev) return TargetHit{static_cast<double>(p.step), time_of(p), p.bytes_sent};
+      if (!prev) return TargetHit{static_cast<double>(p.step), time_of(p), static_cast<double>(p.bytes_sent)};
       const double l0 = loss_of(*prev);
       const double f = (l0 - target) / (l0 - loss);  // l0 > target >= loss: f in (0, 1]
       auto lerp = [f](double a, double b) { return a + f * (b - a); };
       return TargetHit{lerp(static_cast<double>(prev->step), static_cast<double>(p.step)),
-                       lerp(time_of(*prev), time_of(p)), lerp(prev->bytes_sent, p.bytes_sent)};
+                       lerp(time_of(*prev), time_of(p)), lerp(static_cast<double>(prev->bytes_sent), static_cast<double>(p.bytes_sent))};
     }
     prev = &p;
   }
@@ -701,14 +671,15 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
       t.log = &*prefixed;
       t.progress_line = opts.progress_line;
     }
-    const TrainSummary s = train(recipes[i], data[data_of[i]], t);
+    TrainSummary s = train(recipes[i], data[data_of[i]], t);
     if (t.log) {
       *t.log << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps in " << s.wall_s << " s";
       if (!std::isnan(s.sim_time_s)) *t.log << " (simulated " << s.sim_time_s << " s)";
       *t.log << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy << "%, sent "
              << s.bytes_sent << " bytes per rank" << std::endl;
     }
-    runs.push_back(read_run(dir, v.name));
+    // From memory: what the run wrote to its directory, without reading it back.
+    runs.push_back(run_result(dir, v.name, s, std::move(s.records), to_toml(recipes[i])));
   }
   ReportContext ctx;
   ctx.recipe = recipe_path;

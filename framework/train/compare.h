@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/train/metrics.h"
+
 namespace laconic {
 
 // ---- variants --------------------------------------------------------------------------------
@@ -41,19 +43,10 @@ std::vector<Variant> make_variants(const std::vector<VaryAxis>& axes);
 
 // ---- run directories -------------------------------------------------------------------------
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kNaN = kAbsent;
 
-// One line of metrics.jsonl (the fields the comparison uses; NaN = absent).
-struct MetricPoint {
-  std::int64_t step = 0;
-  double loss = kNaN;         // training loss over the log interval
-  double eval_loss = kNaN;
-  double eval_accuracy = kNaN;
-  double bytes_sent = 0;      // per rank, cumulative
-  double bytes_inter = kNaN;  // between groups ([network] only)
-  double wall_s = kNaN;
-  double sim_time_s = kNaN;   // [network] only
-};
+// One line of metrics.jsonl, as the trainer writes it (framework/train/metrics.h).
+using MetricPoint = MetricsRecord;
 
 // summary.json, plus what recipe.resolved.toml says (when it is there and readable).
 struct RunResult {
@@ -72,6 +65,9 @@ struct RunResult {
 // Reads DIR/summary.json and DIR/metrics.jsonl (both required: InputError naming the directory
 // and the missing or malformed file) and DIR/recipe.resolved.toml (optional).
 RunResult read_run(const std::string& dir, const std::string& name);
+// The same from what a run in this process returned (its records and its recipe as TOML).
+RunResult run_result(const std::string& dir, const std::string& name, const RunSummary& summary,
+                     std::vector<MetricsRecord> metrics, const std::string& recipe_toml);
 
 // ---- the comparison --------------------------------------------------------------------------
 

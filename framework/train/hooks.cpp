@@ -12,6 +12,7 @@
 
 #include "framework/core/check.h"
 #include "framework/core/units.h"
+#include "framework/train/metrics.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/trainer.h"
 #include "optimizers/clip.h"
@@ -264,67 +265,70 @@ class Reporter final : public StepHook {
     last_step_ = state_[4];
   }
 
-  void finish(TrainSummary& s) override { s.final_loss = last_loss_; }
+  void finish(TrainSummary& s) override {
+    s.final_loss = last_loss_;
+    s.records = std::move(records_);
+  }
 
  private:
   void write(const StepState& s, std::int64_t done, bool eval_now) {
     if (!metrics_ && !loop_.opts.run_dir.empty()) open_metrics();
     const double now = loop_.wall.seconds();
     const RunCounters c = loop_.counters();
-    const double last_sent = std::bit_cast<double>(state_[2]);
-    nlohmann::json j;
-    j["step"] = done;
-    j["epoch"] = epoch(done);
-    j["loss"] = last_loss_;
-    j["lr"] = s.lr;
-    j["bytes_sent"] = c.bytes.sent;
-    j["bytes_recv"] = c.bytes.recv;
-    j["bytes_per_step"] = (static_cast<double>(c.bytes.sent) - last_sent) / static_cast<double>(done - last_step_);
-    j["comm_s"] = loop_.sync.comm_seconds();
-    j["exposed_comm_s"] = loop_.exposed_comm_s;
-    j["compression_ratio"] = c.reducer.compression_ratio();
-    j["compute_s"] = loop_.compute_s;
-    j["wall_s"] = now;
+    MetricsRecord r;
+    r.step = done;
+    r.epoch = epoch(done);
+    r.loss = last_loss_;
+    r.lr = s.lr;
+    r.bytes_sent = c.bytes.sent;
+    r.bytes_recv = c.bytes.recv;
+    r.bytes_per_step = (static_cast<double>(c.bytes.sent) - std::bit_cast<double>(state_[2])) /
+                       static_cast<double>(done - last_step_);
+    r.comm_s = loop_.sync.comm_seconds();
+    r.exposed_comm_s = loop_.exposed_comm_s;
+    r.compression_ratio = c.reducer.compression_ratio();
+    r.compute_s = loop_.compute_s;
+    r.wall_s = now;
     // Training throughput: the evaluation just run is not training time.
-    const double examples_per_s = static_cast<double>((done - std::max(last_step_, loop_.first_step)) * plan_.global_batch) /
-                                  std::max(1e-9, now - last_wall_ - (eval_now ? eval_.last_seconds() : 0.0));
-    j["examples_per_s"] = examples_per_s;
-    if (!std::isnan(s.grad_norm)) j["grad_norm"] = s.grad_norm;
-    if (!std::isnan(s.noise_scale)) j["noise_scale"] = s.noise_scale;
-    const SimCommunicator* sim = loop_.sim;
-    if (sim) {
-      j["sim_time_s"] = sim->clock();
-      j["sim_comm_s"] = sim->comm_time();
-      j["bytes_intra"] = sim->tier_bytes()[0].sent;
-      j["bytes_inter"] = sim->tier_bytes()[1].sent;
+    r.examples_per_s = static_cast<double>((done - std::max(last_step_, loop_.first_step)) * plan_.global_batch) /
+                       std::max(1e-9, now - last_wall_ - (eval_now ? eval_.last_seconds() : 0.0));
+    r.grad_norm = s.grad_norm;
+    r.noise_scale = s.noise_scale;
+    if (const SimCommunicator* sim = loop_.sim) {
+      r.sim_time_s = sim->clock();
+      r.sim_comm_s = sim->comm_time();
+      r.bytes_intra = sim->tier_bytes()[0].sent;
+      r.bytes_inter = sim->tier_bytes()[1].sent;
     }
     if (eval_now) {
-      j["eval_loss"] = eval_.last().loss;
-      j["eval_accuracy"] = eval_.last().accuracy;
+      r.eval_loss = eval_.last().loss;
+      r.eval_accuracy = eval_.last().accuracy;
     }
-    if (metrics_) metrics_->write_line(j.dump());
-    if (std::ostream* log = loop_.opts.log) {
-      std::ostringstream line;
-      line << "step " << std::setw(static_cast<int>(std::to_string(plan_.steps).size())) << done << "/" << plan_.steps
-           << " | epoch " << std::fixed << std::setprecision(2) << epoch(done) << " | loss " << std::setprecision(4)
-           << last_loss_ << " | lr " << std::setprecision(5) << s.lr << " | " << std::setprecision(0) << examples_per_s
-           << " ex/s | sent " << human_bytes(static_cast<double>(c.bytes.sent)) << " | comm " << std::setprecision(0)
-           << 100.0 * loop_.exposed_comm_s / std::max(1e-9, now) << "%";
-      const double ratio = c.reducer.compression_ratio();
-      if (ratio != 1.0) line << " | x" << std::setprecision(1) << ratio;
-      if (!std::isnan(s.noise_scale)) line << " | B_noise " << std::setprecision(0) << s.noise_scale;
-      if (sim)
-        line << " | sim " << human_seconds(sim->clock()) << " (comm " << std::setprecision(0)
-             << 100.0 * sim->comm_time() / std::max(1e-12, sim->clock()) << "%)";
-      if (eval_now)
-        line << " | eval loss " << std::setprecision(4) << eval_.last().loss << " acc " << std::setprecision(2)
-             << 100.0 * eval_.last().accuracy << "%";
-      clear_progress();
-      *log << line.str() << std::endl;
-    }
+    if (metrics_) metrics_->write_line(to_json_line(r));
+    records_.push_back(r);
+    if (loop_.opts.log) log(r);
     last_step_ = done;
     last_wall_ = now;
     state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(c.bytes.sent));
+  }
+
+  void log(const MetricsRecord& r) {
+    std::ostringstream line;
+    line << "step " << std::setw(static_cast<int>(std::to_string(plan_.steps).size())) << r.step << "/" << plan_.steps
+         << " | epoch " << std::fixed << std::setprecision(2) << r.epoch << " | loss " << std::setprecision(4) << r.loss
+         << " | lr " << std::setprecision(5) << r.lr << " | " << std::setprecision(0) << r.examples_per_s
+         << " ex/s | sent " << human_bytes(static_cast<double>(r.bytes_sent)) << " | comm " << std::setprecision(0)
+         << 100.0 * r.exposed_comm_s / std::max(1e-9, r.wall_s) << "%";
+    if (r.compression_ratio != 1.0) line << " | x" << std::setprecision(1) << r.compression_ratio;
+    if (!std::isnan(r.noise_scale)) line << " | B_noise " << std::setprecision(0) << r.noise_scale;
+    if (!std::isnan(r.sim_time_s))
+      line << " | sim " << human_seconds(r.sim_time_s) << " (comm " << std::setprecision(0)
+           << 100.0 * r.sim_comm_s / std::max(1e-12, r.sim_time_s) << "%)";
+    if (!std::isnan(r.eval_loss) || !std::isnan(r.eval_accuracy))
+      line << " | eval loss " << std::setprecision(4) << r.eval_loss << " acc " << std::setprecision(2)
+           << 100.0 * r.eval_accuracy << "%";
+    clear_progress();
+    *loop_.opts.log << line.str() << std::endl;
   }
 
   // metrics.jsonl, opened at the first record; a resumed run keeps the records up to the step it
@@ -375,6 +379,7 @@ class Reporter final : public StepHook {
   std::int64_t last_step_ = 0;  // of the previous record
   std::int64_t state_[5] = {};  // checkpoint entry; [2] holds the bytes sent at the previous record
   std::vector<double> gathered_;  // every rank's interval (sum, count)
+  std::vector<MetricsRecord> records_;  // written by this process
   bool progress_shown_ = false;
 };
 

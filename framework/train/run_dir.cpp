@@ -6,10 +6,20 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "framework/core/check.h"
 
 namespace laconic {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) LC_INPUT_ERROR(path, ": cannot be read");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";

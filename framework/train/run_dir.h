@@ -10,6 +10,9 @@ namespace laconic {
 // Writes `content` to `path` atomically. Throws Error naming the path on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+// The whole file as text. Throws InputError naming the path if it cannot be read.
+std::string read_text(const std::string& path);
+
 // Creates the directory (and parents). Throws InputError naming it if that fails.
 void make_directories(const std::string& path);
 

@@ -340,22 +340,6 @@ class Worker {
   Batch batch_;
 };
 
-std::string summary_json(const TrainSummary& s) {
-  nlohmann::json j;
-  j["steps"] = s.steps;
-  j["final_loss"] = s.final_loss;
-  j["eval_loss"] = s.eval_loss;
-  j["eval_accuracy"] = s.eval_accuracy;
-  j["bytes_sent"] = s.bytes_sent;
-  j["bytes_recv"] = s.bytes_recv;
-  j["compression_ratio"] = s.compression_ratio;
-  j["comm_s"] = s.comm_s;
-  j["exposed_comm_s"] = s.exposed_comm_s;
-  j["compute_s"] = s.compute_s;
-  j["wall_s"] = s.wall_s;
-  if (!std::isnan(s.sim_time_s)) j["sim_time_s"] = s.sim_time_s;
-  return j.dump(2) + "\n";
-}
 
 // What the recipe resolved to, appended to recipe.resolved.toml as comments (the keys above
 // stay the ones the user wrote, so the file still loads as a recipe).
@@ -459,7 +443,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
     Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr);
     TrainSummary s = worker.run();
     if (lead) {
-      if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", summary_json(s));
+      if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", to_json(static_cast<const RunSummary&>(s)));
       std::lock_guard lock(mu);
       summary = std::move(s);
     }

@@ -13,6 +13,7 @@
 #include "framework/core/params.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/hooks.h"
+#include "framework/train/metrics.h"
 #include "framework/train/run_spec.h"
 
 namespace laconic {
@@ -36,22 +37,12 @@ struct TrainOptions {
   std::vector<HookFactory> hooks;
 };
 
-struct TrainSummary {
-  std::int64_t steps = 0;
-  std::int64_t first_step = 0;  // where this run started (> 0 after a resume)
+// What train() returns: summary.json's fields plus what only a caller in this process needs.
+struct TrainSummary : RunSummary {
+  std::int64_t first_step = 0;     // where this run started (> 0 after a resume)
   std::int64_t skipped_steps = 0;  // steps skipped by guards.nonfinite = "skip"
-  double final_loss = 0;        // the global batch's mean training loss over the last log interval
-  double eval_loss = 0;         // on the test split (NaN when there is none)
-  double eval_accuracy = 0;
-  std::uint64_t bytes_sent = 0; // per rank (rank 0), cumulative
-  std::uint64_t bytes_recv = 0;
-  double compression_ratio = 1; // fp32 gradient bytes / payload bytes
-  double comm_s = 0;            // rank 0's time reducing gradients (overlapped or not)
-  double exposed_comm_s = 0;    // rank 0's step loop waiting for communication
-  double compute_s = 0;         // rank 0's forward + backward + optimizer time
-  double wall_s = 0;
-  double sim_time_s = std::numeric_limits<double>::quiet_NaN();  // simulated clock (with [network])
-  std::vector<float> final_params;  // rank 0's parameters at the end
+  std::vector<MetricsRecord> records;  // what this process wrote to metrics.jsonl (rank 0)
+  std::vector<float> final_params;     // rank 0's parameters at the end
 };
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);

@@ -1,0 +1,93 @@
+#include "framework/train/metrics.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "framework/core/check.h"
+
+namespace laconic {
+namespace {
+
+template <class T>
+nlohmann::json to_object(const T& record) {
+  nlohmann::json j = nlohmann::json::object();
+  T::visit(record, [&](const char* name, const auto& v, bool optional) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<V, std::optional<std::uint64_t>>) {
+      if (v) j[name] = *v;
+    } else if constexpr (std::is_same_v<V, double>) {
+      if (!(optional && std::isnan(v))) j[name] = v;  // NaN -> null
+    } else {
+      j[name] = v;
+    }
+  });
+  return j;
+}
+
+// Fields absent or null: doubles NaN, integers their default. A field of the wrong type is an
+// InputError naming it.
+template <class T>
+T from_object(const nlohmann::json& j, const std::string& where) {
+  T out;
+  T::visit(out, [&](const char* name, auto& v, bool) {
+    using V = std::decay_t<decltype(v)>;
+    const auto it = j.find(name);
+    const bool absent = it == j.end() || it->is_null();
+    if constexpr (std::is_same_v<V, double>) {
+      v = kAbsent;
+      if (absent) return;
+    } else if (absent) {
+      return;
+    }
+    if (!it->is_number()) LC_INPUT_ERROR(where, ": \"", name, "\": expected a number, got ", it->dump());
+    if constexpr (std::is_same_v<V, std::optional<std::uint64_t>>)
+      v = it->template get<std::uint64_t>();
+    else
+      v = it->template get<V>();
+  });
+  return out;
+}
+
+nlohmann::json parse_object(const std::string& text, const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    LC_INPUT_ERROR(where, ": not valid JSON: ", e.what());
+  }
+  if (!j.is_object()) LC_INPUT_ERROR(where, ": expected a JSON object");
+  return j;
+}
+
+}  // namespace
+
+std::string to_json_line(const MetricsRecord& r) { return to_object(r).dump(); }
+
+std::string to_json(const RunSummary& s) { return to_object(s).dump(2) + "\n"; }
+
+MetricsRecord parse_metrics_record(const std::string& line, const std::string& where) {
+  const nlohmann::json j = parse_object(line, where);
+  if (!j.contains("step") || !j["step"].is_number()) LC_INPUT_ERROR(where, ": expected a record with a \"step\"");
+  return from_object<MetricsRecord>(j, where);
+}
+
+RunSummary parse_summary(const std::string& text, const std::string& where) {
+  const nlohmann::json j = parse_object(text, where);
+  if (!j.contains("bytes_sent") || !j["bytes_sent"].is_number()) LC_INPUT_ERROR(where, ": bytes_sent is missing");
+  return from_object<RunSummary>(j, where);
+}
+
+std::vector<MetricsRecord> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) LC_INPUT_ERROR(path, ": cannot be read");
+  std::vector<MetricsRecord> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    out.push_back(parse_metrics_record(line, path + ":" + std::to_string(n)));
+  }
+  return out;
+}
+
+}  // namespace laconic

@@ -1,0 +1,107 @@
+// What a run reports, defined once: a metrics.jsonl record and the summary.json of a run. Each
+// struct lists its fields in one visit() function; writing and reading both go through it, so
+// the file formats cannot drift from what the trainer and `trainer compare` think they are.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace laconic {
+
+inline constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+
+// One line of metrics.jsonl. Bytes are this rank's (rank 0's), cumulative. Fields marked optional
+// are left out of the line when absent (NaN / nullopt).
+struct MetricsRecord {
+  std::int64_t step = 0;      // optimizer steps done
+  double epoch = 0;
+  double loss = kAbsent;      // mean training loss over every rank's examples since the last multiple of log_every
+  double lr = 0;
+  std::uint64_t bytes_sent = 0, bytes_recv = 0;
+  double bytes_per_step = 0;  // sent since the previous record, per step
+  double comm_s = 0;          // reducing gradients, on whichever thread
+  double exposed_comm_s = 0;  // what the step loop waited for communication
+  double compression_ratio = 1;
+  double compute_s = 0, wall_s = 0, examples_per_s = 0;
+  double grad_norm = kAbsent;      // optional: before clipping, when clipping
+  double noise_scale = kAbsent;    // optional: B_simple, when estimated
+  double sim_time_s = kAbsent;     // optional, [network]: the simulated clock
+  double sim_comm_s = kAbsent;     // optional, [network]: its communication part
+  std::optional<std::uint64_t> bytes_intra, bytes_inter;  // optional, [network]: sent per link tier
+  double eval_loss = kAbsent;      // optional: at evaluations
+  double eval_accuracy = kAbsent;  // optional
+
+  // f(name, member, optional) for every field, in file order.
+  template <class Self, class F>
+  static void visit(Self& r, F&& f) {
+    f("step", r.step, false);
+    f("epoch", r.epoch, false);
+    f("loss", r.loss, false);
+    f("lr", r.lr, false);
+    f("bytes_sent", r.bytes_sent, false);
+    f("bytes_recv", r.bytes_recv, false);
+    f("bytes_per_step", r.bytes_per_step, false);
+    f("comm_s", r.comm_s, false);
+    f("exposed_comm_s", r.exposed_comm_s, false);
+    f("compression_ratio", r.compression_ratio, false);
+    f("compute_s", r.compute_s, false);
+    f("wall_s", r.wall_s, false);
+    f("examples_per_s", r.examples_per_s, false);
+    f("grad_norm", r.grad_norm, true);
+    f("noise_scale", r.noise_scale, true);
+    f("sim_time_s", r.sim_time_s, true);
+    f("sim_comm_s", r.sim_comm_s, true);
+    f("bytes_intra", r.bytes_intra, true);
+    f("bytes_inter", r.bytes_inter, true);
+    f("eval_loss", r.eval_loss, true);
+    f("eval_accuracy", r.eval_accuracy, true);
+  }
+};
+
+// summary.json: the run as a whole (rank 0's view; bytes per rank, cumulative).
+struct RunSummary {
+  std::int64_t steps = 0;
+  double final_loss = kAbsent;     // the last record's loss
+  double eval_loss = kAbsent;      // on the test split (null when there is none)
+  double eval_accuracy = kAbsent;
+  std::uint64_t bytes_sent = 0, bytes_recv = 0;
+  double compression_ratio = 1;    // fp32 gradient bytes / payload bytes
+  double comm_s = 0, exposed_comm_s = 0, compute_s = 0, wall_s = 0;
+  double sim_time_s = kAbsent;     // optional, [network]
+
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("steps", s.steps, false);
+    f("final_loss", s.final_loss, false);
+    f("eval_loss", s.eval_loss, false);
+    f("eval_accuracy", s.eval_accuracy, false);
+    f("bytes_sent", s.bytes_sent, false);
+    f("bytes_recv", s.bytes_recv, false);
+    f("compression_ratio", s.compression_ratio, false);
+    f("comm_s", s.comm_s, false);
+    f("exposed_comm_s", s.exposed_comm_s, false);
+    f("compute_s", s.compute_s, false);
+    f("wall_s", s.wall_s, false);
+    f("sim_time_s", s.sim_time_s, true);
+  }
+};
+
+// One JSON line (no newline); NaN of a required field is written as null.
+std::string to_json_line(const MetricsRecord& r);
+// summary.json's text (indented, with a final newline).
+std::string to_json(const RunSummary& s);
+
+// Parsing: `where` names the source in errors ("runs/x/metrics.jsonl:3"). InputError for invalid
+// JSON, a record without "step", or a field of the wrong type; absent fields keep their defaults
+// (required floats: NaN when absent or null).
+MetricsRecord parse_metrics_record(const std::string& line, const std::string& where);
+RunSummary parse_summary(const std::string& text, const std::string& where);
+
+// Every record of a metrics.jsonl file (blank lines skipped), InputError naming file:line.
+std::vector<MetricsRecord> read_metrics(const std::string& path);
+
+}  // namespace laconic
