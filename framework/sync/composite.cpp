@@ -16,7 +16,9 @@ Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter) : inter_(std::mo
 
 Hierarchical::~Hierarchical() = default;
 
-void Hierarchical::start(ParamStore& store, Communicator& comm) {
+void Hierarchical::prepare(std::int64_t first_step) {
+  ParamStore& store = this->store();
+  Communicator& comm = this->comm();
   // Its group communicators run our algorithms, whose arithmetic is host code.
   LC_CHECK(comm.memory() == Device::cpu, "hierarchical sync runs on host buffers only (device = \"cpu\")");
   const std::vector<int>& group_of = comm.groups();
@@ -31,24 +33,25 @@ void Hierarchical::start(ParamStore& store, Communicator& comm) {
     if (std::find(group_of.begin(), group_of.begin() + r, g) == group_of.begin() + r) leaders_.push_back(r);
   }
   LC_CHECK(leaders_.size() >= 2, "hierarchical sync needs at least two groups, got ", leaders_.size());
-  SyncStrategy::start(store, comm);  // everyone starts from rank 0's parameters
   intra_ = std::make_unique<SubsetCommunicator>(comm, group_members_);
   across_.reset();
   if (group_members_.front() == comm.rank()) {
     across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);
-    inter_->start(store, *across_);
+    // start, not bind: its broadcast among the leaders repeats the world's (kept so that the
+    // goldens' byte counts stand; see issue 13's note).
+    inter_->start(store, *across_, first_step);
   }
 }
 
-void Hierarchical::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
-  (void)comm;
+void Hierarchical::after_backward(std::int64_t step) {
+  ParamStore& store = this->store();
   Stopwatch t;
   intra_->all_reduce(store.grads(), ReduceOp::avg);
   comm_s_ += t.seconds();
   if (!inter_->reduces_gradients(step)) return;
   if (across_) {
     const double before = inter_->comm_seconds();
-    inter_->after_backward(store, *across_, step);
+    inter_->after_backward(step);
     comm_s_ += inter_->comm_seconds() - before;
   }
   t.reset();
@@ -56,15 +59,15 @@ void Hierarchical::after_backward(ParamStore& store, Communicator& comm, std::in
   comm_s_ += t.seconds();
 }
 
-bool Hierarchical::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
-  (void)comm;
+bool Hierarchical::after_update(std::int64_t step) {
+  ParamStore& store = this->store();
   if (!inter_->averages_params(step)) {
-    if (across_) inter_->after_update(store, *across_, step);  // local bookkeeping only
+    if (across_) inter_->after_update(step);  // local bookkeeping only
     return false;
   }
   if (across_) {
     const double before = inter_->comm_seconds();
-    inter_->after_update(store, *across_, step);
+    inter_->after_update(step);
     comm_s_ += inter_->comm_seconds() - before;
   }
   Stopwatch t;
@@ -87,29 +90,27 @@ Phased::Phased(std::vector<Phase> phases) : phases_(std::move(phases)) {
   }
 }
 
-const SyncStrategy& Phased::at(std::int64_t step) const {
+std::size_t Phased::index_at(std::int64_t step) const {
   std::size_t i = 0;
   while (i + 1 < phases_.size() && phases_[i + 1].first_step <= step) ++i;
-  return *phases_[i].strategy;
+  return i;
 }
 
-SyncStrategy& Phased::at(std::int64_t step) {
-  return const_cast<SyncStrategy&>(static_cast<const Phased&>(*this).at(step));
+void Phased::prepare(std::int64_t first_step) {
+  bound_.assign(phases_.size(), false);
+  take_over(first_step);
 }
 
-void Phased::start(ParamStore& store, Communicator& comm) {
-  // Each strategy sets itself up (the first one's broadcast gives every replica rank 0's
-  // parameters; the later ones' repeat it, once, at start).
-  for (auto& p : phases_) p.strategy->start(store, comm);
+void Phased::take_over(std::int64_t step) {
+  const std::size_t i = index_at(step);
+  if (bound_[i]) return;
+  phases_[i].strategy->bind(store(), comm(), step);
+  bound_[i] = true;
 }
 
-void Phased::grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) {
-  at(step).grads_ready(store, comm, step, from);
-}
+void Phased::grads_ready(std::int64_t step, std::size_t from) { at(step).grads_ready(step, from); }
 
-void Phased::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
-  at(step).after_backward(store, comm, step);
-}
+void Phased::after_backward(std::int64_t step) { at(step).after_backward(step); }
 
 bool Phased::averages_params(std::int64_t step) const {
   // A boundary after this step: the outgoing strategy may average once more in finish().
@@ -124,13 +125,14 @@ bool Phased::replicas_agree_after(std::int64_t step) const {
   return at(step).replicas_agree_after(step);
 }
 
-bool Phased::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
+bool Phased::after_update(std::int64_t step) {
   SyncStrategy& now = at(step);
-  bool changed = now.after_update(store, comm, step);
+  bool changed = now.after_update(step);
   SyncStrategy& next = at(step + 1);
   if (&next != &now) {
-    now.finish(store, comm, step);
-    next.begin(store, comm, step + 1);
+    now.finish(step);
+    take_over(step + 1);
+    next.begin(step + 1);
     changed = true;
   }
   return changed;
@@ -160,7 +162,8 @@ double Phased::comm_seconds() const {
 std::vector<StateTensor> Phased::state() {
   std::vector<StateTensor> out;
   for (std::size_t i = 0; i < phases_.size(); ++i)
-    for (auto& t : phases_[i].strategy->state()) out.push_back({"phase" + std::to_string(i) + "." + t.name, t.data, t.device});
+    if (bound_.size() == phases_.size() && bound_[i])
+      for (auto& t : phases_[i].strategy->state()) out.push_back({"phase" + std::to_string(i) + "." + t.name, t.data, t.device});
   return out;
 }
 

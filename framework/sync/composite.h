@@ -22,9 +22,8 @@ class Hierarchical final : public SyncStrategy {
  public:
   explicit Hierarchical(std::unique_ptr<SyncStrategy> inter);
   ~Hierarchical() override;
-  void start(ParamStore& store, Communicator& comm) override;
-  void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
-  bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  void after_backward(std::int64_t step) override;
+  bool after_update(std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return true; }
   bool averages_params(std::int64_t step) const override { return inter_->averages_params(step); }
   bool replicas_agree_after(std::int64_t step) const override { return inter_->replicas_agree_after(step); }
@@ -32,6 +31,9 @@ class Hierarchical final : public SyncStrategy {
   ReducerStats reducer_stats() const override { return inter_->reducer_stats(); }
   double comm_seconds() const override { return comm_s_; }
   std::vector<StateTensor> state() override { return inter_->state(); }
+
+ protected:
+  void prepare(std::int64_t first_step) override;
 
  private:
   std::unique_ptr<SyncStrategy> inter_;
@@ -41,8 +43,10 @@ class Hierarchical final : public SyncStrategy {
 };
 
 // A schedule: phase i runs strategy i for its steps (e.g. dense all-reduce for 500 steps, then
-// PowerSGD). At a boundary the outgoing strategy finishes (periodic ones average the replicas
-// one last time) and the incoming one begins from the current parameters.
+// PowerSGD). A phase is bound (its state sized) when it takes over: the one running at the first
+// step at start, the others at their boundary, where the outgoing strategy finishes (periodic
+// ones average the replicas one last time) and the incoming one begins from the current
+// parameters. Only the first start broadcasts.
 class Phased final : public SyncStrategy {
  public:
   struct Phase {
@@ -50,23 +54,29 @@ class Phased final : public SyncStrategy {
     std::unique_ptr<SyncStrategy> strategy;
   };
   explicit Phased(std::vector<Phase> phases);  // first_step ascending, the first 0
-  void start(ParamStore& store, Communicator& comm) override;
-  void grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) override;
-  void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
-  bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  void grads_ready(std::int64_t step, std::size_t from) override;
+  void after_backward(std::int64_t step) override;
+  bool after_update(std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return at(step).reduces_gradients(step); }
   bool averages_params(std::int64_t step) const override;
   bool replicas_agree_after(std::int64_t step) const override;
   std::string describe() const override;
   ReducerStats reducer_stats() const override;
   double comm_seconds() const override;
+  // The state of the phases bound so far ("phase<i>.<name>").
   std::vector<StateTensor> state() override;
 
+ protected:
+  void prepare(std::int64_t first_step) override;
+
  private:
-  const SyncStrategy& at(std::int64_t step) const;
-  SyncStrategy& at(std::int64_t step);
+  std::size_t index_at(std::int64_t step) const;
+  const SyncStrategy& at(std::int64_t step) const { return *phases_[index_at(step)].strategy; }
+  SyncStrategy& at(std::int64_t step) { return *phases_[index_at(step)].strategy; }
+  void take_over(std::int64_t step);  // binds the phase running at `step` unless it is
 
   std::vector<Phase> phases_;
+  std::vector<bool> bound_;  // per phase
 };
 
 }  // namespace laconic

@@ -21,8 +21,8 @@ PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reduc
   LC_CHECK(reducer_ != nullptr, "PeriodicAveraging needs a reducer");
 }
 
-void PeriodicAveraging::start(ParamStore& store, Communicator& comm) {
-  SyncStrategy::start(store, comm);
+void PeriodicAveraging::prepare(std::int64_t /*first_step*/) {
+  const ParamStore& store = this->store();
   shadow_ = ParamStore();
   for (const auto& v : store.views()) shadow_.add(v.name, v.shape, v.group);
   shadow_.finalize();
@@ -36,27 +36,27 @@ void PeriodicAveraging::start(ParamStore& store, Communicator& comm) {
   reducer_->prepare(buckets_);
 }
 
-void PeriodicAveraging::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
+void PeriodicAveraging::after_backward(std::int64_t step) {
   if (step >= opts_.warmup_steps) return;  // a local step
   Stopwatch t;
-  comm.all_reduce(store.grads(), ReduceOp::avg);
+  comm().all_reduce(store().grads(), ReduceOp::avg);
   comm_s_ += t.seconds();
 }
 
-bool PeriodicAveraging::after_update(ParamStore& store, Communicator& comm, std::int64_t step) {
-  LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::after_update before start()");
+bool PeriodicAveraging::after_update(std::int64_t step) {
+  LC_CHECK(bound(), "PeriodicAveraging::after_update before start()");
   if (step < opts_.warmup_steps) {  // synchronous: every replica holds the same parameters
-    anchor(store);
+    anchor(store());
     return false;
   }
   if (!averages_params(step)) return false;
-  sync(store, comm, (step + 1 - opts_.warmup_steps) / opts_.period - 1);
+  sync((step + 1 - opts_.warmup_steps) / opts_.period - 1);
   return true;
 }
 
-void PeriodicAveraging::begin(ParamStore& store, Communicator& /*comm*/, std::int64_t /*step*/) {
-  LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::begin before start()");
-  anchor(store);
+void PeriodicAveraging::begin(std::int64_t /*step*/) {
+  LC_CHECK(bound(), "PeriodicAveraging::begin before start()");
+  anchor(store());
 }
 
 void PeriodicAveraging::anchor(const ParamStore& store) {
@@ -64,13 +64,15 @@ void PeriodicAveraging::anchor(const ParamStore& store) {
              store.params().size_bytes());
 }
 
-void PeriodicAveraging::finish(ParamStore& store, Communicator& comm, std::int64_t step) {
-  LC_CHECK(shadow_.size() == store.size(), "PeriodicAveraging::finish before start()");
+void PeriodicAveraging::finish(std::int64_t step) {
+  LC_CHECK(bound(), "PeriodicAveraging::finish before start()");
   if (step < opts_.warmup_steps || averages_params(step)) return;
-  sync(store, comm, (step + 1 - opts_.warmup_steps) / opts_.period);  // the syncs before this one
+  sync((step + 1 - opts_.warmup_steps) / opts_.period);  // the syncs before this one
 }
 
-void PeriodicAveraging::sync(ParamStore& store, Communicator& comm, std::int64_t outer_step) {
+void PeriodicAveraging::sync(std::int64_t outer_step) {
+  ParamStore& store = this->store();
+  Communicator& comm = this->comm();
   const std::span<const float> params = store.params();
   const std::span<const float> global = shadow_.params();
   const std::span<float> delta = shadow_.grads();

@@ -63,13 +63,10 @@ inline PeriodicOptions diloco_options(std::int64_t period, double outer_lr = 0.7
 class PeriodicAveraging final : public SyncStrategy {
  public:
   PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reducer> reducer);
-  // Broadcasts rank 0's parameters, sets the anchor to them, and sizes every buffer (anchor,
-  // Delta, outer momentum, the reducer's state): after_backward / after_update allocate nothing.
-  void start(ParamStore& store, Communicator& comm) override;
   // Warm-up steps only: all-reduces the gradients (average, fp32). Local steps: nothing.
-  void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  void after_backward(std::int64_t step) override;
   // True on sync steps, which overwrite the parameters with the new anchor.
-  bool after_update(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  bool after_update(std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return step < opts_.warmup_steps; }
   bool replicas_agree_after(std::int64_t step) const override {
     return reduces_gradients(step) || averages_params(step);
@@ -78,16 +75,18 @@ class PeriodicAveraging final : public SyncStrategy {
     return step >= opts_.warmup_steps && (step + 1 - opts_.warmup_steps) % opts_.period == 0;
   }
   // Taking over at `step` from another strategy (replicas identical): the anchor is the parameters.
-  void begin(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  void begin(std::int64_t step) override;
   // Handing over after `step`: syncs once more (an outer step on a shorter period) unless the
   // replicas are identical already (a warm-up step or a sync step), so the next strategy starts
   // from identical replicas.
-  void finish(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  void finish(std::int64_t step) override;
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return reducer_->stats(); }
   double comm_seconds() const override { return comm_s_; }
   // "periodic.global" (the anchor), "periodic.outer.momentum" (when momentum > 0), then the
   // reducer's buffers. Valid after start(); a loader writes them after start().
+  // (prepare: sets the anchor to the parameters and sizes every buffer (anchor, Delta, outer
+  // momentum, the reducer's state): after_backward / after_update allocate nothing.)
   std::vector<StateTensor> state() override;
 
   const PeriodicOptions& options() const { return opts_; }
@@ -95,10 +94,13 @@ class PeriodicAveraging final : public SyncStrategy {
   // "local SGD" when the outer step is the plain average (outer_lr 1, momentum 0), else "DiLoCo".
   bool is_local_sgd() const { return opts_.outer_lr == 1.0 && opts_.outer_momentum == 0.0; }
 
+ protected:
+  void prepare(std::int64_t first_step) override;
+
  private:
   // Delta = anchor - params, averaged by the reducer (at outer step `outer_step`), the outer step
   // on the anchor, params = anchor.
-  void sync(ParamStore& store, Communicator& comm, std::int64_t outer_step);
+  void sync(std::int64_t outer_step);
   // theta_global = the replica's parameters.
   void anchor(const ParamStore& store);
 

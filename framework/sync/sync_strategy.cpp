@@ -9,8 +9,15 @@
 
 namespace laconic {
 
-void SyncStrategy::start(ParamStore& store, Communicator& comm) {
+void SyncStrategy::start(ParamStore& store, Communicator& comm, std::int64_t first_step) {
   comm.broadcast(store.params().data(), store.params().size_bytes(), 0);
+  bind(store, comm, first_step);
+}
+
+void SyncStrategy::bind(ParamStore& store, Communicator& comm, std::int64_t first_step) {
+  store_ = &store;
+  comm_ = &comm;
+  prepare(first_step);
 }
 
 std::vector<BucketLayout> make_buckets(const ParamStore& store, double bucket_mb) {
@@ -57,20 +64,20 @@ DataParallel::~DataParallel() {
   }
 }
 
-void DataParallel::start(ParamStore& store, Communicator& comm) {
-  SyncStrategy::start(store, comm);
+void DataParallel::prepare(std::int64_t /*first_step*/) {
+  ParamStore& store = this->store();
   buckets_ = make_buckets(store, opts_.bucket_mb);
   reducer_->prepare(buckets_);
   if (opts_.momentum > 0) velocity_ = DeviceArray<float>(store.device(), store.size());  // zeroed
   work_.clear();
   for (std::size_t i = 0; i < buckets_.size(); ++i) work_.push_back(std::make_unique<Work>());
-  if (opts_.overlap) comm.reserve_async(buckets_.size());
+  if (opts_.overlap) comm().reserve_async(buckets_.size());
 }
 
 void DataParallel::reduce_bucket(std::size_t i) {
   Stopwatch t;
   const BucketLayout& b = buckets_[i];
-  float* g = grads_ + b.begin;
+  float* g = store().grads().data() + b.begin;
   if (opts_.momentum > 0) {
     float* u = velocity_.data() + b.begin;
     const auto mu = static_cast<float>(opts_.momentum);
@@ -83,24 +90,20 @@ void DataParallel::reduce_bucket(std::size_t i) {
       copy_bytes(g, velocity_.device(), u, velocity_.device(), b.size * sizeof(float));
     }
   }
-  reducer_->reduce(std::span<float>(g, b.size), b, step_, *comm_);
+  reducer_->reduce(std::span<float>(g, b.size), b, step_, comm());
   comm_s_ += t.seconds();
 }
 
-void DataParallel::launch(ParamStore& store, Communicator& comm, std::int64_t step) {
+void DataParallel::launch(std::int64_t step) {
   // Only at a step's first bucket: later buckets of the step may run on the communication thread
-  // while this one is launched, and they read these (the queue's mutex publishes them).
-  if (launched_ == 0) {
-    grads_ = store.grads().data();
-    comm_ = &comm;
-    step_ = step;
-  }
+  // while this one is launched, and they read it (the queue's mutex publishes it).
+  if (launched_ == 0) step_ = step;
   const std::size_t i = launched_++;
   if (!opts_.overlap) {
     reduce_bucket(i);
     return;
   }
-  comm.run_async(*work_[i], [this, i] { reduce_bucket(i); });  // two words: no allocation
+  comm().run_async(*work_[i], [this, i] { reduce_bucket(i); });  // two words: no allocation
 }
 
 void DataParallel::wait_launched() {
@@ -116,14 +119,14 @@ void DataParallel::wait_launched() {
   if (first) std::rethrow_exception(first);
 }
 
-void DataParallel::grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) {
+void DataParallel::grads_ready(std::int64_t step, std::size_t from) {
   if (!opts_.overlap) return;
-  while (launched_ < buckets_.size() && buckets_[launched_].begin >= from) launch(store, comm, step);
+  while (launched_ < buckets_.size() && buckets_[launched_].begin >= from) launch(step);
 }
 
-void DataParallel::after_backward(ParamStore& store, Communicator& comm, std::int64_t step) {
-  LC_CHECK(!buckets_.empty() || store.size() == 0, "DataParallel::after_backward before start()");
-  while (launched_ < buckets_.size()) launch(store, comm, step);
+void DataParallel::after_backward(std::int64_t step) {
+  LC_CHECK(bound(), "DataParallel::after_backward before start()");
+  while (launched_ < buckets_.size()) launch(step);
   wait_launched();
 }
 

@@ -2,7 +2,9 @@
 // points; a strategy owns its state (reducers, counters) and sees the flat buffers.
 //
 //   start()          once, before the first step: make every replica start from rank 0's
-//                    parameters (broadcast), so different local initialisations cannot matter.
+//                    parameters (broadcast), so different local initialisations cannot matter;
+//                    then bind() to the store and communicator of the run. Every later call
+//                    works on those (a strategy never sees another store or communicator).
 //   grads_ready()    during the last backward of a step: gradients at [from, size) are final
 //                    (already averaged over micro-batches), so reducing them may start now.
 //   after_backward() gradients of the step are complete: e.g. finish averaging them.
@@ -25,13 +27,15 @@ namespace laconic {
 class SyncStrategy {
  public:
   virtual ~SyncStrategy() = default;
-  virtual void start(ParamStore& store, Communicator& comm);
-  virtual void grads_ready(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/,
-                           std::size_t /*from*/) {}
-  virtual void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) = 0;
-  virtual bool after_update(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/) {
-    return false;
-  }
+  // Broadcasts rank 0's parameters, then bind(). `first_step`: where the run starts (> 0 when it
+  // resumes from a checkpoint, whose state is loaded into state() right after).
+  void start(ParamStore& store, Communicator& comm, std::int64_t first_step = 0);
+  // Binds to `store` and `comm` and sizes the state, without communicating: for replicas that
+  // are identical already (a phase taking over, a group leader's strategy inside hierarchical).
+  void bind(ParamStore& store, Communicator& comm, std::int64_t first_step = 0);
+  virtual void grads_ready(std::int64_t /*step*/, std::size_t /*from*/) {}
+  virtual void after_backward(std::int64_t step) = 0;
+  virtual bool after_update(std::int64_t /*step*/) { return false; }
   // Whether after_backward / after_update communicate at `step`: known in advance on every rank,
   // so that a composite strategy can tell ranks outside the inner communicator what to expect.
   virtual bool reduces_gradients(std::int64_t /*step*/) const { return true; }
@@ -42,8 +46,8 @@ class SyncStrategy {
   // A schedule of strategies switches at these: begin() when this strategy takes over at `step`
   // (replicas are identical then), finish() after the last step it ran, `step` (it must leave
   // identical replicas: periodic strategies average one last time).
-  virtual void begin(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/) {}
-  virtual void finish(ParamStore& /*store*/, Communicator& /*comm*/, std::int64_t /*step*/) {}
+  virtual void begin(std::int64_t /*step*/) {}
+  virtual void finish(std::int64_t /*step*/) {}
   virtual std::string describe() const = 0;
   // What the strategy's reducers were handed and what they put on the wire (compression ratio).
   virtual ReducerStats reducer_stats() const { return {}; }
@@ -52,6 +56,17 @@ class SyncStrategy {
   virtual double comm_seconds() const = 0;
   // Every state buffer (outer momentum, anchors, reducers' residuals), for checkpoints.
   virtual std::vector<StateTensor> state() { return {}; }
+
+ protected:
+  // Sizes the state for store() (called by bind(); no communication through comm()).
+  virtual void prepare(std::int64_t /*first_step*/) {}
+  ParamStore& store() const { return *store_; }
+  Communicator& comm() const { return *comm_; }
+  bool bound() const { return store_ != nullptr; }
+
+ private:
+  ParamStore* store_ = nullptr;
+  Communicator* comm_ = nullptr;
 };
 
 struct DataParallelOptions {
@@ -82,17 +97,19 @@ class DataParallel final : public SyncStrategy {
  public:
   DataParallel(DataParallelOptions opts, std::unique_ptr<Reducer> reducer);
   ~DataParallel() override;
-  void start(ParamStore& store, Communicator& comm) override;
-  void grads_ready(ParamStore& store, Communicator& comm, std::int64_t step, std::size_t from) override;
-  void after_backward(ParamStore& store, Communicator& comm, std::int64_t step) override;
+  void grads_ready(std::int64_t step, std::size_t from) override;
+  void after_backward(std::int64_t step) override;
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return reducer_->stats(); }
   double comm_seconds() const override { return comm_s_; }
   std::vector<StateTensor> state() override;
   const std::vector<BucketLayout>& buckets() const { return buckets_; }
 
+ protected:
+  void prepare(std::int64_t first_step) override;
+
  private:
-  void launch(ParamStore& store, Communicator& comm, std::int64_t step);  // the next bucket
+  void launch(std::int64_t step);  // the next bucket
   void reduce_bucket(std::size_t i);
   void wait_launched();
 
@@ -102,9 +119,7 @@ class DataParallel final : public SyncStrategy {
   std::vector<std::unique_ptr<Work>> work_;  // one per bucket, reused every step
   DeviceArray<float> velocity_;              // momentum correction: laid out like the gradients
   std::size_t launched_ = 0;                 // buckets started this step
-  // What the queued reductions need (set before launching, read on the communication thread).
-  float* grads_ = nullptr;
-  Communicator* comm_ = nullptr;
+  // The step the queued reductions belong to (set at its first bucket, read on the communication thread).
   std::int64_t step_ = 0;
   double comm_s_ = 0;  // written by whichever thread reduces; read after the waits
 };

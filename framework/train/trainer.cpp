@@ -73,7 +73,7 @@ ReducerStats minus(ReducerStats a, const ReducerStats& b) {
 // taken (for the noise scale), then handed on, so the strategy may start reducing it.
 class GradsReady final : public GradsReadyListener {
  public:
-  GradsReady(ParamStore& store, SyncStrategy& sync, Communicator& comm) : store_(store), sync_(sync), comm_(comm) {}
+  GradsReady(ParamStore& store, SyncStrategy& sync) : store_(store), sync_(sync) {}
 
   void begin_step(std::int64_t step, float scale, bool want_norm) {
     step_ = step;
@@ -89,7 +89,7 @@ class GradsReady final : public GradsReadyListener {
     if (scale_ != 1.0f) ops::kernels(store_.device()).scale(range.data(), scale_, range.size());
     if (want_norm_) local_sq_ += squared(global_grad_norm(range, store_.device()));
     pending_ = from;
-    sync_.grads_ready(store_, comm_, step_, from);
+    sync_.grads_ready(step_, from);
   }
 
   double local_sq() const { return local_sq_; }  // |g|^2 of this rank's (averaged) gradients
@@ -97,7 +97,6 @@ class GradsReady final : public GradsReadyListener {
  private:
   ParamStore& store_;
   SyncStrategy& sync_;
-  Communicator& comm_;
   std::int64_t step_ = 0;
   float scale_ = 1.0f;
   bool want_norm_ = false;
@@ -144,8 +143,8 @@ class Worker {
     model_->init(r_.run.seed);  // on the host, then to where it trains
     model_->to(spec_.device);
     check_same_recipe();
-    sync_->start(loop_.store(), data_comm());
-    ready_.emplace(loop_.store(), *sync_, data_comm());
+    sync_->start(loop_.store(), data_comm(), resume_ ? resume_->step : 0);
+    ready_.emplace(loop_.store(), *sync_);
     make_hooks();
     if (resume_) {
       loop_.first_step = checkpointer_->resume(*resume_);
@@ -184,7 +183,7 @@ class Worker {
       loop_.exposed_comm_s += t.seconds();
       return;
     }
-    sync_->after_backward(store, data_comm(), step);
+    sync_->after_backward(step);
     loop_.exposed_comm_s += t.seconds();
     t.reset();
     for (auto& h : hooks_) h->after_reduce(s);
@@ -194,7 +193,7 @@ class Worker {
     compute += charge_compute(t.seconds(), /*backward=*/false);
     loop_.compute_s += compute;
     t.reset();
-    sync_->after_update(store, data_comm(), step);
+    sync_->after_update(step);
     loop_.exposed_comm_s += t.seconds();
     for (auto& h : hooks_) h->after_step(s);
   }
@@ -332,7 +331,7 @@ class Worker {
   LrSchedule schedule_;
   ShardedSampler sampler_;
   Loop loop_;
-  std::optional<GradsReady> ready_;  // made once the device communicator exists
+  std::optional<GradsReady> ready_;  // made once the strategy has started
   Hooks hooks_;
   Checkpointer* checkpointer_ = nullptr;
   RunCounters resumed_;   // the totals of the checkpoint resumed from (zero when fresh)

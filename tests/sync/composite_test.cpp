@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "collectives/netsim/sim_communicator.h"
@@ -47,9 +48,9 @@ std::vector<RankRun> run(int world, int groups, int steps, MakeSync make_sync) {
     RankRun& mine = out[static_cast<std::size_t>(comm.rank())];
     for (int step = 0; step < steps; ++step) {
       for (std::size_t i = 0; i < kN; ++i) s.grads()[i] = grad(comm.rank(), step, i);
-      sync->after_backward(s, comm, step);
+      sync->after_backward(step);
       sgd.step(s, 0.1);
-      sync->after_update(s, comm, step);
+      sync->after_update(step);
       mine.params.insert(mine.params.end(), s.params().begin(), s.params().end());
     }
     mine.intra = comm.tier_bytes()[0].sent - after_start[0].sent;
@@ -125,6 +126,46 @@ TEST(Phased, EachPhaseRunsItsStrategyAndBoundariesLeaveIdenticalReplicas) {
   // Bytes after start: 2 parameter averages (the sync, the boundary) and 3 gradient all-reduces;
   // each of the 5 averages a 2-rank ring all-reduce of 4n bytes (all inter-group: 1 rank each).
   EXPECT_EQ(runs[0].inter + runs[0].intra, 5u * 4 * kN);
+}
+
+// A phase is bound when it takes over: at start only the one running at the first step (one
+// broadcast for the whole schedule, not one per phase), the next at its boundary; a run resumed
+// inside a later phase binds that phase at start.
+TEST(Phased, APhaseIsBoundWhenItTakesOver) {
+  const auto schedule = [] {
+    std::vector<Phased::Phase> phases;
+    phases.push_back({0, std::make_unique<DataParallel>(DataParallelOptions{25.0, false}, std::make_unique<DenseReducer>())});
+    phases.push_back({2, std::make_unique<PeriodicAveraging>(local_sgd_options(2), std::make_unique<DenseReducer>())});
+    phases.push_back({6, std::make_unique<DataParallel>(DataParallelOptions{25.0, false}, std::make_unique<DenseReducer>())});
+    return std::make_unique<Phased>(std::move(phases));
+  };
+  const auto names = [](SyncStrategy& sync) {
+    std::vector<std::string> out;
+    for (const StateTensor& t : sync.state()) out.push_back(t.name);
+    return out;
+  };
+  run_threads(2, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    DataParallel plain({25.0, false}, std::make_unique<DenseReducer>());
+    plain.start(s, comm);
+    const std::uint64_t one_start = comm.bytes().sent;
+    auto sync = schedule();
+    sync->start(s, comm);
+    EXPECT_EQ(comm.bytes().sent - one_start, one_start) << "start broadcasts once, not once per phase";
+    EXPECT_TRUE(names(*sync).empty());  // phase 0 has no state; phase 1 is not bound yet
+    Sgd sgd(SgdOptions{});
+    for (int step = 0; step < 2; ++step) {
+      for (std::size_t i = 0; i < kN; ++i) s.grads()[i] = grad(comm.rank(), step, i);
+      sync->after_backward(step);
+      sgd.step(s, 0.1);
+      sync->after_update(step);
+    }
+    EXPECT_EQ(names(*sync), std::vector<std::string>{"phase1.periodic.global"});
+
+    auto resumed = schedule();
+    resumed->start(s, comm, /*first_step=*/3);
+    EXPECT_EQ(names(*resumed), std::vector<std::string>{"phase1.periodic.global"});
+  });
 }
 
 }  // namespace

@@ -79,9 +79,9 @@ std::vector<std::vector<float>> run(int world, bool overlap, double bucket_mb, i
         const ParamView& view = s.view(v);
         for (std::size_t i = 0; i < view.numel; ++i)
           s.grads()[view.offset + i] = wobbly(comm.rank() + 7 * step, view.offset + i);
-        dp.grads_ready(s, comm, step, view.offset);
+        dp.grads_ready(step, view.offset);
       }
-      dp.after_backward(s, comm, step);
+      dp.after_backward(step);
       mine.insert(mine.end(), s.grads().begin(), s.grads().end());
     }
   });
@@ -152,8 +152,8 @@ TEST(DataParallel, AFailingBucketReachesEveryRankWithoutHanging) {
                      DataParallel dp({mib(1), true}, std::make_unique<FailingReducer>(1, 2));
                      dp.start(s, comm);
                      for (int step = 0; step < 3; ++step) {
-                       for (std::size_t v = s.views().size(); v-- > 0;) dp.grads_ready(s, comm, step, s.view(v).offset);
-                       dp.after_backward(s, comm, step);
+                       for (std::size_t v = s.views().size(); v-- > 0;) dp.grads_ready(step, s.view(v).offset);
+                       dp.after_backward(step);
                      }
                    },
                    opts),
@@ -183,9 +183,9 @@ TEST(DataParallel, OverlapHidesReductionsBehindBackward) {
       Stopwatch t;
       for (std::size_t v = s.views().size(); v-- > 0;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(30));  // this layer's backward
-        dp.grads_ready(s, comm, 0, s.view(v).offset);
+        dp.grads_ready(0, s.view(v).offset);
       }
-      dp.after_backward(s, comm, 0);
+      dp.after_backward(0);
       if (comm.rank() == 0) seconds = t.seconds();
     });
     return seconds;

@@ -77,10 +77,10 @@ using MakeStrategy = std::function<std::unique_ptr<SyncStrategy>()>;
 bool step_once(SyncStrategy& sync, ParamStore& s, Optimizer& opt, Communicator& comm, std::int64_t step,
                Trace* trace = nullptr) {
   quadratic_grads(s, comm.rank(), step);
-  sync.after_backward(s, comm, step);
+  sync.after_backward(step);
   if (trace) trace->grads.emplace_back(s.grads().begin(), s.grads().end());
   opt.step(s, 0.05);
-  return sync.after_update(s, comm, step);
+  return sync.after_update(step);
 }
 
 std::vector<Trace> train(int world, int steps, const MakeStrategy& make, SgdOptions inner = {}) {
@@ -239,14 +239,14 @@ TEST(PeriodicAveraging, OuterNesterovStepMatchesHandComputedReference) {
     ASSERT_EQ(sync.buckets().size(), 2u);
     const auto set = [&](const float (&p)[2][3]) { std::copy(p[r], p[r] + 3, s.params().begin()); };
     set(sync2);  // a local step: nothing happens
-    EXPECT_FALSE(sync.after_update(s, comm, 0));
+    EXPECT_FALSE(sync.after_update(0));
     EXPECT_EQ(s.params()[0], sync2[r][0]);
     set(sync1);
-    EXPECT_TRUE(sync.after_update(s, comm, 1));
+    EXPECT_TRUE(sync.after_update(1));
     for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(s.params()[i], theta1[i], 1e-6) << i;
-    EXPECT_FALSE(sync.after_update(s, comm, 2));
+    EXPECT_FALSE(sync.after_update(2));
     set(sync2);
-    EXPECT_TRUE(sync.after_update(s, comm, 3));
+    EXPECT_TRUE(sync.after_update(3));
     const std::span<float> b = find_state(sync, "periodic.outer.momentum");
     ASSERT_EQ(b.size(), 3u);
     for (std::size_t i = 0; i < 3; ++i) {
@@ -348,19 +348,19 @@ TEST(PeriodicAveraging, BeginAndFinishHandOverIdenticalReplicas) {
     dp.start(s, comm);
     per.start(s, comm);
     for (std::int64_t step = 0; step < 5; ++step) step_once(dp, s, opt, comm, step);
-    per.begin(s, comm, 5);
+    per.begin(5);
     EXPECT_TRUE(same_bits(find_state(per, "periodic.global"), s.params()));
     for (std::int64_t step = 5; step <= 12; ++step) {
       EXPECT_EQ(step_once(per, s, opt, comm, step), step == 7 || step == 10) << "step " << step;
       if (step == 10) {
         const std::vector<float> before(s.params().begin(), s.params().end());
         const std::uint64_t sent = comm.bytes().sent;
-        per.finish(s, comm, 10);
+        per.finish(10);
         EXPECT_EQ(comm.bytes().sent, sent);
         EXPECT_TRUE(same_bits(before, s.params()));
       }
     }
-    per.finish(s, comm, 12);
+    per.finish(12);
     EXPECT_TRUE(same_bits(find_state(per, "periodic.global"), s.params()));
     last[static_cast<std::size_t>(comm.rank())].assign(s.params().begin(), s.params().end());
   });
