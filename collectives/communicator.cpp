@@ -16,18 +16,6 @@
 
 namespace laconic {
 
-const char* name_of(Algorithm a) {
-  switch (a) {
-    case Algorithm::auto_: return "auto";
-    case Algorithm::ring: return "ring";
-    case Algorithm::recursive_doubling: return "recursive_doubling";
-    case Algorithm::rabenseifner: return "rabenseifner";
-    case Algorithm::hierarchical: return "hierarchical";
-    case Algorithm::native: return "native";
-  }
-  return "?";
-}
-
 // ---- Work ----
 
 void Work::wait() {

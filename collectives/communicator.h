@@ -29,13 +29,16 @@
 
 #include "collectives/dtype.h"
 #include "framework/core/device.h"
+#include "framework/core/enum_names.h"
 
 namespace laconic {
 
 // Which algorithm a collective runs. `native` = the backend's own (MPI_Allreduce, NCCL, ...),
 // `auto_` = chosen per call by the alpha-beta cost model (collectives/netsim/cost_model.h).
-enum class Algorithm { auto_, ring, recursive_doubling, rabenseifner, hierarchical, native };
-const char* name_of(Algorithm a);
+enum class Algorithm { native, ring, recursive_doubling, rabenseifner, hierarchical, auto_ };
+inline constexpr std::array kAlgorithmNames{"native", "ring", "recursive_doubling", "rabenseifner", "hierarchical", "auto"};
+constexpr std::span<const char* const> names(Algorithm) { return kAlgorithmNames; }
+inline const char* name_of(Algorithm a) { return enum_name(a); }
 
 struct ByteCounters {
   std::uint64_t sent = 0;

@@ -114,7 +114,6 @@ void check_packed(std::span<const std::uint8_t> bits, std::size_t n) {
 
 }  // namespace
 
-const char* name_of(OneBitOptions::Scale s) { return s == OneBitOptions::Scale::l2 ? "l2" : "mean_abs"; }
 
 OneBitChunks::OneBitChunks(std::size_t elements, int ranks)
     : n(elements), world(static_cast<std::size_t>(ranks)) {

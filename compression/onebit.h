@@ -63,9 +63,11 @@ struct OneBitOptions {
   enum class Scale { l2, mean_abs } scale = Scale::l2;
   // Where the reducer's state and reduce()'s data live (reducer.h).
   Device device = Device::cpu;
+  bool operator==(const OneBitOptions&) const = default;
 };
-
-const char* name_of(OneBitOptions::Scale s);
+inline constexpr std::array kOneBitScaleNames{"l2", "mean_abs"};
+constexpr std::span<const char* const> names(OneBitOptions::Scale) { return kOneBitScaleNames; }
+inline const char* name_of(OneBitOptions::Scale s) { return enum_name(s); }
 
 // Bytes holding the signs of n elements.
 constexpr std::size_t onebit_packed_bytes(std::size_t n) { return (n + 7) / 8; }

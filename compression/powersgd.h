@@ -62,6 +62,7 @@ struct PowerSgdOptions {
   float orthogonalization_epsilon = 0.0f;  // torch's default; used by Gram-Schmidt only
   std::uint64_t seed = 0;             // initial Q (torch: random_seed, default 0)
   Device device = Device::cpu;        // where the state and reduce()'s data live (reducer.h)
+  bool operator==(const PowerSgdOptions&) const = default;
 };
 
 // The pure pieces of PowerSGD. Matrices are flat row-major arrays; P is n x r, Q is m x r (as

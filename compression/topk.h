@@ -62,7 +62,11 @@ struct TopKOptions {
   // Where the reducer's state and reduce()'s data live (reducer.h). cuda: exact selection only
   // (the sampled variant is CPU-only and rejected at construction).
   Device device = Device::cpu;
+  bool operator==(const TopKOptions&) const = default;
 };
+inline constexpr std::array kTopKSelectionNames{"exact", "sampled"};
+constexpr std::span<const char* const> names(TopKOptions::Selection) { return kTopKSelectionNames; }
+inline const char* name_of(TopKOptions::Selection s) { return enum_name(s); }
 
 // k for n elements at `ratio`: the nearest integer to ratio * n (halves rounded up), clamped to
 // [1, n]; 0 for n = 0. ratio must be in (0, 1].

@@ -6,9 +6,14 @@
 
 #include <cstdint>
 
+#include "framework/core/enum_names.h"
+
 namespace laconic {
 
 enum class LrDecay { constant, cosine, poly };
+inline constexpr std::array kLrDecayNames{"constant", "cosine", "poly"};
+constexpr std::span<const char* const> names(LrDecay) { return kLrDecayNames; }
+inline const char* name_of(LrDecay v) { return enum_name(v); }
 
 struct ScheduleOptions {
   double peak_lr = 0.1;
@@ -36,6 +41,9 @@ class LrSchedule {
 //   linear: lr = base_lr * B / B0          (Goyal et al. 2017, SGD / LARS)
 //   sqrt:   lr = base_lr * sqrt(B / B0)    (Hoffer et al. 2017; You et al. 2020 for LAMB)
 enum class ScalingRule { none, linear, sqrt };
+inline constexpr std::array kScalingRuleNames{"none", "linear", "sqrt"};
+constexpr std::span<const char* const> names(ScalingRule) { return kScalingRuleNames; }
+inline const char* name_of(ScalingRule v) { return enum_name(v); }
 
 struct ScaledLr {
   double lr;

@@ -12,6 +12,7 @@
 
 #include "framework/models/model.h"
 #include "framework/nn/activation.h"
+#include "framework/core/enum_names.h"
 #include "framework/nn/dropout.h"
 #include "framework/nn/layernorm.h"
 #include "framework/nn/linear.h"
@@ -20,6 +21,9 @@
 namespace laconic {
 
 enum class MlpActivation { relu, gelu };
+inline constexpr std::array kMlpActivationNames{"relu", "gelu"};
+constexpr std::span<const char* const> names(MlpActivation) { return kMlpActivationNames; }
+inline const char* name_of(MlpActivation v) { return enum_name(v); }
 
 struct MlpOptions {
   int inputs = 784;

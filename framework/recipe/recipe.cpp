@@ -23,58 +23,11 @@
 #include <toml++/toml.h>
 
 #include "framework/core/check.h"
+#include "framework/core/enum_names.h"
 #include "framework/core/units.h"
 
 namespace laconic {
 namespace {
-
-// ---- enum names: one table per enum, indexed by the enumerator's value ----
-
-constexpr std::array kModelNames{"mlp", "bert"};
-constexpr std::array kActivationNames{"relu", "gelu"};
-constexpr std::array kDataNames{"fashion_mnist", "text"};
-constexpr std::array kOptimizerNames{"sgd", "adamw", "lars", "lamb"};
-constexpr std::array kDecayNames{"constant", "cosine", "poly"};
-constexpr std::array kScalingNames{"none", "linear", "sqrt"};
-constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
-constexpr std::array kDeviceNames{"cpu", "cuda"};
-constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco"};
-constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
-constexpr std::array kIntraNames{"none", "allreduce"};
-constexpr std::array kNonfiniteNames{"abort", "skip"};
-constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan", "crash"};
-constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
-constexpr std::array kSelectionNames{"exact", "sampled"};
-constexpr std::array kOneBitScaleNames{"l2", "mean_abs"};
-constexpr std::array kAlgorithmNames{"native", "ring", "recursive_doubling", "rabenseifner", "hierarchical", "auto"};
-constexpr std::array kComputeNames{"measured", "modeled"};
-
-std::span<const char* const> names(ModelKind) { return kModelNames; }
-std::span<const char* const> names(Activation) { return kActivationNames; }
-std::span<const char* const> names(DataKind) { return kDataNames; }
-std::span<const char* const> names(OptimizerKind) { return kOptimizerNames; }
-std::span<const char* const> names(DecayKind) { return kDecayNames; }
-std::span<const char* const> names(ScalingKind) { return kScalingNames; }
-std::span<const char* const> names(BackendKind) { return kBackendNames; }
-std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
-std::span<const char* const> names(SyncKind) { return kSyncNames; }
-std::span<const char* const> names(WireKind) { return kWireNames; }
-std::span<const char* const> names(ReducerKind) { return kReducerNames; }
-std::span<const char* const> names(IntraKind) { return kIntraNames; }
-std::span<const char* const> names(NonfiniteKind) { return kNonfiniteNames; }
-std::span<const char* const> names(FaultKind) { return kFaultNames; }
-std::span<const char* const> names(TopKSelection) { return kSelectionNames; }
-std::span<const char* const> names(OneBitScale) { return kOneBitScaleNames; }
-std::span<const char* const> names(AlgorithmKind) { return kAlgorithmNames; }
-std::span<const char* const> names(ComputeKind) { return kComputeNames; }
-
-template <typename E>
-const char* enum_name(E value) {
-  const auto all = names(value);
-  const auto index = static_cast<std::size_t>(value);
-  LC_CHECK(index < all.size(), "enum value ", index, " has no name");
-  return all[index];
-}
 
 // ---- text helpers ----
 
@@ -505,21 +458,21 @@ const std::vector<Field>& schema() {
     SectionBuilder<&Recipe::sync, &SyncConfig::allreduce>{"sync.allreduce", f}
         .add<&AllReduceConfig::dtype>("dtype");
     SectionBuilder<&Recipe::sync, &SyncConfig::topk>{"sync.topk", f}
-        .add<&TopKConfig::ratio>("ratio", Bound{.lo = 0, .hi = 1, .lo_open = true})
-        .add<&TopKConfig::error_feedback>("error_feedback")
-        .add<&TopKConfig::selection>("selection")
-        .add<&TopKConfig::sample_fraction>("sample_fraction", Bound{.lo = 0, .hi = 1, .lo_open = true})
-        .add<&TopKConfig::warmup_steps>("warmup_steps", at_least(0));
+        .add<&TopKOptions::ratio>("ratio", Bound{.lo = 0, .hi = 1, .lo_open = true})
+        .add<&TopKOptions::error_feedback>("error_feedback")
+        .add<&TopKOptions::selection>("selection")
+        .add<&TopKOptions::sample_fraction>("sample_fraction", Bound{.lo = 0, .hi = 1, .lo_open = true})
+        .add<&TopKOptions::warmup_steps>("warmup_steps", at_least(0));
     SectionBuilder<&Recipe::sync, &SyncConfig::powersgd>{"sync.powersgd", f}
-        .add<&PowerSgdConfig::rank>("rank", closed(1, 1024))
-        .add<&PowerSgdConfig::start_iter>("start_iter", at_least(0))
-        .add<&PowerSgdConfig::min_compression_rate>("min_compression_rate", at_least(1))
-        .add<&PowerSgdConfig::error_feedback>("error_feedback")
-        .add<&PowerSgdConfig::warm_start>("warm_start");
+        .add<&PowerSgdOptions::rank>("rank", closed(1, 1024))
+        .add<&PowerSgdOptions::start_iter>("start_iter", at_least(0))
+        .add<&PowerSgdOptions::min_compression_rate>("min_compression_rate", at_least(1))
+        .add<&PowerSgdOptions::error_feedback>("error_feedback")
+        .add<&PowerSgdOptions::warm_start>("warm_start");
     SectionBuilder<&Recipe::sync, &SyncConfig::onebit>{"sync.onebit", f}
-        .add<&OneBitConfig::warmup_steps>("warmup_steps", at_least(0))
-        .add<&OneBitConfig::error_feedback>("error_feedback")
-        .add<&OneBitConfig::scale>("scale");
+        .add<&OneBitOptions::warmup_steps>("warmup_steps", at_least(0))
+        .add<&OneBitOptions::error_feedback>("error_feedback")
+        .add<&OneBitOptions::scale>("scale");
     SectionBuilder<&Recipe::sync, &SyncConfig::local_sgd>{"sync.local_sgd", f}
         .add<&LocalSgdConfig::period>("period", at_least(1))
         .add<&LocalSgdConfig::warmup_steps>("warmup_steps", at_least(0))
@@ -820,10 +773,8 @@ std::string to_toml(const Recipe& recipe) {
 }
 
 const char* name_of(ModelKind v) { return enum_name(v); }
-const char* name_of(Activation v) { return enum_name(v); }
 const char* name_of(DataKind v) { return enum_name(v); }
 const char* name_of(OptimizerKind v) { return enum_name(v); }
-const char* name_of(DecayKind v) { return enum_name(v); }
 const char* name_of(BackendKind v) { return enum_name(v); }
 const char* name_of(DeviceKind v) { return enum_name(v); }
 const char* name_of(SyncKind v) { return enum_name(v); }
@@ -832,10 +783,6 @@ const char* name_of(ReducerKind v) { return enum_name(v); }
 const char* name_of(IntraKind v) { return enum_name(v); }
 const char* name_of(NonfiniteKind v) { return enum_name(v); }
 const char* name_of(FaultKind v) { return enum_name(v); }
-const char* name_of(TopKSelection v) { return enum_name(v); }
-const char* name_of(OneBitScale v) { return enum_name(v); }
-const char* name_of(AlgorithmKind v) { return enum_name(v); }
 const char* name_of(ComputeKind v) { return enum_name(v); }
-const char* name_of(ScalingKind v) { return enum_name(v); }
 
 }  // namespace laconic

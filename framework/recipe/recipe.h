@@ -1,24 +1,29 @@
 // A recipe: the TOML file parsed once into typed, validated structs. Nothing below recipe/ sees
 // a string that should have been an enum. Defaults here are the defaults users get; docs in
-// README.md ("Recipe reference") list them.
+// README.md ("Recipe reference") list them. An option a domain has (an all-reduce algorithm, a
+// reducer's options, a schedule's decay) is that domain's own enum or options struct, embedded
+// here: adding a recipe key is the field plus one line in schema() (recipe.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "collectives/communicator.h"
+#include "compression/onebit.h"
+#include "compression/powersgd.h"
+#include "compression/topk.h"
+#include "framework/models/mlp.h"
+#include "optimizers/schedule.h"
 
 namespace laconic {
 
 enum class ModelKind { mlp, bert };
-enum class Activation { relu, gelu };
 enum class DataKind { fashion_mnist, text };
 enum class OptimizerKind { sgd, adamw, lars, lamb };
-enum class DecayKind { constant, cosine, poly };
-enum class ScalingKind { none, linear, sqrt };
 enum class BackendKind { auto_, threads, mpi };
-// All-reduce algorithm: native = the backend's own (MPI_Allreduce; our ring on threads),
-// auto_ = chosen per message by the alpha-beta cost model of the [network] (or a size rule).
-enum class AlgorithmKind { native, ring, recursive_doubling, rabenseifner, hierarchical, auto_ };
 enum class ComputeKind { measured, modeled };
 
 // Quantities with units: recipes write "100 Gbit/s" and "30 ms" (or plain numbers in bytes/s
@@ -46,8 +51,6 @@ enum class ReducerKind { allreduce, topk, powersgd, onebit };
 // network group average gradients densely every step and the strategy runs between groups.
 enum class IntraKind { none, allreduce };
 enum class WireKind { fp32, bf16, fp16 };        // dense all-reduce wire format
-enum class TopKSelection { exact, sampled };     // exact k largest, or a sampled threshold (DGC)
-enum class OneBitScale { l2, mean_abs };         // sign scale: ||x||/sqrt(n) or mean |x|
 
 struct RunConfig {
   std::string name = "run";       // run directory name under out_dir
@@ -60,7 +63,7 @@ struct RunConfig {
 struct ModelConfig {
   ModelKind name = ModelKind::mlp;
   std::vector<int> hidden = {512, 256};  // hidden layer widths
-  Activation activation = Activation::relu;
+  MlpActivation activation = MlpActivation::relu;
   float dropout = 0.0f;                   // mlp: after each hidden activation; bert: everywhere
   bool layernorm = false;                 // mlp: layernorm after each hidden linear
   // bert: encoder width, blocks, attention heads, feed-forward width
@@ -116,10 +119,10 @@ struct OptimizerConfig {
 
 struct ScheduleConfig {
   std::int64_t warmup_steps = 0;  // linear warmup from 0 to lr
-  DecayKind decay = DecayKind::constant;
+  LrDecay decay = LrDecay::constant;
   double min_lr_ratio = 0.0;      // cosine/poly decay to lr * min_lr_ratio at the last step
   double power = 1.0;             // poly decay exponent (1 = linear)
-  ScalingKind scaling_rule = ScalingKind::none;  // lr (and warmup) from base_batch to the global batch
+  ScalingRule scaling_rule = ScalingRule::none;  // lr (and warmup) from base_batch to the global batch
   std::int64_t base_batch = 0;    // the batch optimizer.lr and warmup_steps are given for; 0 = global batch
 
   bool operator==(const ScheduleConfig&) const = default;
@@ -130,7 +133,9 @@ struct DistributedConfig {
   DeviceKind device = DeviceKind::cpu;
   int world_size = 1;
   double timeout_s = 300.0;
-  AlgorithmKind algorithm = AlgorithmKind::native;
+  // native = the backend's own (MPI_Allreduce; our ring on threads), auto_ = chosen per message
+  // by the alpha-beta cost model of the [network] (or a size rule).
+  Algorithm algorithm = Algorithm::native;
 
   bool operator==(const DistributedConfig&) const = default;
 };
@@ -139,34 +144,6 @@ struct DistributedConfig {
 struct AllReduceConfig {
   WireKind dtype = WireKind::fp32;  // bf16 / fp16: half the bytes, fp32 arithmetic
   bool operator==(const AllReduceConfig&) const = default;
-};
-
-// [sync.topk]: each rank sends its k = ratio * n largest-magnitude (value, index) pairs.
-struct TopKConfig {
-  double ratio = 0.01;               // in (0, 1]
-  bool error_feedback = true;        // keep what was not sent and add it next step
-  TopKSelection selection = TopKSelection::exact;
-  double sample_fraction = 0.01;     // sampled: share of elements the threshold is estimated on
-  std::int64_t warmup_steps = 0;     // dense fp32 all-reduce for the first steps
-  bool operator==(const TopKConfig&) const = default;
-};
-
-// [sync.powersgd]: Vogels et al. 2019, as PyTorch's powerSGD_hook.
-struct PowerSgdConfig {
-  int rank = 4;                        // approximation rank r
-  std::int64_t start_iter = 100;       // dense all-reduce before this step (torch: 1000)
-  double min_compression_rate = 2.0;   // compress a tensor only if (n+m)*r*rate < n*m
-  bool error_feedback = true;
-  bool warm_start = true;              // reuse Q from the previous step
-  bool operator==(const PowerSgdConfig&) const = default;
-};
-
-// [sync.onebit]: sign + scale per chunk, two-phase compressed all-reduce (1-bit Adam).
-struct OneBitConfig {
-  std::int64_t warmup_steps = 100;     // dense fp32 all-reduce for the first steps
-  bool error_feedback = true;
-  OneBitScale scale = OneBitScale::l2;
-  bool operator==(const OneBitConfig&) const = default;
 };
 
 // [sync.local_sgd] (Lin et al. 2020, post-local SGD): H local steps, then parameters averaged.
@@ -206,9 +183,12 @@ struct SyncConfig {
   bool overlap = true;  // reduce each bucket while backward continues (not when simulating)
   double momentum = 0;  // momentum correction: reduce local velocities (optimizer momentum 0)
   AllReduceConfig allreduce;
-  TopKConfig topk;
-  PowerSgdConfig powersgd;
-  OneBitConfig onebit;
+  // [sync.topk], [sync.powersgd], [sync.onebit]: the reducers' own options (their device is the
+  // run's). The recipe's defaults differ from the reducers' where noted: PowerSGD starts
+  // compressing at step 100 (torch: 1000) and 1-bit after 100 dense steps.
+  TopKOptions topk;
+  PowerSgdOptions powersgd{.start_iter = 100};
+  OneBitOptions onebit{.warmup_steps = 100};
   LocalSgdConfig local_sgd;
   DilocoConfig diloco;
   IntraKind intra = IntraKind::none;
@@ -284,6 +264,34 @@ struct Recipe {
   bool operator==(const Recipe&) const = default;
 };
 
+// The recipe's own enums' spellings (framework/core/enum_names.h), indexed by value.
+
+inline constexpr std::array kModelNames{"mlp", "bert"};
+inline constexpr std::array kDataNames{"fashion_mnist", "text"};
+inline constexpr std::array kOptimizerNames{"sgd", "adamw", "lars", "lamb"};
+inline constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
+inline constexpr std::array kDeviceNames{"cpu", "cuda"};
+inline constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco"};
+inline constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
+inline constexpr std::array kIntraNames{"none", "allreduce"};
+inline constexpr std::array kNonfiniteNames{"abort", "skip"};
+inline constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan", "crash"};
+inline constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
+inline constexpr std::array kComputeNames{"measured", "modeled"};
+
+constexpr std::span<const char* const> names(ModelKind) { return kModelNames; }
+constexpr std::span<const char* const> names(DataKind) { return kDataNames; }
+constexpr std::span<const char* const> names(OptimizerKind) { return kOptimizerNames; }
+constexpr std::span<const char* const> names(BackendKind) { return kBackendNames; }
+constexpr std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
+constexpr std::span<const char* const> names(SyncKind) { return kSyncNames; }
+constexpr std::span<const char* const> names(WireKind) { return kWireNames; }
+constexpr std::span<const char* const> names(ReducerKind) { return kReducerNames; }
+constexpr std::span<const char* const> names(IntraKind) { return kIntraNames; }
+constexpr std::span<const char* const> names(NonfiniteKind) { return kNonfiniteNames; }
+constexpr std::span<const char* const> names(FaultKind) { return kFaultNames; }
+constexpr std::span<const char* const> names(ComputeKind) { return kComputeNames; }
+
 // Reads and validates a recipe, then applies CLI overrides of the form "section.key=value"
 // (value in TOML syntax, bare strings allowed: "sync.strategy=allreduce", "model.hidden=[256,128]").
 // Throws InputError with a one-line message: "FILE:LINE:COL: KEY: expected WHAT, got GOT
@@ -300,10 +308,8 @@ std::string to_toml(const Recipe& recipe);
 
 // Enum <-> name, shared by parsing, printing and messages.
 const char* name_of(ModelKind);
-const char* name_of(Activation);
 const char* name_of(DataKind);
 const char* name_of(OptimizerKind);
-const char* name_of(DecayKind);
 const char* name_of(BackendKind);
 const char* name_of(DeviceKind);
 const char* name_of(SyncKind);
@@ -312,10 +318,6 @@ const char* name_of(ReducerKind);
 const char* name_of(NonfiniteKind);
 const char* name_of(FaultKind);
 const char* name_of(IntraKind);
-const char* name_of(TopKSelection);
-const char* name_of(OneBitScale);
-const char* name_of(AlgorithmKind);
 const char* name_of(ComputeKind);
-const char* name_of(ScalingKind);
 
 }  // namespace laconic

@@ -95,7 +95,7 @@ std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) {
       o.inputs = data.features;
       o.hidden = r.model.hidden;
       o.classes = data.classes;
-      o.activation = r.model.activation == Activation::gelu ? MlpActivation::gelu : MlpActivation::relu;
+      o.activation = r.model.activation;
       o.dropout = r.model.dropout;
       o.layernorm = r.model.layernorm;
       return std::make_unique<Mlp>(o);
@@ -145,31 +145,17 @@ std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c, Dev
       return std::make_unique<DenseReducer>(wire[static_cast<int>(c.allreduce.dtype)], device);
     }
     case ReducerKind::topk: {
-      TopKOptions o;
-      o.ratio = c.topk.ratio;
-      o.error_feedback = c.topk.error_feedback;
-      o.selection = c.topk.selection == TopKSelection::exact ? TopKOptions::Selection::exact
-                                                              : TopKOptions::Selection::sampled;
-      o.sample_fraction = c.topk.sample_fraction;
-      o.warmup_steps = c.topk.warmup_steps;
+      TopKOptions o = c.topk;
       o.device = device;
       return std::make_unique<TopKReducer>(o);
     }
     case ReducerKind::powersgd: {
-      PowerSgdOptions o;
-      o.rank = c.powersgd.rank;
-      o.start_iter = c.powersgd.start_iter;
-      o.min_compression_rate = c.powersgd.min_compression_rate;
-      o.error_feedback = c.powersgd.error_feedback;
-      o.warm_start = c.powersgd.warm_start;
+      PowerSgdOptions o = c.powersgd;
       o.device = device;
       return std::make_unique<PowerSgdReducer>(o);
     }
     case ReducerKind::onebit: {
-      OneBitOptions o;
-      o.warmup_steps = c.onebit.warmup_steps;
-      o.error_feedback = c.onebit.error_feedback;
-      o.scale = c.onebit.scale == OneBitScale::l2 ? OneBitOptions::Scale::l2 : OneBitOptions::Scale::mean_abs;
+      OneBitOptions o = c.onebit;
       o.device = device;
       return std::make_unique<OneBitReducer>(o);
     }
@@ -230,9 +216,7 @@ std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap, Devic
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {
-  const ScalingRule rule = r.schedule.scaling_rule == ScalingKind::linear ? ScalingRule::linear
-                           : r.schedule.scaling_rule == ScalingKind::sqrt ? ScalingRule::sqrt
-                                                                         : ScalingRule::none;
+  const ScalingRule rule = r.schedule.scaling_rule;
   const std::int64_t base = r.schedule.base_batch > 0 ? r.schedule.base_batch : global_batch;
   return scale_lr(rule, r.optimizer.lr, base, global_batch, r.schedule.warmup_steps);
 }
@@ -243,9 +227,7 @@ LrSchedule make_schedule(const Recipe& r, std::int64_t global_batch, std::int64_
   s.peak_lr = lr.lr;
   s.warmup_steps = lr.warmup_steps;
   s.total_steps = steps;
-  s.decay = r.schedule.decay == DecayKind::cosine ? LrDecay::cosine
-            : r.schedule.decay == DecayKind::poly ? LrDecay::poly
-                                                  : LrDecay::constant;
+  s.decay = r.schedule.decay;
   s.min_ratio = r.schedule.min_lr_ratio;
   s.power = r.schedule.power;
   return LrSchedule(s);

@@ -31,18 +31,6 @@ namespace {
 
 double squared(double x) { return x * x; }
 
-Algorithm to_algorithm(AlgorithmKind k) {
-  switch (k) {
-    case AlgorithmKind::native: return Algorithm::native;
-    case AlgorithmKind::ring: return Algorithm::ring;
-    case AlgorithmKind::recursive_doubling: return Algorithm::recursive_doubling;
-    case AlgorithmKind::rabenseifner: return Algorithm::rabenseifner;
-    case AlgorithmKind::hierarchical: return Algorithm::hierarchical;
-    case AlgorithmKind::auto_: return Algorithm::auto_;
-  }
-  return Algorithm::native;
-}
-
 Topology make_topology(const Recipe& r) {
   const NetworkConfig& n = r.network;
   Topology t = grouped_topology(r.distributed.world_size, n.groups,
@@ -124,7 +112,7 @@ class Worker {
                                 r_.train.micro_batch * r_.train.grad_accum}),
         loop_{spec, data, opts, comm_, control, sim_.get(), *model_, *optimizer_, *sync_, sampler_,
               [this] { return counters(); }, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
-    comm_.set_algorithm(to_algorithm(r_.distributed.algorithm));
+    comm_.set_algorithm(r_.distributed.algorithm);
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
     // After the host communicator is configured: a staging wrapper starts from its settings.
     const ByteCounters before = comm_.bytes();

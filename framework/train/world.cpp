@@ -75,7 +75,7 @@ Device resolve_device(const Recipe& recipe) {
   };
   bool topk = s.phases.phases.empty() && uses_topk(s.strategy);
   for (const SyncPhase& p : s.phases.phases) topk = topk || uses_topk(p.strategy);
-  if (topk && s.topk.selection == TopKSelection::sampled)
+  if (topk && s.topk.selection == TopKOptions::Selection::sampled)
     LC_INPUT_ERROR(recipe.path, ": sync.topk.selection = \"sampled\" runs on the CPU only; with device = \"cuda\" "
                                 "use \"exact\"");
   if (recipe.sync.intra == IntraKind::allreduce)

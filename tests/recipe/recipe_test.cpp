@@ -115,7 +115,7 @@ bucket_mb = 0.5
   EXPECT_EQ(r.run.seed, 42u);
   EXPECT_EQ(r.run.out_dir, "/tmp/out");
   EXPECT_EQ(r.model.hidden, (std::vector<int>{1024, 64, 8}));
-  EXPECT_EQ(r.model.activation, Activation::gelu);
+  EXPECT_EQ(r.model.activation, MlpActivation::gelu);
   EXPECT_EQ(r.model.dropout, 0.25f);
   EXPECT_TRUE(r.model.layernorm);
   EXPECT_EQ(r.data.path, "/data/fm");
@@ -129,7 +129,7 @@ bucket_mb = 0.5
   EXPECT_EQ(r.optimizer.momentum, 0.0);
   EXPECT_EQ(r.optimizer.weight_decay, 5e-4);
   EXPECT_EQ(r.schedule.warmup_steps, 500);
-  EXPECT_EQ(r.schedule.decay, DecayKind::cosine);
+  EXPECT_EQ(r.schedule.decay, LrDecay::cosine);
   EXPECT_EQ(r.schedule.min_lr_ratio, 1.0);
   EXPECT_EQ(r.distributed.backend, BackendKind::threads);
   EXPECT_EQ(r.distributed.world_size, 1024);
@@ -139,10 +139,10 @@ bucket_mb = 0.5
 
 TEST_F(RecipeTest, EnumNames) {
   EXPECT_STREQ(name_of(ModelKind::mlp), "mlp");
-  EXPECT_STREQ(name_of(Activation::gelu), "gelu");
+  EXPECT_STREQ(name_of(MlpActivation::gelu), "gelu");
   EXPECT_STREQ(name_of(DataKind::fashion_mnist), "fashion_mnist");
   EXPECT_STREQ(name_of(OptimizerKind::sgd), "sgd");
-  EXPECT_STREQ(name_of(DecayKind::cosine), "cosine");
+  EXPECT_STREQ(name_of(LrDecay::cosine), "cosine");
   EXPECT_STREQ(name_of(BackendKind::auto_), "auto");
   EXPECT_STREQ(name_of(BackendKind::threads), "threads");
   EXPECT_STREQ(name_of(DeviceKind::cpu), "cpu");
@@ -357,16 +357,16 @@ TEST_F(RecipeTest, BadOverrides) {
 Recipe unusual_recipe() {
   Recipe r;
   r.run = {"we\"ird\\name\tx", 18446744073709551ull, "out dir/ü"};
-  r.model = {ModelKind::mlp, {3, 1, 4096}, Activation::gelu, 0.1f, true};
+  r.model = {ModelKind::mlp, {3, 1, 4096}, MlpActivation::gelu, 0.1f, true};
   r.data = {DataKind::fashion_mnist, "/tmp/data"};
   r.train = {12345, 1.0 / 3.0, 7, 3, 11, 13};
   r.optimizer = {OptimizerKind::sgd, 2.0, 0.30000000000000004, true, 1e-7};
-  r.schedule = {17, DecayKind::cosine, 1e-300};
-  r.distributed = {BackendKind::threads, DeviceKind::cpu, 6, 12.5, AlgorithmKind::rabenseifner};
+  r.schedule = {17, LrDecay::cosine, 1e-300};
+  r.distributed = {BackendKind::threads, DeviceKind::cpu, 6, 12.5, Algorithm::rabenseifner};
   r.sync = {SyncKind::powersgd, 1e20, false, 0.375, {WireKind::bf16},
-            {1.0 / 3.0, false, TopKSelection::sampled, 0.125, 7},
+            {1.0 / 3.0, false, TopKOptions::Selection::sampled, 0.125, 7},
             {3, 9, 1.5, false, false},
-            {11, false, OneBitScale::mean_abs},
+            {11, false, OneBitOptions::Scale::mean_abs},
             {13, 5, ReducerKind::onebit},
             {77, 3, 0.25, 0.5, false, ReducerKind::powersgd},
             IntraKind::allreduce,
@@ -386,7 +386,7 @@ TEST_F(RecipeTest, SubsectionsParseAsTablesAndOverrides) {
   const Recipe r = load_recipe(path, {"sync.onebit.warmup_steps=7"});
   EXPECT_EQ(r.sync.strategy, SyncKind::topk);
   EXPECT_EQ(r.sync.topk.ratio, 0.05);
-  EXPECT_EQ(r.sync.topk.selection, TopKSelection::sampled);
+  EXPECT_EQ(r.sync.topk.selection, TopKOptions::Selection::sampled);
   EXPECT_EQ(r.sync.powersgd.rank, 2);
   EXPECT_EQ(r.sync.onebit.warmup_steps, 7);
   // A dotted table without its parent, and inline tables, are the same TOML.

@@ -121,7 +121,7 @@ Recipe recipe() {
   Recipe r;
   r.run.seed = 11;
   r.model.hidden = {512, 256};
-  r.model.activation = Activation::gelu;
+  r.model.activation = MlpActivation::gelu;
   r.model.layernorm = true;
   r.model.dropout = 0.1f;
   r.train.steps = kSteps;
@@ -132,7 +132,7 @@ Recipe recipe() {
   r.optimizer.momentum = 0.9;
   r.optimizer.weight_decay = 1e-4;
   r.schedule.warmup_steps = 3;
-  r.schedule.decay = DecayKind::cosine;
+  r.schedule.decay = LrDecay::cosine;
   r.distributed.world_size = kWorld;
   r.distributed.timeout_s = 60;
   return r;
@@ -215,7 +215,7 @@ TEST(StepLoop, BertWithLambAllocatesNothingAfterWarmup) {
   r.optimizer.lr = 0.01;
   r.optimizer.weight_decay = 0.01;
   r.optimizer.grad_clip = 1.0;
-  r.schedule.decay = DecayKind::poly;
+  r.schedule.decay = LrDecay::poly;
   expect_no_allocations_in_steps(r, data);
 }
 
@@ -232,7 +232,7 @@ TEST(StepLoop, CompressedStrategiesAllocateNothingAfterWarmup) {
     r.sync.momentum = 0.9;
     r.optimizer.momentum = 0;
     r.sync.powersgd.start_iter = 2;
-    r.sync.topk.selection = TopKSelection::exact;
+    r.sync.topk.selection = TopKOptions::Selection::exact;
     expect_no_allocations_in_steps(r, data);
   }
 }

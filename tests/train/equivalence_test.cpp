@@ -32,7 +32,7 @@ Recipe small_recipe(int world, int micro_batch) {
   r.optimizer.momentum = 0.9;
   r.optimizer.weight_decay = 1e-4;
   r.schedule.warmup_steps = 3;
-  r.schedule.decay = DecayKind::cosine;
+  r.schedule.decay = LrDecay::cosine;
   r.distributed.world_size = world;
   r.distributed.timeout_s = 60;
   return r;

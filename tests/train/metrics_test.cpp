@@ -54,7 +54,7 @@ Recipe base() {
   r.optimizer.lr = 0.05;
   r.optimizer.momentum = 0.9;
   r.schedule.warmup_steps = 3;
-  r.schedule.decay = DecayKind::cosine;
+  r.schedule.decay = LrDecay::cosine;
   r.distributed.timeout_s = 30;
   return r;
 }

@@ -45,7 +45,7 @@ Recipe small(SyncKind kind) {
   r.optimizer.lr = 0.05;
   r.optimizer.momentum = 0.9;
   r.schedule.warmup_steps = 3;
-  r.schedule.decay = DecayKind::cosine;
+  r.schedule.decay = LrDecay::cosine;
   r.distributed.world_size = 3;
   r.distributed.timeout_s = 30;
   r.sync.strategy = kind;
