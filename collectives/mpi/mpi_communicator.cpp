@@ -56,13 +56,6 @@ MpiRuntime::~MpiRuntime() {
   if (!finalized && MPI_Finalize() != MPI_SUCCESS) std::fprintf(stderr, "laconic: MPI_Finalize failed\n");
 }
 
-bool MpiRuntime::launched_by_mpirun() {
-  // OpenMPI's mpirun; MPICH/hydra and Slurm's PMI-1/2; PMIx (Slurm, OpenMPI 4+); MVAPICH2.
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
-    if (std::getenv(var) != nullptr) return true;
-  return false;
-}
-
 void MpiRuntime::abort(int exit_code) {
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -89,11 +89,6 @@ class MpiRuntime {
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 
-  // True when this process was started by an MPI launcher (mpirun/mpiexec of OpenMPI, MPICH's
-  // hydra, srun with PMI or PMIx): the launcher's rank/size variables are set. The trainer uses
-  // it to pick the MPI backend for backend = "auto". The only place environment is read.
-  static bool launched_by_mpirun();
-
   // Ends every rank of the job now (MPI_Abort on MPI_COMM_WORLD). For a rank that failed while
   // its peers may be inside a collective: they would otherwise wait for their timeout.
   [[noreturn]] static void abort(int exit_code);

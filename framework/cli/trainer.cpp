@@ -26,13 +26,10 @@
 #include "collectives/netsim/topology.h"
 #include "framework/core/check.h"
 #include "framework/recipe/recipe.h"
-#include "framework/train/compare.h"
+#include "report/compare.h"
 #include "framework/train/faults.h"
 #include "framework/train/trainer.h"
 #include "framework/train/world.h"
-#ifdef LACONIC_HAVE_MPI
-#include "collectives/mpi/mpi_communicator.h"
-#endif
 
 namespace {
 
@@ -218,20 +215,9 @@ int run(int argc, char** argv, bool& quiet_errors) {
     std::cout << laconic::to_toml(recipe);
     return 0;
   }
-#ifdef LACONIC_HAVE_MPI
-  std::optional<laconic::MpiRuntime> mpi;  // outlives the run; every rank parsed the same recipe
-  if (laconic::needs_mpi_runtime(recipe)) mpi.emplace();
-#endif
-  bool lead = true, launched_by_launcher = false;
-#ifdef LACONIC_HAVE_MPI
-  if (mpi) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    lead = rank == 0;
-    quiet_errors = !lead;  // the same input error on every rank is printed once, by rank 0
-  }
-  launched_by_launcher = laconic::MpiRuntime::launched_by_mpirun();
-#endif
+  const laconic::ProcessRuntime process(recipe);  // outlives the run; every rank parsed the same recipe
+  const bool lead = process.lead(), launched_by_launcher = process.launched();
+  quiet_errors = !lead;  // the same input error on every rank is printed once, by rank 0
   laconic::LoadOptions load;
   load.cache_dir = recipe.run.out_dir;  // the tokenizer is cached beside the runs
   load.write_cache = lead && !dry_run;
@@ -260,15 +246,7 @@ int run(int argc, char** argv, bool& quiet_errors) {
   opts.resume_any_recipe = resume_any_recipe;
   opts.hooks.push_back(laconic::fault_injector(recipe.fault));  // [fault], for tests of the failure paths
   const auto s = laconic::train(recipe, data, opts);
-  if (lead) {
-    std::cout << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps";
-    if (s.first_step > 0) std::cout << " (resumed at " << s.first_step << ")";
-    if (s.skipped_steps > 0) std::cout << " (" << s.skipped_steps << " skipped: non-finite gradients)";
-    std::cout << " in " << s.wall_s << " s";
-    if (!std::isnan(s.sim_time_s)) std::cout << " (simulated " << s.sim_time_s << " s)";
-    std::cout << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy
-              << "%, sent " << s.bytes_sent << " bytes per rank; results in " << opts.run_dir << "/\n";
-  }
+  if (lead) std::cout << laconic::done_line(s) << "; results in " << opts.run_dir << "/\n";
   return 0;
 }
 

@@ -77,4 +77,13 @@ std::string format_duration(double seconds) {
   return shortest(seconds * 1e9) + " ns";
 }
 
+std::string format_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (b >= 1000.0 && u < 5) b /= 1000.0, ++u;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f %s", b < 10 ? 2 : 1, b, units[u]);
+  return buf;
+}
+
 }  // namespace laconic

@@ -20,4 +20,8 @@ std::optional<double> parse_duration(std::string_view text);
 std::string format_bandwidth(double bytes_per_s);
 std::string format_duration(double seconds);
 
+// Byte counts for people (logs, reports): decimal units, 3 significant digits or so: "2.35 MB",
+// "651.4 KB", "12 B" (B, KB, MB, GB, TB, PB).
+std::string format_bytes(double bytes);
+
 }  // namespace laconic

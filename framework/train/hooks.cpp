@@ -206,14 +206,6 @@ std::string human_seconds(double s) {
   return os.str();
 }
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000.0 && u < 4) b /= 1000.0, ++u;
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(b < 10 ? 2 : 1) << b << ' ' << units[u];
-  return os.str();
-}
 
 // The run's reporting: every rank adds its examples' losses to the interval; rank 0 writes the log
 // lines, metrics.jsonl and the live progress line.
@@ -317,7 +309,7 @@ class Reporter final : public StepHook {
     line << "step " << std::setw(static_cast<int>(std::to_string(plan_.steps).size())) << r.step << "/" << plan_.steps
          << " | epoch " << std::fixed << std::setprecision(2) << r.epoch << " | loss " << std::setprecision(4) << r.loss
          << " | lr " << std::setprecision(5) << r.lr << " | " << std::setprecision(0) << r.examples_per_s
-         << " ex/s | sent " << human_bytes(static_cast<double>(r.bytes_sent)) << " | comm " << std::setprecision(0)
+         << " ex/s | sent " << format_bytes(static_cast<double>(r.bytes_sent)) << " | comm " << std::setprecision(0)
          << 100.0 * r.exposed_comm_s / std::max(1e-9, r.wall_s) << "%";
     if (r.compression_ratio != 1.0) line << " | x" << std::setprecision(1) << r.compression_ratio;
     if (!std::isnan(r.noise_scale)) line << " | B_noise " << std::setprecision(0) << r.noise_scale;

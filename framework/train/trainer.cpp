@@ -438,4 +438,16 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   return summary;
 }
 
+std::string done_line(const TrainSummary& s) {
+  std::ostringstream os;
+  os << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps";
+  if (s.first_step > 0) os << " (resumed at " << s.first_step << ")";
+  if (s.skipped_steps > 0) os << " (" << s.skipped_steps << " skipped: non-finite gradients)";
+  os << " in " << s.wall_s << " s";
+  if (!std::isnan(s.sim_time_s)) os << " (simulated " << s.sim_time_s << " s)";
+  os << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy << "%, sent "
+     << s.bytes_sent << " bytes per rank";
+  return os.str();
+}
+
 }  // namespace laconic

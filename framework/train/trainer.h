@@ -47,4 +47,8 @@ struct TrainSummary : RunSummary {
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);
 
+// The run's closing line: "done: N steps [(resumed at S)] [(K skipped: ...)] in W s [(simulated
+// T s)], final loss L, eval accuracy A%, sent B bytes per rank".
+std::string done_line(const TrainSummary& s);
+
 }  // namespace laconic

@@ -4,6 +4,7 @@
 
 #include "collectives/threads/threads_communicator.h"
 #include "framework/core/check.h"
+#include "framework/core/launcher.h"
 #if defined(LACONIC_HAVE_CUDA)
 #include "collectives/cuda/nccl_communicator.h"
 #include "collectives/cuda/staging_communicator.h"
@@ -18,7 +19,7 @@ namespace laconic {
 BackendKind resolve_backend(const Recipe& recipe) {
   const BackendKind b = recipe.distributed.backend;
 #ifdef LACONIC_HAVE_MPI
-  const bool launched = MpiRuntime::launched_by_mpirun();
+  const bool launched = launched_by_mpi_launcher();
   if (b == BackendKind::auto_) return launched ? BackendKind::mpi : BackendKind::threads;
   if (b == BackendKind::threads && launched)
     LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"threads\" but this process was started by mpirun "
@@ -32,7 +33,13 @@ BackendKind resolve_backend(const Recipe& recipe) {
 #endif
 }
 
-bool needs_mpi_runtime(const Recipe& recipe) { return resolve_backend(recipe) == BackendKind::mpi; }
+ProcessRuntime::ProcessRuntime(const Recipe& recipe) : launched_(launched_by_mpi_launcher()) {
+  if (resolve_backend(recipe) != BackendKind::mpi) return;
+#ifdef LACONIC_HAVE_MPI
+  mpi_ = std::make_shared<MpiRuntime>();
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+#endif
+}
 
 void run_world(const Recipe& recipe, const std::function<void(Communicator&, Communicator&)>& fn) {
   if (resolve_backend(recipe) == BackendKind::threads) {

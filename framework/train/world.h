@@ -15,9 +15,20 @@ namespace laconic {
 // else threads. Throws InputError for "mpi" in a build without MPI.
 BackendKind resolve_backend(const Recipe& recipe);
 
-// True when the backend needs MPI initialised by the caller (an MpiRuntime in main, which must
-// outlive run_world) before run_world is called.
-bool needs_mpi_runtime(const Recipe& recipe);
+// What a process sets up before run_world and holds until it returns: MPI, initialised when the
+// recipe's backend is mpi (finalised on destruction), and which rank this process is.
+class ProcessRuntime {
+ public:
+  explicit ProcessRuntime(const Recipe& recipe);
+  int rank() const { return rank_; }  // this process's rank (0 on the threads backend)
+  bool lead() const { return rank_ == 0; }
+  bool launched() const { return launched_; }  // started by an MPI launcher
+
+ private:
+  std::shared_ptr<void> mpi_;  // the MpiRuntime, when there is one
+  int rank_ = 0;
+  bool launched_ = false;
+};
 
 // Runs fn on every rank of this process. Threads: world_size threads, the first failure rethrown
 // after all have stopped. MPI: the process's one rank; the launcher's world size must equal

@@ -17,6 +17,7 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/threads/threads_communicator.h"
+#include "framework/core/launcher.h"
 #include "compression/onebit.h"
 #include "compression/powersgd.h"
 #include "compression/topk.h"
@@ -154,7 +155,7 @@ TEST(Mpi, WorldAndDefaults) {
   EXPECT_EQ(comm.size(), size);
   EXPECT_EQ(comm.backend(), "mpi");
   EXPECT_EQ(comm.algorithm(), Algorithm::native);
-  EXPECT_TRUE(MpiRuntime::launched_by_mpirun()) << "CTest runs this under mpirun";
+  EXPECT_TRUE(launched_by_mpi_launcher()) << "CTest runs this under mpirun";
   EXPECT_THROW(MpiCommunicator(MpiOptions{.timeout_s = 0}), Error);
 }
 

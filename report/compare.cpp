@@ -1,4 +1,4 @@
-#include "framework/train/compare.h"
+#include "report/compare.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -22,6 +22,8 @@
 #include <toml++/toml.h>
 
 #include "framework/core/check.h"
+#include "framework/core/launcher.h"
+#include "framework/core/units.h"
 #include "framework/train/factory.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/trainer.h"
@@ -120,13 +122,7 @@ constexpr const char* kNone = "—";
 std::string fmt_loss(double x) { return std::isnan(x) ? kNone : fixed(x, 4); }
 std::string fmt_percent(double x) { return std::isnan(x) ? kNone : fixed(100.0 * x, 2) + "%"; }
 
-std::string fmt_bytes(double b) {
-  if (std::isnan(b)) return kNone;
-  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (b >= 1000.0 && u < 5) b /= 1000.0, ++u;
-  return fixed(b, b < 10 ? 2 : 1) + " " + units[u];
-}
+std::string fmt_bytes(double b) { return std::isnan(b) ? kNone : format_bytes(b); }
 
 std::string fmt_seconds(double s) {
   if (std::isnan(s)) return kNone;
@@ -187,14 +183,6 @@ class PrefixBuf : public std::streambuf {
   std::string prefix_;
   bool line_start_ = true;
 };
-
-// The same launcher variables MpiRuntime::launched_by_mpirun() looks at, checked in every build:
-// a non-MPI trainer under mpirun would otherwise run the whole comparison once per process.
-bool under_mpi_launcher() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
-    if (std::getenv(var) != nullptr) return true;
-  return false;
-}
 
 // Runs `python3 SCRIPT OUT_DIR` (python3 rather than the script itself: a lost executable bit
 // must not cost the plots). Returns "" on success, else what to say in the report.
@@ -605,7 +593,8 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
 void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
                       const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
   check_target(opts.target);  // now, not after training every variant
-  if (under_mpi_launcher())
+  // Checked in every build: a non-MPI trainer under mpirun would run the comparison once per process.
+  if (launched_by_mpi_launcher())
     LC_INPUT_ERROR("compare: not supported under mpirun: it trains the variants one after another "
                    "in one process on the threads backend; run it without mpirun");
   if (vary_specs.empty()) LC_INPUT_ERROR("compare: --recipe needs at least one --vary section.key=v1,v2");
@@ -672,12 +661,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
       t.progress_line = opts.progress_line;
     }
     TrainSummary s = train(recipes[i], data[data_of[i]], t);
-    if (t.log) {
-      *t.log << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps in " << s.wall_s << " s";
-      if (!std::isnan(s.sim_time_s)) *t.log << " (simulated " << s.sim_time_s << " s)";
-      *t.log << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy << "%, sent "
-             << s.bytes_sent << " bytes per rank" << std::endl;
-    }
+    if (t.log) *t.log << done_line(s) << std::endl;
     // From memory: what the run wrote to its directory, without reading it back.
     runs.push_back(run_result(dir, v.name, s, std::move(s.records), to_toml(recipes[i])));
   }

@@ -47,6 +47,7 @@
 #include "collectives/dtype.h"
 #include "collectives/threads/threads_communicator.h"
 #include "framework/core/check.h"
+#include "framework/core/launcher.h"
 #ifdef LACONIC_HAVE_MPI
 #include <mpi.h>
 
@@ -632,7 +633,7 @@ int run(int argc, char** argv) {
       LC_INPUT_ERROR("--backend mpi_c runs the MPI library's own collectives: --algo must be native or absent");
     if (cfg.backend == Backend::threads) return run_threads_backend(cfg);
 #ifdef LACONIC_HAVE_MPI
-    if (!MpiRuntime::launched_by_mpirun())
+    if (!launched_by_mpi_launcher())
       std::fprintf(stderr, "collbench: note: --backend %s outside mpirun runs a single rank\n", backend.c_str());
     return run_mpi_backend(cfg, argc, argv);
 #else
