@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "collectives/algorithms/barrier_dissemination.h"
 #include "collectives/algorithms/broadcast_tree.h"
@@ -16,56 +15,6 @@
 
 namespace laconic {
 
-// ---- Work ----
-
-void Work::wait() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return done_; });
-  if (error_) std::rethrow_exception(error_);
-}
-
-bool Work::done() const {
-  std::lock_guard lock(mu_);
-  return done_;
-}
-
-void Work::reset() {
-  std::lock_guard lock(mu_);
-  done_ = false;
-  error_ = nullptr;
-}
-
-void Work::finish(std::exception_ptr error) {
-  std::lock_guard lock(mu_);
-  done_ = true;
-  error_ = std::move(error);
-  // Under the lock: a waiter that sees done_ may destroy this Work as soon as wait() returns
-  // (a strategy's per-bucket Work at the end of a run), so nothing of it may be touched after
-  // the unlock; notifying outside it raced with ~Work (ThreadSanitizer, make test-tsan).
-  cv_.notify_all();
-}
-
-// ---- the communication thread ----
-
-struct Communicator::AsyncQueue {
-  std::mutex mu;
-  std::condition_variable wake;  // work arrived, or stop
-  std::condition_variable idle;  // the queue ran empty
-  // Queued operations: ops[head..] wait to run. Reused (cleared, capacity kept) whenever the
-  // queue runs empty, so a steady stream of run_async() calls allocates nothing.
-  struct Item {
-    std::function<void()> op;
-    Work* work = nullptr;
-    std::shared_ptr<Work> owned;  // submit()'s Work, kept alive until finished
-  };
-  std::vector<Item> ops;
-  std::size_t head = 0;
-  bool empty() const { return head == ops.size(); }
-  bool running = false;  // an op is executing
-  bool stop = false;
-  std::thread thread;
-};
-
 Communicator::Communicator() = default;
 
 Communicator::~Communicator() {
@@ -76,93 +25,19 @@ Communicator::~Communicator() {
   }
 }
 
-void Communicator::stop_async() {
-  if (!async_) return;
-  {
-    std::lock_guard lock(async_->mu);
-    async_->stop = true;
-  }
-  async_->wake.notify_all();
-  async_->thread.join();
-  async_.reset();
+void Communicator::stop_async() { async_.reset(); }
+
+AsyncQueue& Communicator::async() {
+  if (!async_) async_ = std::make_unique<AsyncQueue>([this] { on_async_thread_start(); });
+  return *async_;
 }
 
-void Communicator::async_loop() {
-  try {
-    on_async_thread_start();
-  } catch (...) {  // the first queued operation then fails with the same cause, in its Work
-  }
-  AsyncQueue& q = *async_;
-  std::unique_lock lock(q.mu);
-  for (;;) {
-    q.wake.wait(lock, [&] { return q.stop || !q.empty(); });
-    if (q.empty()) return;  // stop requested and nothing left to run
-    AsyncQueue::Item item = std::move(q.ops[q.head++]);
-    if (q.empty()) {
-      q.ops.clear();
-      q.head = 0;
-    }
-    q.running = true;
-    lock.unlock();
-    std::exception_ptr error;
-    try {
-      item.op();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    // Moved, so this thread keeps no reference: the exception is then freed by whoever drops
-    // the Work's copy, never here while a waiter still reads it (TSan cannot see libstdc++'s
-    // uninstrumented reference count, and would report that as a race).
-    item.work->finish(std::move(error));
-    item = {};  // release the op's captures before reporting idle
-    lock.lock();
-    q.running = false;
-    if (q.empty()) q.idle.notify_all();
-  }
-}
+void Communicator::run_async(Work& work, std::function<void()> op) { async().run(work, std::move(op)); }
 
-std::shared_ptr<Work> Communicator::submit(std::function<void()> op) {
-  auto work = std::make_shared<Work>();
-  enqueue(std::move(op), *work, work);
-  return work;
-}
-
-void Communicator::run_async(Work& work, std::function<void()> op) {
-  work.reset();
-  enqueue(std::move(op), work, nullptr);
-}
-
-void Communicator::reserve_async(std::size_t ops) {
-  start_async();
-  std::lock_guard lock(async_->mu);
-  async_->ops.reserve(async_->head + ops);
-}
-
-void Communicator::start_async() {
-  if (!async_) {
-    async_ = std::make_unique<AsyncQueue>();
-    try {
-      async_->thread = std::thread([this] { async_loop(); });
-    } catch (...) {  // no thread: a queue nobody runs would hang drain() and stop_async()
-      async_.reset();
-      throw;
-    }
-  }
-}
-
-void Communicator::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned) {
-  start_async();
-  {
-    std::lock_guard lock(async_->mu);
-    async_->ops.push_back({std::move(op), &work, std::move(owned)});
-  }
-  async_->wake.notify_one();
-}
+void Communicator::reserve_async(std::size_t ops) { async().reserve(ops); }
 
 void Communicator::drain() {
-  if (!async_ || std::this_thread::get_id() == async_->thread.get_id()) return;
-  std::unique_lock lock(async_->mu);
-  async_->idle.wait(lock, [&] { return async_->empty() && !async_->running; });
+  if (async_) async_->drain();
 }
 
 void Communicator::wait_all() { drain(); }
@@ -269,19 +144,19 @@ void Communicator::barrier() {
 // ---- async forms: the same calls, run on the communication thread ----
 
 std::shared_ptr<Work> Communicator::all_reduce_async(Buf data, ReduceOp op) {
-  return submit([this, data, op] { all_reduce(data, op); });
+  return async().submit([this, data, op] { all_reduce(data, op); });
 }
 
 std::shared_ptr<Work> Communicator::reduce_scatter_async(CBuf send, Buf recv, ReduceOp op) {
-  return submit([this, send, recv, op] { reduce_scatter(send, recv, op); });
+  return async().submit([this, send, recv, op] { reduce_scatter(send, recv, op); });
 }
 
 std::shared_ptr<Work> Communicator::all_gather_async(CBuf send, Buf recv) {
-  return submit([this, send, recv] { all_gather(send, recv); });
+  return async().submit([this, send, recv] { all_gather(send, recv); });
 }
 
 std::shared_ptr<Work> Communicator::broadcast_async(Buf data, int root) {
-  return submit([this, data, root] { broadcast(data, root); });
+  return async().submit([this, data, root] { broadcast(data, root); });
 }
 
 // ---- default implementations: our algorithms over point-to-point ----

@@ -16,17 +16,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "collectives/async_queue.h"
 #include "collectives/dtype.h"
 #include "framework/core/device.h"
 #include "framework/core/enum_names.h"
@@ -44,25 +42,6 @@ struct ByteCounters {
   std::uint64_t sent = 0;
   std::uint64_t recv = 0;
   std::uint64_t messages_sent = 0;
-};
-
-// Completion handle of an async collective.
-class Work {
- public:
-  // Blocks until the operation finished; rethrows its exception if it failed.
-  void wait();
-  bool done() const;
-  // Makes a finished Work reusable (run_async() calls it).
-  void reset();
-
-  // Used by the communication thread.
-  void finish(std::exception_ptr error);
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
 };
 
 class Communicator {
@@ -187,11 +166,8 @@ class Communicator {
   virtual void on_async_thread_start() {}
 
  private:
-  std::shared_ptr<Work> submit(std::function<void()> op);
-  void enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned);
-  void start_async();  // the queue and its thread, on first use
+  AsyncQueue& async();  // the queue and its thread, on first use
   void drain();  // waits for the queue unless called from the communication thread itself
-  void async_loop();
 
   std::atomic<std::uint64_t> sent_{0}, recv_{0}, messages_{0};
   Algorithm algorithm_ = Algorithm::ring;
@@ -199,7 +175,6 @@ class Communicator {
   std::vector<int> groups_;
   std::vector<std::byte> scratch_[2];
 
-  struct AsyncQueue;
   std::unique_ptr<AsyncQueue> async_;
 };
 

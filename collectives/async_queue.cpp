@@ -1,0 +1,113 @@
+#include "collectives/async_queue.h"
+
+#include <utility>
+
+namespace laconic {
+
+// ---- Work ----
+
+void Work::wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::done() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+void Work::reset() {
+  std::lock_guard lock(mu_);
+  done_ = false;
+  error_ = nullptr;
+}
+
+void Work::finish(std::exception_ptr error) {
+  std::lock_guard lock(mu_);
+  done_ = true;
+  error_ = std::move(error);
+  // Under the lock: a waiter that sees done_ may destroy this Work as soon as wait() returns
+  // (a strategy's per-bucket Work at the end of a run), so nothing of it may be touched after
+  // the unlock; notifying outside it raced with ~Work (ThreadSanitizer, make test-tsan).
+  cv_.notify_all();
+}
+
+// ---- the queue ----
+
+AsyncQueue::AsyncQueue(std::function<void()> on_thread_start)
+    : thread_([this, start = std::move(on_thread_start)] { loop(start); }) {}
+
+AsyncQueue::~AsyncQueue() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void AsyncQueue::loop(const std::function<void()>& on_thread_start) {
+  try {
+    if (on_thread_start) on_thread_start();
+  } catch (...) {  // the first queued operation then fails with the same cause, in its Work
+  }
+  std::unique_lock lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !empty(); });
+    if (empty()) return;  // stop requested and nothing left to run
+    Item item = std::move(ops_[head_++]);
+    if (empty()) {
+      ops_.clear();
+      head_ = 0;
+    }
+    running_ = true;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      item.op();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // Moved, so this thread keeps no reference: the exception is then freed by whoever drops
+    // the Work's copy, never here while a waiter still reads it (TSan cannot see libstdc++'s
+    // uninstrumented reference count, and would report that as a race).
+    item.work->finish(std::move(error));
+    item = {};  // release the op's captures before reporting idle
+    lock.lock();
+    running_ = false;
+    if (empty()) idle_.notify_all();
+  }
+}
+
+std::shared_ptr<Work> AsyncQueue::submit(std::function<void()> op) {
+  auto work = std::make_shared<Work>();
+  enqueue(std::move(op), *work, work);
+  return work;
+}
+
+void AsyncQueue::run(Work& work, std::function<void()> op) {
+  work.reset();
+  enqueue(std::move(op), work, nullptr);
+}
+
+void AsyncQueue::reserve(std::size_t ops) {
+  std::lock_guard lock(mu_);
+  ops_.reserve(head_ + ops);
+}
+
+void AsyncQueue::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned) {
+  {
+    std::lock_guard lock(mu_);
+    ops_.push_back({std::move(op), &work, std::move(owned)});
+  }
+  wake_.notify_one();
+}
+
+void AsyncQueue::drain() {
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  std::unique_lock lock(mu_);
+  idle_.wait(lock, [&] { return empty() && !running_; });
+}
+
+}  // namespace laconic
