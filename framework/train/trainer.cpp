@@ -115,13 +115,7 @@ class Worker {
     comm_.set_algorithm(r_.distributed.algorithm);
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
     // After the host communicator is configured: a staging wrapper starts from its settings.
-    const ByteCounters before = comm_.bytes();
-    device_comm_ = make_device_communicator(r_, spec.device, comm_, sim_ != nullptr, separate_counts_);
-    // NCCL's bootstrap (its id, broadcast over comm_) is not traffic a cpu run would have.
-    if (separate_counts_) {
-      boot_sent_ = comm_.bytes().sent - before.sent;
-      boot_recv_ = comm_.bytes().recv - before.recv;
-    }
+    device_comm_ = make_device_communicator(r_, spec.device, comm_, control_, sim_ != nullptr, separate_counts_);
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
                       (r_.network.device_tflops * 1e12 * r_.network.mfu);
@@ -284,8 +278,8 @@ class Worker {
     ByteCounters b = comm_.bytes();
     if (separate_counts_) {
       const ByteCounters d = device_comm_->bytes();
-      b.sent += d.sent - boot_sent_;
-      b.recv += d.recv - boot_recv_;
+      b.sent += d.sent;
+      b.recv += d.recv;
       b.messages_sent += d.messages_sent;
     }
     return b;
@@ -311,7 +305,6 @@ class Worker {
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
   bool separate_counts_ = false;          // device_comm_ counts bytes comm_ does not (NCCL)
-  std::uint64_t boot_sent_ = 0, boot_recv_ = 0;  // NCCL's bootstrap on comm_, left out of traffic()
   double modeled_step_s_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;

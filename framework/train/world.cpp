@@ -92,7 +92,7 @@ Device resolve_device(const Recipe& recipe) {
 }
 
 std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
-                                                       bool simulated,
+                                                       Communicator& control, bool simulated,
                                                        bool& separate_counts) {
   separate_counts = false;
   if (device == Device::cpu) return nullptr;
@@ -105,7 +105,7 @@ std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Dev
     NcclOptions opts;
     opts.timeout_s = recipe.distributed.timeout_s;
     separate_counts = true;
-    return std::make_unique<NcclCommunicator>(host, opts);
+    return std::make_unique<NcclCommunicator>(control, opts);
   }
   // Several ranks of a threads world share the GPUs round robin; MPI ranks take their local rank's.
   return std::make_unique<StagingCommunicator>(host, default_cuda_device(host));

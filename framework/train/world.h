@@ -50,9 +50,10 @@ Device resolve_device(const Recipe& recipe);
 // the simulator could not charge them); otherwise a staging wrapper that runs `host` on pinned
 // host copies (several ranks on one GPU, or a simulated network). nullptr for cpu: the strategy
 // uses `host` itself. `separate_counts` is set when the returned communicator's bytes are not
-// already counted by `host` (NCCL), so the run's traffic is the sum of both.
+// already counted by `host` (NCCL, a transport of its own), so the run's traffic is the sum of
+// both. NCCL's bootstrap (its unique id) goes over `control`, so it is no training traffic.
 std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
-                                                       bool simulated,
+                                                       Communicator& control, bool simulated,
                                                        bool& separate_counts);
 
 }  // namespace laconic
