@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "compression/reducer.h"
@@ -30,6 +31,20 @@ ReducerStats& ReducerStats::operator+=(const ReducerStats& o) {
 void check_reducer_device(Device device, const char* reducer) {
   LC_CHECK(device == Device::cpu || built_with_cuda(), "the ", reducer,
            " reducer cannot run on cuda: this build has no CUDA (configure with -DLACONIC_CUDA=ON)");
+}
+
+void no_cuda_build(const char* reducer) {
+  LC_CHECK(false, reducer, " on cuda in a build without CUDA");
+  std::abort();  // LC_CHECK(false) throws; this only tells the compiler
+}
+
+void Reducer::reduce_dense(std::span<float> data, Communicator& comm) {
+  ReducerStats s;
+  s.calls = 1;
+  s.input_bytes = data.size_bytes();
+  s.value_bytes = data.size_bytes();
+  account(s);
+  comm.all_reduce(data, ReduceOp::avg);
 }
 
 void check_comm_memory(Device device, const Communicator& comm, const char* reducer) {

@@ -211,15 +211,10 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
   LC_CHECK(data.size() == bucket.size, "bucket ", bucket.id, " has ", bucket.size, " elements, got ",
            data.size());
   check_comm_memory(opts_.device, comm, "1-bit");
+  if (step < opts_.warmup_steps) return reduce_dense(data, comm);
   ReducerStats stats;
   stats.calls = 1;
   stats.input_bytes = data.size_bytes();
-  if (step < opts_.warmup_steps) {
-    stats.value_bytes = data.size_bytes();
-    account(stats);
-    comm.all_reduce(data, ReduceOp::avg);
-    return;
-  }
   Residuals& res = residuals(bucket);
   size_wire(data.size(), comm.size());
   const OneBitChunks c(data.size(), comm.size());
@@ -308,7 +303,7 @@ void OneBitReducer::reduce_cuda(std::span<float> data, Residuals& res, const One
     rc::onebit_decode(data.data() + at(j), c.real(j), blocks + j * nb + sizeof(float), blocks + j * nb, 1.0f, false);
 #else
   (void)data, (void)res, (void)c, (void)comm;
-  LC_CHECK(false, "1-bit on cuda in a build without CUDA");
+  no_cuda_build("1-bit");
 #endif
 }
 

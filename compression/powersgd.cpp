@@ -554,7 +554,7 @@ void PowerSgdReducer::reduce_cuda(std::span<float> data, Bucket& b, int id, std:
                    t.rows, t.cols, t.rank);
 #else
   (void)data, (void)b, (void)id, (void)step, (void)comm;
-  LC_CHECK(false, "PowerSGD on cuda in a build without CUDA");
+  no_cuda_build("PowerSGD");
 #endif
 }
 

@@ -74,6 +74,10 @@ void check_reducer_device(Device device, const char* reducer);
 // Throws unless `comm` takes buffers where the reducer keeps them (comm.memory() == device).
 void check_comm_memory(Device device, const Communicator& comm, const char* reducer);
 
+// The CUDA path of `reducer` in a build without CUDA: a device store cannot exist there
+// (ParamStore::to throws), so reaching it is a bug; says so.
+[[noreturn]] void no_cuda_build(const char* reducer);
+
 class Reducer {
  public:
   virtual ~Reducer() = default;
@@ -90,6 +94,9 @@ class Reducer {
 
  protected:
   void account(const ReducerStats& delta) { stats_ += delta; }
+  // The compressing reducers' dense warm-up steps: a plain fp32 average, accounted as one call
+  // whose payload is its input.
+  void reduce_dense(std::span<float> data, Communicator& comm);
 
  private:
   ReducerStats stats_;

@@ -437,15 +437,10 @@ void TopKReducer::reduce(std::span<float> data, const BucketLayout& bucket, std:
   const auto id = static_cast<std::size_t>(bucket.id);
   LC_CHECK(bucket.id >= 0 && (!opts_.error_feedback || (id < residual_.size() && residual_[id].size() == n)),
            "top-k bucket ", bucket.id, " of ", n, " elements was not prepared");
+  if (step < opts_.warmup_steps) return reduce_dense(data, comm);
   ReducerStats s;
   s.calls = 1;
   s.input_bytes = 4 * n;
-  if (step < opts_.warmup_steps) {
-    s.value_bytes = 4 * n;
-    account(s);
-    comm.all_reduce(data, ReduceOp::avg);
-    return;
-  }
   const auto world = static_cast<std::size_t>(comm.size());
   const auto rank = static_cast<std::size_t>(comm.rank());
   if (counts_.size() != world) {  // first call: the world-dependent buffers, once
@@ -521,7 +516,7 @@ void TopKReducer::reduce_cuda(std::span<float> data, std::span<float> residual, 
   reducers_cuda::topk_decode(data.data(), n, wire_.data(), counts_.data(), world);
 #else
   (void)data, (void)residual, (void)k, (void)comm;
-  LC_CHECK(false, "top-k on cuda in a build without CUDA");
+  no_cuda_build("top-k");
 #endif
 }
 

@@ -18,15 +18,11 @@ AdamW::AdamW(AdamWOptions opts) : opts_(opts) {
   LC_CHECK(opts_.weight_decay >= 0.0, "weight_decay ", opts_.weight_decay);
 }
 
-void AdamW::prepare(const ParamStore& store) {
-  prepare_state(exp_avg_, store);
-  prepare_state(exp_avg_sq_, store);
-  if (on_cuda(store)) layout_.prepare(store);
-}
+void AdamW::prepare(const ParamStore& store) { m_.prepare(store); }
 
 void AdamW::step(ParamStore& store, double lr) {
   prepare(store);
-  const auto t = static_cast<double>(steps_.next());
+  const auto t = static_cast<double>(m_.steps.next());
   // Scalars are formed in double and rounded to float once, as torch does with Python scalars.
   const float b1 = static_cast<float>(opts_.beta1), one_minus_b1 = static_cast<float>(1.0 - opts_.beta1);
   const float b2 = static_cast<float>(opts_.beta2), one_minus_b2 = static_cast<float>(1.0 - opts_.beta2);
@@ -36,7 +32,7 @@ void AdamW::step(ParamStore& store, double lr) {
   const float decay = static_cast<float>(1.0 - lr * opts_.weight_decay);
   if (on_cuda(store)) {
 #if defined(LACONIC_HAVE_CUDA)
-    optim_cuda::adamw_step(store.params().data(), exp_avg_.data(), exp_avg_sq_.data(), store.grads().data(), layout_,
+    optim_cuda::adamw_step(store.params().data(), m_.exp_avg.data(), m_.exp_avg_sq.data(), store.grads().data(), m_.layout,
                            {b1, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps, decay});
 #endif
     return;
@@ -44,8 +40,8 @@ void AdamW::step(ParamStore& store, double lr) {
   for (const auto& view : store.views()) {
     float* w = store.params().data() + view.offset;
     const float* g = store.grads().data() + view.offset;
-    float* m = exp_avg_.data() + view.offset;
-    float* v = exp_avg_sq_.data() + view.offset;
+    float* m = m_.exp_avg.data() + view.offset;
+    float* v = m_.exp_avg_sq.data() + view.offset;
     const bool decays = view.group == ParamGroup::decay;
     for (std::size_t i = 0; i < view.numel; ++i) {
       if (decays) w[i] *= decay;
@@ -64,10 +60,6 @@ std::string AdamW::describe() const {
   return os.str();
 }
 
-std::vector<StateTensor> AdamW::state() {
-  return {{"exp_avg", exp_avg_.span(), exp_avg_.device()},
-          {"exp_avg_sq", exp_avg_sq_.span(), exp_avg_sq_.device()},
-          steps_.tensor()};
-}
+std::vector<StateTensor> AdamW::state() { return m_.state(); }
 
 }  // namespace laconic

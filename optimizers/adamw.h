@@ -11,9 +11,8 @@
 #include <vector>
 
 #include "framework/core/device.h"
-#include "optimizers/fused_layout.h"
+#include "optimizers/adam_moments.h"
 #include "optimizers/optimizer.h"
-#include "optimizers/step_count.h"
 
 namespace laconic {
 
@@ -34,9 +33,7 @@ class AdamW final : public Optimizer {
 
  private:
   AdamWOptions opts_;
-  DeviceArray<float> exp_avg_, exp_avg_sq_;  // on the store's device
-  StepCount steps_;                         // on the host
-  FusedLayout layout_;                      // cuda stores only
+  AdamMoments m_;
 };
 
 }  // namespace laconic

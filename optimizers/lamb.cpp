@@ -41,15 +41,11 @@ Lamb::Lamb(LambOptions opts) : opts_(opts) {
            "clamp_min ", opts_.clamp_min, " > clamp_max ", opts_.clamp_max);
 }
 
-void Lamb::prepare(const ParamStore& store) {
-  prepare_state(exp_avg_, store);
-  prepare_state(exp_avg_sq_, store);
-  if (on_cuda(store)) layout_.prepare(store);
-}
+void Lamb::prepare(const ParamStore& store) { m_.prepare(store); }
 
 void Lamb::step(ParamStore& store, double lr) {
   prepare(store);
-  const auto t = static_cast<double>(steps_.next());
+  const auto t = static_cast<double>(m_.steps.next());
   const double bc1 = opts_.bias_correction ? 1.0 - std::pow(opts_.beta1, t) : 1.0;
   const double bc2 = opts_.bias_correction ? 1.0 - std::pow(opts_.beta2, t) : 1.0;
   const float b1 = static_cast<float>(opts_.beta1), one_minus_b1 = static_cast<float>(1.0 - opts_.beta1);
@@ -57,7 +53,7 @@ void Lamb::step(ParamStore& store, double lr) {
   if (on_cuda(store)) {
 #if defined(LACONIC_HAVE_CUDA)
     // The floats of UpdateCoefs below (wd for decay tensors; the kernels use 0 for the others).
-    optim_cuda::lamb_step(store.params().data(), exp_avg_.data(), exp_avg_sq_.data(), store.grads().data(), layout_,
+    optim_cuda::lamb_step(store.params().data(), m_.exp_avg.data(), m_.exp_avg_sq.data(), store.grads().data(), m_.layout,
                           {b1, one_minus_b1, b2, one_minus_b2, static_cast<float>(1.0 / bc1),
                            static_cast<float>(1.0 / bc2), static_cast<float>(opts_.eps),
                            static_cast<float>(opts_.weight_decay), lr, opts_.clamp_min, opts_.clamp_max});
@@ -67,8 +63,8 @@ void Lamb::step(ParamStore& store, double lr) {
   for (const auto& view : store.views()) {
     float* w = store.params().data() + view.offset;
     const float* g = store.grads().data() + view.offset;
-    float* m = exp_avg_.data() + view.offset;
-    float* v = exp_avg_sq_.data() + view.offset;
+    float* m = m_.exp_avg.data() + view.offset;
+    float* v = m_.exp_avg_sq.data() + view.offset;
     const bool adapt = view.group == ParamGroup::decay;
     const UpdateCoefs c{static_cast<float>(1.0 / bc1), static_cast<float>(1.0 / bc2),
                         static_cast<float>(opts_.eps),
@@ -110,10 +106,6 @@ std::string Lamb::describe() const {
   return os.str();
 }
 
-std::vector<StateTensor> Lamb::state() {
-  return {{"exp_avg", exp_avg_.span(), exp_avg_.device()},
-          {"exp_avg_sq", exp_avg_sq_.span(), exp_avg_sq_.device()},
-          steps_.tensor()};
-}
+std::vector<StateTensor> Lamb::state() { return m_.state(); }
 
 }  // namespace laconic

@@ -16,9 +16,8 @@
 #include <vector>
 
 #include "framework/core/device.h"
-#include "optimizers/fused_layout.h"
+#include "optimizers/adam_moments.h"
 #include "optimizers/optimizer.h"
-#include "optimizers/step_count.h"
 
 namespace laconic {
 
@@ -42,9 +41,7 @@ class Lamb final : public Optimizer {
 
  private:
   LambOptions opts_;
-  DeviceArray<float> exp_avg_, exp_avg_sq_;  // on the store's device
-  StepCount steps_;                         // on the host
-  FusedLayout layout_;                      // cuda stores only
+  AdamMoments m_;
 };
 
 }  // namespace laconic
