@@ -17,6 +17,8 @@ namespace laconic {
 
 Communicator::Communicator() = default;
 
+Communicator::Communicator(SharePolicy, Communicator& inner) : policy_(inner.policy_) {}
+
 Communicator::~Communicator() {
   if (async_) {
     // A backend forgot stop_async(): joining now may call into a destroyed backend.
@@ -162,12 +164,12 @@ std::shared_ptr<Work> Communicator::broadcast_async(Buf data, int root) {
 // ---- default implementations: our algorithms over point-to-point ----
 
 void Communicator::do_all_reduce(Buf data, ReduceOp op) {
-  Algorithm a = algorithm_;
+  Algorithm a = policy_->algorithm;
   if (a == Algorithm::auto_) {
     // Without a cost model, MPICH's fixed switch point: recursive doubling (lg p latencies) below
     // 2 KiB, where latency dominates; the bandwidth-optimal ring above (docs/algorithms.md).
     constexpr std::size_t kShortMessage = 2048;
-    a = chooser_ ? chooser_(data.bytes()) : data.bytes() < kShortMessage ? Algorithm::recursive_doubling : Algorithm::ring;
+    a = policy_->chooser ? policy_->chooser(data.bytes()) : data.bytes() < kShortMessage ? Algorithm::recursive_doubling : Algorithm::ring;
   }
   const int n = size();
   switch (a) {
@@ -184,7 +186,7 @@ void Communicator::do_all_reduce(Buf data, ReduceOp op) {
       return;
     case Algorithm::hierarchical:
       HierarchicalAllReduce(*this, data, op, scratch(HierarchicalAllReduce::scratch_bytes(data.count, data.dtype, n)),
-                            groups_).run();
+                            policy_->groups).run();
       return;
     default:
       LC_CHECK(false, "all-reduce algorithm '", name_of(a), "' is not available");

@@ -111,14 +111,16 @@ class Communicator {
   // The all-reduce algorithm used by all_reduce (default ring). With Algorithm::auto_, the
   // chooser picks per call from the message size (set by whoever knows the network, e.g. the
   // cost model of collectives/netsim); without a chooser, a fixed size rule is used.
-  void set_algorithm(Algorithm a) { algorithm_ = a; }
-  Algorithm algorithm() const { return algorithm_; }
-  void set_algorithm_chooser(std::function<Algorithm(std::size_t bytes)> chooser) { chooser_ = std::move(chooser); }
+  // These settings (the policy) may be shared by a wrapper and the communicator it wraps
+  // (Communicator(Communicator&) below): set on either, both see them.
+  void set_algorithm(Algorithm a) { policy_->algorithm = a; }
+  Algorithm algorithm() const { return policy_->algorithm; }
+  void set_algorithm_chooser(std::function<Algorithm(std::size_t bytes)> chooser) { policy_->chooser = std::move(chooser); }
 
   // Topology: group_of[r] = the group (node, datacenter) of rank r; empty = one group. Used by
   // the hierarchical algorithm and the network simulator. Must be the same on every rank.
-  void set_groups(std::vector<int> group_of) { groups_ = std::move(group_of); }
-  const std::vector<int>& groups() const { return groups_; }
+  void set_groups(std::vector<int> group_of) { policy_->groups = std::move(group_of); }
+  const std::vector<int>& groups() const { return policy_->groups; }
 
   ByteCounters bytes() const {
     return {sent_.load(std::memory_order_relaxed), recv_.load(std::memory_order_relaxed),
@@ -126,6 +128,11 @@ class Communicator {
   }
 
  protected:
+  // For a wrapper that hands its operations to `inner` (device staging): one policy for both, so
+  // settings made on either apply to the collectives inner runs, and nothing is copied per call.
+  struct SharePolicy {};
+  Communicator(SharePolicy, Communicator& inner);
+
   // Backends move bytes; the public wrappers above count them.
   virtual void do_send(const void* data, std::size_t bytes, int peer) = 0;
   virtual void do_recv(void* data, std::size_t bytes, int peer) = 0;
@@ -170,9 +177,12 @@ class Communicator {
   void drain();  // waits for the queue unless called from the communication thread itself
 
   std::atomic<std::uint64_t> sent_{0}, recv_{0}, messages_{0};
-  Algorithm algorithm_ = Algorithm::ring;
-  std::function<Algorithm(std::size_t)> chooser_;
-  std::vector<int> groups_;
+  struct Policy {
+    Algorithm algorithm = Algorithm::ring;
+    std::function<Algorithm(std::size_t)> chooser;
+    std::vector<int> groups;
+  };
+  std::shared_ptr<Policy> policy_ = std::make_shared<Policy>();
   std::vector<std::byte> scratch_[2];
 
   std::unique_ptr<AsyncQueue> async_;

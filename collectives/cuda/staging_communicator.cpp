@@ -8,13 +8,12 @@
 
 namespace laconic {
 
-StagingCommunicator::StagingCommunicator(Communicator& inner, int device) : inner_(inner) {
+StagingCommunicator::StagingCommunicator(Communicator& inner, int device)
+    : Communicator(SharePolicy{}, inner), inner_(inner) {
   LC_CHECK(inner.memory() == Device::cpu, "StagingCommunicator wraps a host communicator; ", inner.backend(),
            " takes ", name_of(inner.memory()), " buffers");
   if (device >= 0) LC_CUDA_CHECK(cudaSetDevice(device));
   LC_CUDA_CHECK(cudaGetDevice(&device_));
-  set_algorithm(inner.algorithm());
-  set_groups(inner.groups());
 }
 
 StagingCommunicator::~StagingCommunicator() {
@@ -45,8 +44,6 @@ void StagingCommunicator::on_async_thread_start() { LC_CUDA_CHECK(cudaSetDevice(
 
 void StagingCommunicator::prepare() {
   LC_CUDA_CHECK(cudaSetDevice(device_));
-  if (inner_.algorithm() != algorithm()) inner_.set_algorithm(algorithm());
-  if (inner_.groups() != groups()) inner_.set_groups(groups());
 }
 
 void* StagingCommunicator::stage_in(int slot, const void* device_src, std::size_t bytes) {

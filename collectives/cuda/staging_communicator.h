@@ -28,10 +28,8 @@
 // counts what the inner counts. So while the inner is wrapped, use it only through this wrapper
 // (its counters would otherwise mix in unrelated traffic).
 //
-// Settings: the wrapper's algorithm (set_algorithm) and groups (set_groups) are handed to the
-// inner communicator before every operation, so configure the wrapper, not the inner; the
-// constructor starts from the inner's. set_algorithm_chooser cannot be forwarded (the base
-// class has no getter for it): set a chooser on the inner communicator.
+// Settings: the wrapper and the inner communicator share one policy (algorithm, chooser, groups;
+// Communicator::SharePolicy): set on either, the inner's collectives run with it.
 #pragma once
 
 #include <cstddef>
@@ -80,7 +78,7 @@ class StagingCommunicator final : public Communicator {
   };
   // Host staging buffer `slot` (0: input, 1: output) of at least `bytes`.
   void* host(int slot, std::size_t bytes);
-  // This rank's device current on the calling thread, and the wrapper's settings on the inner.
+  // This rank's device current on the calling thread.
   void prepare();
   // Device -> host slot, and host slot -> device (both synchronous; nothing for 0 bytes).
   void* stage_in(int slot, const void* device_src, std::size_t bytes);

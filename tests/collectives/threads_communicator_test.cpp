@@ -178,5 +178,47 @@ TEST(ThreadsCommunicator, WorldSizeMustBePositive) {
   EXPECT_THROW(run_threads(0, [](Communicator&) {}), Error);
 }
 
+// A wrapper built with Communicator::SharePolicy (as device staging is) and the communicator it
+// wraps see one algorithm, chooser and groups, whichever of the two they were set on.
+class Forwarding final : public Communicator {
+ public:
+  explicit Forwarding(Communicator& inner) : Communicator(SharePolicy{}, inner), inner_(inner) {}
+  ~Forwarding() override { stop_async(); }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend() const override { return inner_.backend() + "+forwarding"; }
+
+ protected:
+  void do_send(const void* d, std::size_t n, int peer) override { inner_.send(d, n, peer); }
+  void do_recv(void* d, std::size_t n, int peer) override { inner_.recv(d, n, peer); }
+  void do_sendrecv(const void* s, std::size_t sn, int to, void* r, std::size_t rn, int from) override {
+    inner_.sendrecv(s, sn, to, r, rn, from);
+  }
+
+ private:
+  Communicator& inner_;
+};
+
+TEST(ThreadsCommunicator, AWrapperSharesItsInnersPolicy) {
+  run_threads(2, [&](Communicator& comm) {
+    Forwarding wrapper(comm);
+    wrapper.set_algorithm(Algorithm::recursive_doubling);
+    wrapper.set_groups({0, 1});
+    EXPECT_EQ(comm.algorithm(), Algorithm::recursive_doubling);
+    EXPECT_EQ(comm.groups(), (std::vector<int>{0, 1}));
+    comm.set_algorithm(Algorithm::auto_);
+    int chosen = 0;
+    comm.set_algorithm_chooser([&](std::size_t) {
+      ++chosen;
+      return Algorithm::ring;
+    });
+    EXPECT_EQ(wrapper.algorithm(), Algorithm::auto_);
+    float x = static_cast<float>(comm.rank());
+    wrapper.all_reduce(std::span(&x, 1), ReduceOp::sum);  // the wrapper's all-reduce asks the shared chooser
+    EXPECT_EQ(x, 1.0f);
+    EXPECT_EQ(chosen, 1);
+  });
+}
+
 }  // namespace
 }  // namespace laconic
