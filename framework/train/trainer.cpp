@@ -114,7 +114,7 @@ class Worker {
               [this] { return counters(); }, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
     comm_.set_algorithm(r_.distributed.algorithm);
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
-    // After the host communicator is configured: a staging wrapper starts from its settings.
+    // A staging wrapper shares the host communicator's settings (set above); NCCL runs its own.
     device_comm_ = make_device_communicator(r_, spec.device, comm_, control_, sim_ != nullptr, separate_counts_);
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
