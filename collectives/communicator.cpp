@@ -50,6 +50,30 @@ std::span<std::byte> Communicator::scratch(std::size_t bytes, int slot) {
   return {s.data(), bytes};
 }
 
+// ---- counting ----
+
+int Communicator::tier_to(int peer) const {
+  const std::vector<int>& g = policy_->groups;
+  if (g.empty()) return 0;
+  return g[static_cast<std::size_t>(rank())] == g[static_cast<std::size_t>(peer)] ? 0 : 1;
+}
+
+void Communicator::count_sent(int peer, std::uint64_t bytes, std::uint64_t messages) {
+  Counters& c = tiers_[tier_to(peer)];
+  c.sent.fetch_add(bytes, std::memory_order_relaxed);
+  c.messages.fetch_add(messages, std::memory_order_relaxed);
+}
+
+void Communicator::count_recv(int peer, std::uint64_t bytes) {
+  tiers_[tier_to(peer)].recv.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void Communicator::count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages) {
+  const int p = size(), r = rank();
+  count_sent((r + 1) % p, sent, messages);
+  count_recv((r + p - 1) % p, recv);
+}
+
 // ---- point-to-point ----
 
 namespace {
@@ -66,14 +90,14 @@ void Communicator::send(const void* data, std::size_t bytes, int peer) {
   check_peer(*this, peer);
   drain();
   do_send(data, bytes, peer);
-  count(bytes, 0, 1);
+  count_sent(peer, bytes, 1);
 }
 
 void Communicator::recv(void* data, std::size_t bytes, int peer) {
   check_peer(*this, peer);
   drain();
   do_recv(data, bytes, peer);
-  count(0, bytes, 0);
+  count_recv(peer, bytes);
 }
 
 void Communicator::sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
@@ -82,7 +106,8 @@ void Communicator::sendrecv(const void* send_data, std::size_t send_bytes, int t
   check_peer(*this, from);
   drain();
   do_sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
-  count(send_bytes, recv_bytes, 1);
+  count_sent(to, send_bytes, 1);
+  count_recv(from, recv_bytes);
 }
 
 // ---- collectives: argument checks, then the (possibly native) implementation ----

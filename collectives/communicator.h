@@ -42,6 +42,9 @@ struct ByteCounters {
   std::uint64_t sent = 0;
   std::uint64_t recv = 0;
   std::uint64_t messages_sent = 0;
+  ByteCounters operator+(const ByteCounters& o) const {
+    return {sent + o.sent, recv + o.recv, messages_sent + o.messages_sent};
+  }
 };
 
 class Communicator {
@@ -122,10 +125,11 @@ class Communicator {
   void set_groups(std::vector<int> group_of) { policy_->groups = std::move(group_of); }
   const std::vector<int>& groups() const { return policy_->groups; }
 
-  ByteCounters bytes() const {
-    return {sent_.load(std::memory_order_relaxed), recv_.load(std::memory_order_relaxed),
-            messages_.load(std::memory_order_relaxed)};
-  }
+  // Every byte this rank put on the wire or took off it: all of them, and per link tier (0:
+  // within this rank's group of groups(), 1: between groups; all tier 0 without groups). Counted
+  // in one place: send/recv/sendrecv, and count() for native collectives.
+  ByteCounters bytes() const { return sum(tiers_[0]) + sum(tiers_[1]); }
+  ByteCounters tier_bytes(int tier) const { return sum(tiers_[static_cast<std::size_t>(tier)]); }
 
  protected:
   // For a wrapper that hands its operations to `inner` (device staging): one policy for both, so
@@ -150,12 +154,9 @@ class Communicator {
   virtual void do_broadcast(Buf data, int root);
   virtual void do_barrier();
 
-  // Native collectives that bypass send()/recv() add their traffic here.
-  void count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages) {
-    sent_.fetch_add(sent, std::memory_order_relaxed);
-    recv_.fetch_add(recv, std::memory_order_relaxed);
-    messages_.fetch_add(messages, std::memory_order_relaxed);
-  }
+  // Native collectives that bypass send()/recv() add their traffic here, attributed like a ring:
+  // sent to rank + 1, received from rank - 1 (for the tiers).
+  void count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages);
   // The same for a whole ByteCounters (the nominal counts of collectives/nominal_bytes.h).
   void count(const ByteCounters& b) { count(b.sent, b.recv, b.messages_sent); }
 
@@ -176,7 +177,17 @@ class Communicator {
   AsyncQueue& async();  // the queue and its thread, on first use
   void drain();  // waits for the queue unless called from the communication thread itself
 
-  std::atomic<std::uint64_t> sent_{0}, recv_{0}, messages_{0};
+  struct Counters {
+    std::atomic<std::uint64_t> sent{0}, recv{0}, messages{0};
+  };
+  static ByteCounters sum(const Counters& c) {
+    return {c.sent.load(std::memory_order_relaxed), c.recv.load(std::memory_order_relaxed),
+            c.messages.load(std::memory_order_relaxed)};
+  }
+  int tier_to(int peer) const;  // the link tier between this rank and `peer`
+  void count_sent(int peer, std::uint64_t bytes, std::uint64_t messages);
+  void count_recv(int peer, std::uint64_t bytes);
+  Counters tiers_[2];
   struct Policy {
     Algorithm algorithm = Algorithm::ring;
     std::function<Algorithm(std::size_t)> chooser;

@@ -9,7 +9,7 @@
 namespace laconic {
 
 SimCommunicator::SimCommunicator(Communicator& inner, const Topology& topo, SimOptions opts)
-    : inner_(inner), topo_(topo), model_(topo, opts.cost), tier_bytes_(2),
+    : inner_(inner), topo_(topo), model_(topo, opts.cost),
       clocks_(static_cast<std::size_t>(inner.size())) {
   LC_CHECK(topo.size() == inner.size(), "simulated topology has ", topo.size(), " ranks, the communicator ",
            inner.size());
@@ -43,9 +43,6 @@ void SimCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
   inner_.send(&sent_at, sizeof sent_at, peer);
   inner_.send(data, bytes, peer);
   set_clock(sent_at + serialise(bytes, peer));
-  ByteCounters& t = tier_bytes_[static_cast<std::size_t>(topo_.tier(rank(), peer))];
-  t.sent += bytes;
-  t.messages_sent += 1;
 }
 
 void SimCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
@@ -53,7 +50,6 @@ void SimCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
   inner_.recv(&sent_at, sizeof sent_at, peer);
   inner_.recv(data, bytes, peer);
   set_clock(arrival(sent_at, bytes, peer));
-  tier_bytes_[static_cast<std::size_t>(topo_.tier(peer, rank()))].recv += bytes;
 }
 
 void SimCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
@@ -64,16 +60,12 @@ void SimCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes,
   inner_.sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
   // Full duplex: the outgoing serialisation and the incoming message overlap.
   set_clock(std::max(sent_at + serialise(send_bytes, to), arrival(peer_sent_at, recv_bytes, from)));
-  ByteCounters& out = tier_bytes_[static_cast<std::size_t>(topo_.tier(rank(), to))];
-  out.sent += send_bytes;
-  out.messages_sent += 1;
-  tier_bytes_[static_cast<std::size_t>(topo_.tier(from, rank()))].recv += recv_bytes;
 }
 
 // ---- native collectives: forwarded to inner, charged by the cost model ----
 
 void SimCommunicator::charge_native(Collective c, double bytes, double bus_bytes) {
-  const int p = size(), r = rank();
+  const int p = size();
   // A native collective ends no earlier than its last rank joins it.
   inner_.all_gather(CBuf{&clock_, sizeof clock_, DType::u8},
                     Buf{clocks_.data(), clocks_.size() * sizeof(double), DType::u8});
@@ -86,11 +78,7 @@ void SimCommunicator::charge_native(Collective c, double bytes, double bus_bytes
     messages = static_cast<std::uint64_t>(p - 1);
   if (c == Collective::barrier) messages = std::bit_width(static_cast<unsigned>(p - 1));  // ⌈lg p⌉
   const auto n = static_cast<std::uint64_t>(std::llround(bus_bytes));
-  count(n, n, messages);
-  ByteCounters& out = tier_bytes_[static_cast<std::size_t>(topo_.tier(r, (r + 1) % p))];
-  out.sent += n;
-  out.messages_sent += messages;
-  tier_bytes_[static_cast<std::size_t>(topo_.tier((r + p - 1) % p, r))].recv += n;
+  count(n, n, messages);  // attributed like a ring: sent on tier(r, r+1), received on tier(r-1, r)
 }
 
 namespace {

@@ -31,6 +31,7 @@
 // (and call advance_compute) only when no async collective is in flight, e.g. after wait_all().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,8 +61,10 @@ class SimCommunicator final : public Communicator {
   // This rank's virtual time, and the part of it spent inside communication (waiting included).
   double clock() const { return clock_; }
   double comm_time() const { return comm_time_; }
-  // Payload bytes per tier: [0] inside this rank's group, [1] between groups.
-  const std::vector<ByteCounters>& tier_bytes() const { return tier_bytes_; }
+  // Payload bytes per tier: [0] inside this rank's group, [1] between groups (the base class
+  // counts them: this communicator's groups are the topology's).
+  using Communicator::tier_bytes;
+  std::array<ByteCounters, 2> tier_bytes() const { return {tier_bytes(0), tier_bytes(1)}; }
   const Topology& topology() const { return topo_; }
   Communicator& inner() { return inner_; }
 
@@ -95,7 +98,6 @@ class SimCommunicator final : public Communicator {
   CostModel model_;
   double clock_ = 0;
   double comm_time_ = 0;
-  std::vector<ByteCounters> tier_bytes_;
   std::vector<double> clocks_;  // every rank's clock, gathered at a native collective
 };
 

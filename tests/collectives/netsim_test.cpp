@@ -3,6 +3,8 @@
 // formulas, stragglers, native collectives, and results identical to the inner communicator's.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -30,7 +32,7 @@ void expect_time(double got, double want, int rank) {
 struct PerRank {
   std::vector<double> clock = std::vector<double>(4);
   std::vector<double> comm = std::vector<double>(4);
-  std::vector<std::vector<ByteCounters>> tiers = std::vector<std::vector<ByteCounters>>(4);
+  std::vector<std::array<ByteCounters, 2>> tiers = std::vector<std::array<ByteCounters, 2>>(4);
   std::vector<ByteCounters> sim = std::vector<ByteCounters>(4), inner = std::vector<ByteCounters>(4);
 };
 
@@ -231,7 +233,7 @@ TEST(SimCommunicator, HierarchicalKeepsInterTrafficOnLeaders) {
   // hierarchical.h on 2x2: leaders 0 and 2 alone cross groups (a ring of two leaders moves S each
   // way); non-leaders 1 and 3 only talk inside their group (send S up, receive S back).
   const std::size_t floats = 1000, S = floats * sizeof(float);
-  std::vector<std::vector<ByteCounters>> tiers(4);
+  std::vector<std::array<ByteCounters, 2>> tiers(4);
   run_threads(4, [&](Communicator& inner) {
     SimCommunicator sim(inner, two_by_two());
     sim.set_algorithm(Algorithm::hierarchical);

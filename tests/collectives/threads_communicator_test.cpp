@@ -220,5 +220,24 @@ TEST(ThreadsCommunicator, AWrapperSharesItsInnersPolicy) {
   });
 }
 
+// Every communicator counts its traffic per link tier of its groups() in the one place it counts
+// bytes: a message to a rank of another group is tier 1, within the group tier 0.
+TEST(ThreadsCommunicator, CountsBytesPerTierOfItsGroups) {
+  run_threads(4, [&](Communicator& comm) {
+    comm.set_groups({0, 0, 1, 1});
+    const int r = comm.rank();
+    std::vector<std::byte> out(100), in(100);
+    comm.sendrecv(out.data(), 100, r ^ 1, in.data(), 100, r ^ 1);  // inside the group
+    comm.sendrecv(out.data(), 40, r ^ 2, in.data(), 40, r ^ 2);    // across
+    EXPECT_EQ(comm.tier_bytes(0).sent, 100u);
+    EXPECT_EQ(comm.tier_bytes(0).recv, 100u);
+    EXPECT_EQ(comm.tier_bytes(1).sent, 40u);
+    EXPECT_EQ(comm.tier_bytes(1).recv, 40u);
+    EXPECT_EQ(comm.tier_bytes(1).messages_sent, 1u);
+    EXPECT_EQ(comm.bytes().sent, 140u);
+    EXPECT_EQ(comm.bytes().messages_sent, 2u);
+  });
+}
+
 }  // namespace
 }  // namespace laconic
