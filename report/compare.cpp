@@ -578,9 +578,9 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
     r["compression_ratio"] = row.compression_ratio;
     r["time_s"] = row.time_s;
     r["target_reached"] = row.hit.has_value();
-    r["time_to_target_s"] = row.hit ? row.hit->time_s : kNaN;
-    r["steps_to_target"] = row.hit ? row.hit->step : kNaN;
-    r["bytes_to_target"] = row.hit ? row.hit->bytes : kNaN;
+    r["time_to_target_s"] = row.hit ? row.hit->time_s : kAbsent;
+    r["steps_to_target"] = row.hit ? row.hit->step : kAbsent;
+    r["bytes_to_target"] = row.hit ? row.hit->bytes : kAbsent;
     r["speedup"] = row.speedup;
     r["bytes_ratio"] = row.bytes_ratio;
     j["runs"].push_back(r);

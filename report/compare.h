@@ -43,7 +43,6 @@ std::vector<Variant> make_variants(const std::vector<VaryAxis>& axes);
 
 // ---- run directories -------------------------------------------------------------------------
 
-constexpr double kNaN = kAbsent;
 
 // One line of metrics.jsonl, as the trainer writes it (framework/train/metrics.h).
 using MetricPoint = MetricsRecord;
@@ -53,9 +52,9 @@ struct RunResult {
   std::string name;  // report row / legend label
   std::string dir;
   std::int64_t steps = 0;
-  double final_loss = kNaN, eval_loss = kNaN, eval_accuracy = kNaN;
-  double bytes_sent = 0, bytes_inter = kNaN;  // bytes_inter: from the last metrics record
-  double compression_ratio = kNaN, wall_s = kNaN, sim_time_s = kNaN;
+  double final_loss = kAbsent, eval_loss = kAbsent, eval_accuracy = kAbsent;
+  double bytes_sent = 0, bytes_inter = kAbsent;  // bytes_inter: from the last metrics record
+  double compression_ratio = kAbsent, wall_s = kAbsent, sim_time_s = kAbsent;
   std::vector<MetricPoint> metrics;
   // From recipe.resolved.toml: every key flattened ("sync.topk.ratio" -> "0.01"), empty if absent.
   std::vector<std::pair<std::string, std::string>> recipe;
@@ -85,18 +84,18 @@ std::optional<TargetHit> time_to_target(const std::vector<MetricPoint>& metrics,
 
 struct CompareRow {
   std::string name;
-  double eval_loss = kNaN, eval_accuracy = kNaN, final_loss = kNaN;
-  double bytes_sent = 0, bytes_inter = kNaN, compression_ratio = kNaN;
-  double time_s = kNaN;                // total time on the comparison's clock
+  double eval_loss = kAbsent, eval_accuracy = kAbsent, final_loss = kAbsent;
+  double bytes_sent = 0, bytes_inter = kAbsent, compression_ratio = kAbsent;
+  double time_s = kAbsent;                // total time on the comparison's clock
   std::optional<TargetHit> hit;        // nullopt: target not reached
-  double speedup = kNaN;               // baseline time-to-target / this run's (NaN: either missed)
-  double bytes_ratio = kNaN;           // bytes_sent / the baseline's
+  double speedup = kAbsent;               // baseline time-to-target / this run's (NaN: either missed)
+  double bytes_ratio = kAbsent;           // bytes_sent / the baseline's
 };
 
 struct Comparison {
   CompareClock clock = CompareClock::wall;
   LossSeries series = LossSeries::train;
-  double target = kNaN;
+  double target = kAbsent;
   bool default_target = false;  // target = the baseline's final loss x kDefaultTargetSlack
   bool simulated_network = false;  // some run has bytes_inter
   std::vector<CompareRow> rows;    // rows[0] is the baseline

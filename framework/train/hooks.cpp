@@ -27,8 +27,6 @@ double StepState::reduced_norm(const Loop& loop) {
 
 namespace {
 
-double squared(double x) { return x * x; }
-
 // No inf or NaN in x: an OR over the exponent bits (all ones only for inf and NaN) vectorises,
 // unlike a float reduction, so the check costs one read of the gradients.
 bool all_finite(std::span<const float> x, Device where) {
@@ -93,7 +91,8 @@ class NoiseScale final : public StepHook {
   void after_reduce(StepState& s) override {
     float mean_local = static_cast<float>(s.local_sq);
     loop_.comm.all_reduce(std::span(&mean_local, 1), ReduceOp::avg);
-    est_.update(mean_local, squared(s.reduced_norm(loop_)));
+    const double norm = s.reduced_norm(loop_);
+    est_.update(mean_local, norm * norm);
     s.noise_scale = est_.simple_noise_scale();
   }
 

@@ -114,7 +114,6 @@ std::unique_ptr<StepHook> make_clipping(Loop& loop);
 std::unique_ptr<StepHook> make_on_step(Loop& loop);
 std::unique_ptr<StepHook> make_replica_check(Loop& loop);
 
-class Evaluator;
 class Checkpointer final : public StepHook {
  public:
   Checkpointer(Loop& loop, const Hooks& all, std::function<void(const RunCounters&)> restore_counters);

@@ -29,8 +29,6 @@
 namespace laconic {
 namespace {
 
-double squared(double x) { return x * x; }
-
 Topology make_topology(const Recipe& r) {
   const NetworkConfig& n = r.network;
   Topology t = grouped_topology(r.distributed.world_size, n.groups,
@@ -75,7 +73,10 @@ class GradsReady final : public GradsReadyListener {
     if (from >= pending_) return;
     const auto range = store_.grads().subspan(from, pending_ - from);
     if (scale_ != 1.0f) ops::kernels(store_.device()).scale(range.data(), scale_, range.size());
-    if (want_norm_) local_sq_ += squared(global_grad_norm(range, store_.device()));
+    if (want_norm_) {
+      const double norm = global_grad_norm(range, store_.device());
+      local_sq_ += norm * norm;
+    }
     pending_ = from;
     sync_.grads_ready(step_, from);
   }

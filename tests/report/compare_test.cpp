@@ -200,7 +200,7 @@ TEST_F(RunDirs, MissingOrBrokenFilesNameTheDirectoryAndTheFile) {
 
 // ---- time to target --------------------------------------------------------------------------
 
-MetricPoint point(std::int64_t step, double loss, double eval, double bytes, double wall, double sim = kNaN) {
+MetricPoint point(std::int64_t step, double loss, double eval, double bytes, double wall, double sim = kAbsent) {
   MetricPoint p;
   p.step = step;
   p.loss = loss;
@@ -214,7 +214,7 @@ MetricPoint point(std::int64_t step, double loss, double eval, double bytes, dou
 TEST(TimeToTarget, InterpolatesBetweenTheRecordsAroundTheCrossing) {
   const std::vector<MetricPoint> m{
       point(10, 2.5, 2.0, 100, 1.0, 10.0),
-      point(20, 2.0, kNaN, 200, 2.0, 20.0),  // no evaluation: skipped in the eval series
+      point(20, 2.0, kAbsent, 200, 2.0, 20.0),  // no evaluation: skipped in the eval series
       point(30, 1.5, 1.0, 300, 3.0, 30.0),
       point(40, 1.0, 0.5, 400, 4.0, 40.0),
   };
@@ -239,13 +239,13 @@ TEST(TimeToTarget, InterpolatesBetweenTheRecordsAroundTheCrossing) {
   EXPECT_DOUBLE_EQ(hit->time_s, 1.0);
   // Never reached, or no target at all.
   EXPECT_FALSE(time_to_target(m, LossSeries::eval, CompareClock::wall, 0.4));
-  EXPECT_FALSE(time_to_target(m, LossSeries::eval, CompareClock::wall, kNaN));
+  EXPECT_FALSE(time_to_target(m, LossSeries::eval, CompareClock::wall, kAbsent));
   EXPECT_FALSE(time_to_target({}, LossSeries::eval, CompareClock::wall, 1.0));
 }
 
 TEST(TimeToTarget, TheFirstCrossingCountsNotALaterOne) {
-  const std::vector<MetricPoint> m{point(10, 2.0, kNaN, 0, 1), point(20, 1.0, kNaN, 0, 2),
-                                   point(30, 3.0, kNaN, 0, 3), point(40, 0.5, kNaN, 0, 4)};
+  const std::vector<MetricPoint> m{point(10, 2.0, kAbsent, 0, 1), point(20, 1.0, kAbsent, 0, 2),
+                                   point(30, 3.0, kAbsent, 0, 3), point(40, 0.5, kAbsent, 0, 4)};
   EXPECT_DOUBLE_EQ(time_to_target(m, LossSeries::train, CompareClock::wall, 1.0)->step, 20);
 }
 
