@@ -43,7 +43,6 @@ std::vector<Variant> make_variants(const std::vector<VaryAxis>& axes);
 
 // ---- run directories -------------------------------------------------------------------------
 
-
 // One line of metrics.jsonl, as the trainer writes it (framework/train/metrics.h).
 using MetricPoint = MetricsRecord;
 
