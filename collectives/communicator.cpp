@@ -1,23 +1,15 @@
 #include "collectives/communicator.h"
 
 #include <cstdio>
-#include <cstring>
 
-#include "collectives/algorithms/barrier_dissemination.h"
-#include "collectives/algorithms/broadcast_tree.h"
-#include "collectives/algorithms/hierarchical.h"
-#include "collectives/algorithms/pairwise_alltoall.h"
-#include "collectives/algorithms/rabenseifner.h"
-#include "collectives/algorithms/recursive_doubling.h"
-#include "collectives/algorithms/ring_allreduce.h"
-#include "collectives/algorithms/tree_reduce.h"
 #include "framework/core/check.h"
 
 namespace laconic {
 
 Communicator::Communicator() = default;
 
-Communicator::Communicator(SharePolicy, Communicator& inner) : policy_(inner.policy_) {}
+Communicator::Communicator(ShowInner, Communicator& inner)
+    : Transport(ShowInner{}, inner), collectives_(inner.collectives_.shared_policy()) {}
 
 Communicator::~Communicator() {
   if (async_) {
@@ -44,128 +36,98 @@ void Communicator::drain() {
 
 void Communicator::wait_all() { drain(); }
 
-std::span<std::byte> Communicator::scratch(std::size_t bytes, int slot) {
-  auto& s = scratch_[slot];
-  if (s.size() < bytes) s.resize(bytes);
-  return {s.data(), bytes};
-}
-
-// ---- counting ----
-
-int Communicator::tier_to(int peer) const {
-  const std::vector<int>& g = policy_->groups;
-  if (g.empty()) return 0;
-  return g[static_cast<std::size_t>(rank())] == g[static_cast<std::size_t>(peer)] ? 0 : 1;
-}
-
-void Communicator::count_sent(int peer, std::uint64_t bytes, std::uint64_t messages) {
-  Counters& c = tiers_[tier_to(peer)];
-  c.sent.fetch_add(bytes, std::memory_order_relaxed);
-  c.messages.fetch_add(messages, std::memory_order_relaxed);
-}
-
-void Communicator::count_recv(int peer, std::uint64_t bytes) {
-  tiers_[tier_to(peer)].recv.fetch_add(bytes, std::memory_order_relaxed);
-}
-
-void Communicator::count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages) {
-  const int p = size(), r = rank();
-  count_sent((r + 1) % p, sent, messages);
-  count_recv((r + p - 1) % p, recv);
-}
-
-// ---- point-to-point ----
+// ---- collectives: argument checks, then the (possibly native) implementation ----
 
 namespace {
-void check_peer(const Communicator& c, int peer) {
-  LC_CHECK(peer >= 0 && peer < c.size(), "rank ", c.rank(), ": peer ", peer, " outside a world of ",
-           c.size(), " ranks");
-}
-void check_root(const Communicator& c, int root) {
-  LC_CHECK(root >= 0 && root < c.size(), "root ", root, " outside a world of ", c.size(), " ranks");
+void check_call(const Communicator& c, const CollectiveCall& call) {
+  const auto n = static_cast<std::size_t>(c.size());
+  const CBuf& s = call.send;
+  const Buf& d = call.data;
+  switch (call.kind) {
+    case Collective::reduce:
+    case Collective::broadcast:
+      LC_CHECK(call.root >= 0 && call.root < c.size(), "root ", call.root, " outside a world of ", c.size(),
+               " ranks");
+      return;
+    case Collective::reduce_scatter:
+      LC_CHECK(s.dtype == d.dtype && s.count == d.count * n,
+               "reduce_scatter: send must hold size() blocks of recv.count elements; got ", s.count, " and ",
+               d.count, " for ", n, " ranks");
+      return;
+    case Collective::all_gather: {
+      if (call.counts.empty()) {
+        LC_CHECK(s.dtype == d.dtype && d.count == s.count * n,
+                 "all_gather: recv must hold size() blocks of send.count elements; got ", s.count, " and ", d.count,
+                 " for ", n, " ranks");
+        return;
+      }
+      LC_CHECK(call.counts.size() == n, "all_gather_v: ", call.counts.size(), " counts for ", n, " ranks");
+      std::size_t total = 0;
+      for (auto k : call.counts) total += k;
+      const std::size_t mine = call.counts[static_cast<std::size_t>(c.rank())];
+      LC_CHECK(s.dtype == d.dtype && s.count == mine && d.count == total, "all_gather_v: rank ", c.rank(),
+               " sends ", s.count, " elements (counts say ", mine, "), recv holds ", d.count, " (counts sum to ",
+               total, ")");
+      return;
+    }
+    case Collective::all_to_all:
+      LC_CHECK(s.dtype == d.dtype && s.count == d.count && s.count % n == 0,
+               "all_to_all needs equal send/recv buffers of size() blocks; got ", s.count, " and ", d.count,
+               " elements for ", n, " ranks");
+      return;
+    case Collective::all_reduce:
+    case Collective::barrier:
+      return;
+  }
 }
 }  // namespace
 
-void Communicator::send(const void* data, std::size_t bytes, int peer) {
-  check_peer(*this, peer);
-  drain();
-  do_send(data, bytes, peer);
-  count_sent(peer, bytes, 1);
+namespace {
+CollectiveCall call_of(Collective kind, Buf data, CBuf send = {}, ReduceOp op = ReduceOp::sum, int root = 0,
+                       std::span<const std::size_t> counts = {}) {
+  CollectiveCall c;
+  c.kind = kind;
+  c.data = data;
+  c.send = send;
+  c.op = op;
+  c.root = root;
+  c.counts = counts;
+  return c;
 }
+}  // namespace
 
-void Communicator::recv(void* data, std::size_t bytes, int peer) {
-  check_peer(*this, peer);
-  drain();
-  do_recv(data, bytes, peer);
-  count_recv(peer, bytes);
-}
-
-void Communicator::sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
-                            std::size_t recv_bytes, int from) {
-  check_peer(*this, to);
-  check_peer(*this, from);
-  drain();
-  do_sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
-  count_sent(to, send_bytes, 1);
-  count_recv(from, recv_bytes);
-}
-
-// ---- collectives: argument checks, then the (possibly native) implementation ----
-
-void Communicator::all_reduce(Buf data, ReduceOp op) {
-  drain();
-  do_all_reduce(data, op);
-}
+void Communicator::all_reduce(Buf data, ReduceOp op) { collective(call_of(Collective::all_reduce, data, {}, op)); }
 
 void Communicator::reduce(Buf data, ReduceOp op, int root) {
-  check_root(*this, root);
-  drain();
-  do_reduce(data, op, root);
+  collective(call_of(Collective::reduce, data, {}, op, root));
 }
 
 void Communicator::reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
-  LC_CHECK(send.dtype == recv.dtype && send.count == recv.count * static_cast<std::size_t>(size()),
-           "reduce_scatter: send must hold size() blocks of recv.count elements; got ", send.count,
-           " and ", recv.count, " for ", size(), " ranks");
-  drain();
-  do_reduce_scatter(send, recv, op);
+  collective(call_of(Collective::reduce_scatter, recv, send, op));
 }
 
-void Communicator::all_gather(CBuf send, Buf recv) {
-  LC_CHECK(send.dtype == recv.dtype && recv.count == send.count * static_cast<std::size_t>(size()),
-           "all_gather: recv must hold size() blocks of send.count elements; got ", send.count,
-           " and ", recv.count, " for ", size(), " ranks");
-  drain();
-  do_all_gather(send, recv);
-}
+void Communicator::all_gather(CBuf send, Buf recv) { collective(call_of(Collective::all_gather, recv, send)); }
 
 void Communicator::all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
-  LC_CHECK(counts.size() == static_cast<std::size_t>(size()), "all_gather_v: ", counts.size(),
-           " counts for ", size(), " ranks");
-  std::size_t total = 0;
-  for (auto c : counts) total += c;
-  LC_CHECK(send.dtype == recv.dtype && send.count == counts[static_cast<std::size_t>(rank())] &&
-               recv.count == total,
-           "all_gather_v: rank ", rank(), " sends ", send.count, " elements (counts say ",
-           counts[static_cast<std::size_t>(rank())], "), recv holds ", recv.count, " (counts sum to ", total, ")");
-  drain();
-  do_all_gather_v(send, recv, counts);
+  collective(call_of(Collective::all_gather, recv, send, ReduceOp::sum, 0, counts));
 }
 
-void Communicator::all_to_all(CBuf send, Buf recv) {
-  drain();
-  do_all_to_all(send, recv);
-}
+void Communicator::all_to_all(CBuf send, Buf recv) { collective(call_of(Collective::all_to_all, recv, send)); }
 
 void Communicator::broadcast(Buf data, int root) {
-  check_root(*this, root);
-  drain();
-  do_broadcast(data, root);
+  collective(call_of(Collective::broadcast, data, {}, ReduceOp::sum, root));
 }
 
-void Communicator::barrier() {
+void Communicator::barrier() { collective(call_of(Collective::barrier, {})); }
+
+void Communicator::collective(const CollectiveCall& call) {
+  check_call(*this, call);
   drain();
-  do_barrier();
+  do_collective(call);
+}
+
+void Communicator::do_collective(const CollectiveCall& call) {
+  if (!native(call)) run_algorithm(call);
 }
 
 // ---- async forms: the same calls, run on the communication thread ----
@@ -185,76 +147,5 @@ std::shared_ptr<Work> Communicator::all_gather_async(CBuf send, Buf recv) {
 std::shared_ptr<Work> Communicator::broadcast_async(Buf data, int root) {
   return async().submit([this, data, root] { broadcast(data, root); });
 }
-
-// ---- default implementations: our algorithms over point-to-point ----
-
-void Communicator::do_all_reduce(Buf data, ReduceOp op) {
-  Algorithm a = policy_->algorithm;
-  if (a == Algorithm::auto_) {
-    // Without a cost model, MPICH's fixed switch point: recursive doubling (lg p latencies) below
-    // 2 KiB, where latency dominates; the bandwidth-optimal ring above (docs/algorithms.md).
-    constexpr std::size_t kShortMessage = 2048;
-    a = policy_->chooser ? policy_->chooser(data.bytes()) : data.bytes() < kShortMessage ? Algorithm::recursive_doubling : Algorithm::ring;
-  }
-  const int n = size();
-  switch (a) {
-    case Algorithm::ring:
-    case Algorithm::native:  // a backend without a native all-reduce: ours is its native one
-      RingAllReduce(*this, data, op, scratch(RingAllReduce::scratch_bytes(data.count, data.dtype, n))).run();
-      return;
-    case Algorithm::recursive_doubling:
-      RecursiveDoublingAllReduce(*this, data, op,
-                                 scratch(RecursiveDoublingAllReduce::scratch_bytes(data.count, data.dtype, n))).run();
-      return;
-    case Algorithm::rabenseifner:
-      RabenseifnerAllReduce(*this, data, op, scratch(RabenseifnerAllReduce::scratch_bytes(data.count, data.dtype, n))).run();
-      return;
-    case Algorithm::hierarchical:
-      HierarchicalAllReduce(*this, data, op, scratch(HierarchicalAllReduce::scratch_bytes(data.count, data.dtype, n)),
-                            policy_->groups).run();
-      return;
-    default:
-      LC_CHECK(false, "all-reduce algorithm '", name_of(a), "' is not available");
-  }
-}
-
-void Communicator::do_reduce(Buf data, ReduceOp op, int root) {
-  TreeReduce(*this, data, op, root, scratch(2 * data.bytes())).run();
-}
-
-void Communicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
-  // Work on a copy of `send` (the ring folds in place), then take this rank's reduced block.
-  const int n = size(), r = rank();
-  std::span<std::byte> work = scratch(send.bytes(), 1);
-  if (send.bytes()) std::memcpy(work.data(), send.data, send.bytes());
-  const Buf all{work.data(), send.count, send.dtype};
-  const RingChunks chunks{send.count, n};
-  RingReduceScatter(*this, all, chunks, op, scratch(chunks.max_size() * dtype_size(send.dtype))).run();
-  const Buf own = all.sub(chunks.offset(r), chunks.size(r));
-  if (op == ReduceOp::avg) finish_avg(own.data, own.count, own.dtype, n);
-  if (own.bytes()) std::memcpy(recv.data, own.data, own.bytes());
-}
-
-void Communicator::do_all_gather(CBuf send, Buf recv) {
-  const RingChunks chunks{recv.count, size()};
-  const Buf own = recv.sub(chunks.offset(rank()), chunks.size(rank()));
-  // memmove: `send` may be this rank's own block of `recv` (in-place all-gather).
-  if (own.bytes()) std::memmove(own.data, send.data, own.bytes());
-  RingAllGather(*this, recv, chunks).run();
-}
-
-void Communicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
-  const RingChunks chunks{recv.count, size(), counts};
-  const Buf own = recv.sub(chunks.offset(rank()), chunks.size(rank()));
-  // memmove: `send` may be this rank's own block of `recv` (in-place all-gather).
-  if (own.bytes()) std::memmove(own.data, send.data, own.bytes());
-  RingAllGather(*this, recv, chunks).run();
-}
-
-void Communicator::do_all_to_all(CBuf send, Buf recv) { PairwiseAllToAll(*this, send, recv).run(); }
-
-void Communicator::do_broadcast(Buf data, int root) { BroadcastTree(*this, data.data, data.bytes(), root).run(); }
-
-void Communicator::do_barrier() { BarrierDissemination(*this).run(); }
 
 }  // namespace laconic

@@ -1,12 +1,15 @@
 // The collective layer's one interface. A Communicator is one rank's handle on a group of
-// `size()` ranks. Backends implement point-to-point exchange and may override any collective
-// with a native one; the defaults are the algorithm classes in collectives/algorithms/, run over
-// this communicator's point-to-point exchange in a fixed reduction order, so results are
-// deterministic and identical on every rank.
+// `size()` ranks: a Transport (transport.h: point-to-point, and the one place bytes are counted)
+// with collectives (collectives.h) and an async queue (async_queue.h) on top.
+//
+// Every collective becomes one CollectiveCall handed to do_collective(): by default the
+// backend's native() is asked first (MPI, NCCL), else our algorithms run over this transport's
+// point-to-point exchange in a fixed reduction order, so results are deterministic and identical
+// on every rank. A wrapper overrides only what it changes: the simulated network charges native
+// collectives (native()), device staging copies around the whole call (do_collective()).
 //
 // Semantics follow MPI: every rank calls the same collectives in the same order. Buffers are
-// typed views (Buf/CBuf, collectives/dtype.h). Every byte a rank puts on the wire or takes off
-// it is counted (bytes(): per rank, cumulative).
+// typed views (Buf/CBuf, collectives/dtype.h).
 //
 // Async: the *_async forms queue the operation on this rank's communication thread (started on
 // first use) and return a Work to wait() on; queued operations run in issue order. Any blocking
@@ -15,9 +18,7 @@
 // async call must stay alive until its wait() returns (or the communicator is destroyed).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -25,51 +26,16 @@
 #include <vector>
 
 #include "collectives/async_queue.h"
+#include "collectives/collectives.h"
 #include "collectives/dtype.h"
-#include "framework/core/device.h"
-#include "framework/core/enum_names.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
-// Which algorithm a collective runs. `native` = the backend's own (MPI_Allreduce, NCCL, ...),
-// `auto_` = chosen per call by the alpha-beta cost model (collectives/netsim/cost_model.h).
-enum class Algorithm { native, ring, recursive_doubling, rabenseifner, hierarchical, auto_ };
-inline constexpr std::array kAlgorithmNames{"native", "ring", "recursive_doubling", "rabenseifner", "hierarchical", "auto"};
-constexpr std::span<const char* const> names(Algorithm) { return kAlgorithmNames; }
-inline const char* name_of(Algorithm a) { return enum_name(a); }
-
-struct ByteCounters {
-  std::uint64_t sent = 0;
-  std::uint64_t recv = 0;
-  std::uint64_t messages_sent = 0;
-  ByteCounters operator+(const ByteCounters& o) const {
-    return {sent + o.sent, recv + o.recv, messages_sent + o.messages_sent};
-  }
-};
-
-class Communicator {
+class Communicator : public Transport {
  public:
   Communicator();
-  virtual ~Communicator();
-  Communicator(const Communicator&) = delete;
-  Communicator& operator=(const Communicator&) = delete;
-
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual std::string backend() const = 0;
-  // Where every buffer handed to this communicator must live: host memory for threads and MPI,
-  // device memory for NCCL and for the staging wrapper that carries device buffers over a host
-  // backend. In a run with device = "cuda" every communicator the strategies see says cuda.
-  virtual Device memory() const { return Device::cpu; }
-
-  // ---- point-to-point (counted) ----
-  // Blocking send of `bytes` bytes to `peer`; messages between a pair are delivered in order.
-  void send(const void* data, std::size_t bytes, int peer);
-  // Blocking receive of exactly `bytes` bytes from `peer` (a size mismatch is an error).
-  void recv(void* data, std::size_t bytes, int peer);
-  // Sends to `to` and receives from `from` without deadlock (ring steps use this).
-  void sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
-                std::size_t recv_bytes, int from);
+  ~Communicator() override;
 
   // ---- collectives ----
   // In place; every rank ends with the same bits.
@@ -88,6 +54,8 @@ class Communicator {
   void broadcast(Buf data, int root);
   // Returns when every rank has entered.
   void barrier();
+  // Any of the above, as a value: checks the arguments, waits for the queue, runs do_collective.
+  void collective(const CollectiveCall& call);
 
   // Conveniences for the common cases.
   void all_reduce(std::span<float> data, ReduceOp op) { all_reduce(buf(data), op); }
@@ -114,55 +82,29 @@ class Communicator {
   // The all-reduce algorithm used by all_reduce (default ring). With Algorithm::auto_, the
   // chooser picks per call from the message size (set by whoever knows the network, e.g. the
   // cost model of collectives/netsim); without a chooser, a fixed size rule is used.
-  // These settings (the policy) may be shared by a wrapper and the communicator it wraps
-  // (Communicator(Communicator&) below): set on either, both see them.
-  void set_algorithm(Algorithm a) { policy_->algorithm = a; }
-  Algorithm algorithm() const { return policy_->algorithm; }
-  void set_algorithm_chooser(std::function<Algorithm(std::size_t bytes)> chooser) { policy_->chooser = std::move(chooser); }
-
-  // Topology: group_of[r] = the group (node, datacenter) of rank r; empty = one group. Used by
-  // the hierarchical algorithm and the network simulator. Must be the same on every rank.
-  void set_groups(std::vector<int> group_of) { policy_->groups = std::move(group_of); }
-  const std::vector<int>& groups() const { return policy_->groups; }
-
-  // Every byte this rank put on the wire or took off it: all of them, and per link tier (0:
-  // within this rank's group of groups(), 1: between groups; all tier 0 without groups). Counted
-  // in one place: send/recv/sendrecv, and count() for native collectives.
-  ByteCounters bytes() const { return sum(tiers_[0]) + sum(tiers_[1]); }
-  ByteCounters tier_bytes(int tier) const { return sum(tiers_[static_cast<std::size_t>(tier)]); }
+  // A wrapper built with ShowInner shares this policy with the communicator it wraps: set on
+  // either, both see it.
+  void set_algorithm(Algorithm a) { collectives_.policy().algorithm = a; }
+  Algorithm algorithm() const { return collectives_.policy().algorithm; }
+  void set_algorithm_chooser(std::function<Algorithm(std::size_t bytes)> chooser) {
+    collectives_.policy().chooser = std::move(chooser);
+  }
 
  protected:
-  // For a wrapper that hands its operations to `inner` (device staging): one policy for both, so
-  // settings made on either apply to the collectives inner runs, and nothing is copied per call.
-  struct SharePolicy {};
-  Communicator(SharePolicy, Communicator& inner);
+  // For a wrapper whose bytes all move through `inner` (device staging): inner's ledger (byte
+  // counters, groups) and inner's collective policy, so settings made on either apply to the
+  // collectives inner runs, every byte is counted once, and nothing is copied per call.
+  Communicator(ShowInner, Communicator& inner);
 
-  // Backends move bytes; the public wrappers above count them.
-  virtual void do_send(const void* data, std::size_t bytes, int peer) = 0;
-  virtual void do_recv(void* data, std::size_t bytes, int peer) = 0;
-  virtual void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
-                           std::size_t recv_bytes, int from) = 0;
-
-  // Collectives: the defaults run our algorithms over point-to-point; a backend may override
-  // with native ones (and must then count their traffic with count()).
-  virtual void do_all_reduce(Buf data, ReduceOp op);
-  virtual void do_reduce(Buf data, ReduceOp op, int root);
-  virtual void do_reduce_scatter(CBuf send, Buf recv, ReduceOp op);
-  virtual void do_all_gather(CBuf send, Buf recv);
-  virtual void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts);
-  virtual void do_all_to_all(CBuf send, Buf recv);
-  virtual void do_broadcast(Buf data, int root);
-  virtual void do_barrier();
-
-  // Native collectives that bypass send()/recv() add their traffic here, attributed like a ring:
-  // sent to rank + 1, received from rank - 1 (for the tiers).
-  void count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages);
-  // The same for a whole ByteCounters (the nominal counts of collectives/nominal_bytes.h).
-  void count(const ByteCounters& b) { count(b.sent, b.recv, b.messages_sent); }
-
-  // Scratch bytes for algorithms, kept across calls so steady-state collectives allocate nothing.
-  // `slot` 0 and 1 are independent buffers.
-  std::span<std::byte> scratch(std::size_t bytes, int slot = 0);
+  // Every collective, checked, with the queue drained. Default: native(call), else our
+  // algorithms over this transport. A wrapper that changes every call (staging) overrides this.
+  virtual void do_collective(const CollectiveCall& call);
+  // A backend's own implementation of `call`; returns false where it has none (for this kind,
+  // size or algorithm setting), and our algorithms run instead. Native traffic bypasses
+  // send()/recv(): count it with count().
+  virtual bool native(const CollectiveCall&) { return false; }
+  // Our algorithms for `call` over this communicator's point-to-point exchange.
+  void run_algorithm(const CollectiveCall& call) { collectives_.run(*this, call); }
 
   // Every backend's destructor calls this first: it joins the communication thread while the
   // backend's virtual functions can still be called.
@@ -174,28 +116,11 @@ class Communicator {
   virtual void on_async_thread_start() {}
 
  private:
+  void before_blocking() override { drain(); }
   AsyncQueue& async();  // the queue and its thread, on first use
   void drain();  // waits for the queue unless called from the communication thread itself
 
-  struct Counters {
-    std::atomic<std::uint64_t> sent{0}, recv{0}, messages{0};
-  };
-  static ByteCounters sum(const Counters& c) {
-    return {c.sent.load(std::memory_order_relaxed), c.recv.load(std::memory_order_relaxed),
-            c.messages.load(std::memory_order_relaxed)};
-  }
-  int tier_to(int peer) const;  // the link tier between this rank and `peer`
-  void count_sent(int peer, std::uint64_t bytes, std::uint64_t messages);
-  void count_recv(int peer, std::uint64_t bytes);
-  Counters tiers_[2];
-  struct Policy {
-    Algorithm algorithm = Algorithm::ring;
-    std::function<Algorithm(std::size_t)> chooser;
-    std::vector<int> groups;
-  };
-  std::shared_ptr<Policy> policy_ = std::make_shared<Policy>();
-  std::vector<std::byte> scratch_[2];
-
+  Collectives collectives_;
   std::unique_ptr<AsyncQueue> async_;
 };
 

@@ -10,7 +10,7 @@
 // An empty buffer (or N == 1) counts nothing, exactly as the algorithms send nothing.
 //
 // The one copy of these formulas: MpiCommunicator and NcclCommunicator both count with them
-// (Communicator::count(ByteCounters)), and tests/collectives/nominal_bytes_test.cpp checks them
+// (Transport::count(ByteCounters)), and tests/collectives/nominal_bytes_test.cpp checks them
 // against the threads backend's own counts. Plain C++, header-only, no MPI or CUDA.
 #pragma once
 

@@ -7,17 +7,18 @@
 // Cost: ceil(log2 N)·α.
 #pragma once
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
 class BarrierDissemination {
  public:
-  explicit BarrierDissemination(Communicator& comm) : comm_(comm) {}
+  explicit BarrierDissemination(Transport& comm) : comm_(comm) {}
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
 };
 
 }  // namespace laconic

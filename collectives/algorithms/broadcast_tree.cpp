@@ -4,7 +4,7 @@
 
 namespace laconic {
 
-BroadcastTree::BroadcastTree(Communicator& comm, void* data, std::size_t bytes, int root)
+BroadcastTree::BroadcastTree(Transport& comm, void* data, std::size_t bytes, int root)
     : comm_(comm), data_(data), bytes_(bytes), root_(root), n_(comm.size()) {
   LC_CHECK(root >= 0 && root < n_, "broadcast root ", root, " outside a world of ", n_, " ranks");
   v_ = (comm.rank() - root + n_) % n_;

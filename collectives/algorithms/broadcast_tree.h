@@ -10,19 +10,20 @@
 
 #include <cstddef>
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
 class BroadcastTree {
  public:
-  BroadcastTree(Communicator& comm, void* data, std::size_t bytes, int root);
+  BroadcastTree(Transport& comm, void* data, std::size_t bytes, int root);
   void run();
 
  private:
   int to_rank(int v) const { return (v + root_) % n_; }
 
-  Communicator& comm_;
+  Transport& comm_;
   void* data_;
   std::size_t bytes_;
   int root_;

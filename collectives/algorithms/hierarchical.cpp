@@ -8,7 +8,7 @@
 
 namespace laconic {
 
-HierarchicalAllReduce::HierarchicalAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch,
+HierarchicalAllReduce::HierarchicalAllReduce(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch,
                                              std::span<const int> group_of)
     : comm_(comm), data_(data), op_(op), scratch_(scratch), group_of_(group_of) {
   LC_CHECK(group_of.empty() || group_of.size() == static_cast<std::size_t>(comm.size()), "hierarchical: ",

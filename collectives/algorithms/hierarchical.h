@@ -26,7 +26,8 @@
 #include <cstddef>
 #include <span>
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
@@ -34,7 +35,7 @@ class HierarchicalAllReduce {
  public:
   // `group_of`: comm.groups() (N entries, or empty for one group). `scratch`: at least
   // scratch_bytes(count, dtype, N): the member lists, then TreeReduce's 2·S.
-  HierarchicalAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch,
+  HierarchicalAllReduce(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch,
                         std::span<const int> group_of);
   static std::size_t scratch_bytes(std::size_t count, DType t, int n) {
     return lists_bytes(n) + 2 * count * dtype_size(t);
@@ -45,7 +46,7 @@ class HierarchicalAllReduce {
   // Two lists of up to n ranks (this group's members, the leaders), padded to keep data aligned.
   static std::size_t lists_bytes(int n) { return (2 * static_cast<std::size_t>(n) * sizeof(int) + 63) / 64 * 64; }
 
-  Communicator& comm_;
+  Transport& comm_;
   Buf data_;
   ReduceOp op_;
   std::span<std::byte> scratch_;

@@ -7,7 +7,7 @@
 
 namespace laconic {
 
-PairwiseAllToAll::PairwiseAllToAll(Communicator& comm, CBuf send, Buf recv)
+PairwiseAllToAll::PairwiseAllToAll(Transport& comm, CBuf send, Buf recv)
     : comm_(comm), send_(send), recv_(recv) {
   const auto n = static_cast<std::size_t>(comm.size());
   LC_CHECK(send.dtype == recv.dtype && send.count == recv.count && send.count % n == 0,

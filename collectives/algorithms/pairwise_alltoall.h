@@ -5,17 +5,18 @@
 // Cost: (N-1)·(α + Bβ).
 #pragma once
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
 class PairwiseAllToAll {
  public:
-  PairwiseAllToAll(Communicator& comm, CBuf send, Buf recv);
+  PairwiseAllToAll(Transport& comm, CBuf send, Buf recv);
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
   CBuf send_;
   Buf recv_;
 };

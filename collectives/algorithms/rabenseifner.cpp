@@ -6,7 +6,7 @@
 
 namespace laconic {
 
-RabenseifnerAllReduce::RabenseifnerAllReduce(Communicator& comm, Buf data, ReduceOp op,
+RabenseifnerAllReduce::RabenseifnerAllReduce(Transport& comm, Buf data, ReduceOp op,
                                              std::span<std::byte> scratch)
     : comm_(comm), data_(data), op_(op), scratch_(scratch) {
   LC_CHECK(scratch.size() >= data.bytes(), "Rabenseifner scratch too small");

@@ -32,19 +32,20 @@
 #include <cstddef>
 #include <span>
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
 class RabenseifnerAllReduce {
  public:
   // `scratch` receives the folded-in buffer and the incoming halves: scratch_bytes(count, dtype, N).
-  RabenseifnerAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch);
+  RabenseifnerAllReduce(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch);
   static std::size_t scratch_bytes(std::size_t count, DType t, int /*n*/) { return count * dtype_size(t); }
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
   Buf data_;
   ReduceOp op_;
   std::span<std::byte> scratch_;

@@ -14,7 +14,7 @@ PowerOfTwoFold::PowerOfTwoFold(int r, int n) : pof2(1), rank(r) {
   else newrank = (r % 2 == 1) ? r / 2 : -1;
 }
 
-void PowerOfTwoFold::fold_in(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch) const {
+void PowerOfTwoFold::fold_in(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch) const {
   if (rank >= 2 * rem) return;
   if (newrank < 0) {
     comm.send(data.data, data.bytes(), rank + 1);
@@ -24,13 +24,13 @@ void PowerOfTwoFold::fold_in(Communicator& comm, Buf data, ReduceOp op, std::spa
   }
 }
 
-void PowerOfTwoFold::unfold(Communicator& comm, Buf data) const {
+void PowerOfTwoFold::unfold(Transport& comm, Buf data) const {
   if (rank >= 2 * rem) return;
   if (newrank < 0) comm.recv(data.data, data.bytes(), rank + 1);
   else comm.send(data.data, data.bytes(), rank - 1);
 }
 
-RecursiveDoublingAllReduce::RecursiveDoublingAllReduce(Communicator& comm, Buf data, ReduceOp op,
+RecursiveDoublingAllReduce::RecursiveDoublingAllReduce(Transport& comm, Buf data, ReduceOp op,
                                                        std::span<std::byte> scratch)
     : comm_(comm), data_(data), op_(op), scratch_(scratch) {
   LC_CHECK(scratch.size() >= data.bytes(), "recursive doubling scratch too small");

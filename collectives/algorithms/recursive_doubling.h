@@ -28,7 +28,8 @@
 #include <cstddef>
 #include <span>
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
@@ -44,20 +45,20 @@ struct PowerOfTwoFold {
   // The world rank of new rank nr.
   int to_rank(int nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
   // Even r < 2·rem sends `data` to r+1, which folds it in as the left operand (scratch: data.bytes()).
-  void fold_in(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch) const;
+  void fold_in(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch) const;
   // Odd r < 2·rem sends the finished result back to r-1.
-  void unfold(Communicator& comm, Buf data) const;
+  void unfold(Transport& comm, Buf data) const;
 };
 
 class RecursiveDoublingAllReduce {
  public:
   // `scratch` receives the partner's buffer: at least scratch_bytes(count, dtype, N).
-  RecursiveDoublingAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch);
+  RecursiveDoublingAllReduce(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch);
   static std::size_t scratch_bytes(std::size_t count, DType t, int /*n*/) { return count * dtype_size(t); }
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
   Buf data_;
   ReduceOp op_;
   std::span<std::byte> scratch_;

@@ -31,7 +31,7 @@ std::size_t RingChunks::max_size() const {
   return n > 0 ? size(0) : 0;
 }
 
-RingReduceScatter::RingReduceScatter(Communicator& comm, Buf data, RingChunks chunks, ReduceOp op,
+RingReduceScatter::RingReduceScatter(Transport& comm, Buf data, RingChunks chunks, ReduceOp op,
                                      std::span<std::byte> scratch)
     : comm_(comm), data_(data), chunks_(chunks), op_(op), scratch_(scratch) {
   LC_CHECK(scratch.size() >= chunks.max_size() * dtype_size(data.dtype), "ring scratch too small");
@@ -51,7 +51,7 @@ void RingReduceScatter::run() {
   }
 }
 
-RingAllGather::RingAllGather(Communicator& comm, Buf data, RingChunks chunks)
+RingAllGather::RingAllGather(Transport& comm, Buf data, RingChunks chunks)
     : comm_(comm), data_(data), chunks_(chunks) {}
 
 void RingAllGather::run() {
@@ -66,7 +66,7 @@ void RingAllGather::run() {
   }
 }
 
-RingAllReduce::RingAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch)
+RingAllReduce::RingAllReduce(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch)
     : comm_(comm), data_(data), op_(op), scratch_(scratch) {}
 
 void RingAllReduce::run() {

@@ -28,7 +28,8 @@
 #include <cstddef>
 #include <span>
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
@@ -47,11 +48,11 @@ struct RingChunks {
 // the other chunks hold partial sums. `scratch` must hold max_size() elements.
 class RingReduceScatter {
  public:
-  RingReduceScatter(Communicator& comm, Buf data, RingChunks chunks, ReduceOp op, std::span<std::byte> scratch);
+  RingReduceScatter(Transport& comm, Buf data, RingChunks chunks, ReduceOp op, std::span<std::byte> scratch);
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
   Buf data_;
   RingChunks chunks_;
   ReduceOp op_;
@@ -61,11 +62,11 @@ class RingReduceScatter {
 // In place on `data`: rank r's chunk r is circulated to every rank.
 class RingAllGather {
  public:
-  RingAllGather(Communicator& comm, Buf data, RingChunks chunks);
+  RingAllGather(Transport& comm, Buf data, RingChunks chunks);
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
   Buf data_;
   RingChunks chunks_;
 };
@@ -73,14 +74,14 @@ class RingAllGather {
 class RingAllReduce {
  public:
   // `scratch` receives incoming partial chunks: at least scratch_bytes(count, dtype, N).
-  RingAllReduce(Communicator& comm, Buf data, ReduceOp op, std::span<std::byte> scratch);
+  RingAllReduce(Transport& comm, Buf data, ReduceOp op, std::span<std::byte> scratch);
   static std::size_t scratch_bytes(std::size_t count, DType t, int n) {
     return RingChunks{count, n}.max_size() * dtype_size(t);
   }
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
   Buf data_;
   ReduceOp op_;
   std::span<std::byte> scratch_;

@@ -4,7 +4,7 @@
 
 namespace laconic {
 
-SubsetCommunicator::SubsetCommunicator(Communicator& parent, std::span<const int> members)
+SubsetCommunicator::SubsetCommunicator(Transport& parent, std::span<const int> members)
     : parent_(parent), members_(members) {
   for (std::size_t i = 0; i < members.size(); ++i)
     if (members[i] == parent.rank()) rank_ = static_cast<int>(i);

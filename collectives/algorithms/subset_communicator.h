@@ -1,4 +1,4 @@
-// A view of a subset of a communicator's ranks as a communicator of its own, so the existing
+// A view of a subset of a transport's ranks as a communicator of its own, so the existing
 // algorithm classes (RingReduceScatter, TreeReduce, BroadcastTree, ...) run unchanged over, say,
 // the members of one node or the leaders of all nodes: rank i of the view is world rank
 // members[i], and its point-to-point calls go through the parent's counted send/recv, so every
@@ -16,7 +16,7 @@ namespace laconic {
 class SubsetCommunicator final : public Communicator {
  public:
   // `members`: distinct world ranks in the view's rank order; must contain parent.rank().
-  SubsetCommunicator(Communicator& parent, std::span<const int> members);
+  SubsetCommunicator(Transport& parent, std::span<const int> members);
   ~SubsetCommunicator() override { stop_async(); }
 
   int rank() const override { return rank_; }
@@ -30,7 +30,7 @@ class SubsetCommunicator final : public Communicator {
                    std::size_t recv_bytes, int from) override;
 
  private:
-  Communicator& parent_;
+  Transport& parent_;
   std::span<const int> members_;
   int rank_ = -1;
 };

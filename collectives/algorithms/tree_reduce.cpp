@@ -6,7 +6,7 @@
 
 namespace laconic {
 
-TreeReduce::TreeReduce(Communicator& comm, Buf data, ReduceOp op, int root, std::span<std::byte> scratch)
+TreeReduce::TreeReduce(Transport& comm, Buf data, ReduceOp op, int root, std::span<std::byte> scratch)
     : comm_(comm), data_(data), op_(op), root_(root), scratch_(scratch) {
   LC_CHECK(root >= 0 && root < comm.size(), "reduce root ", root, " outside a world of ", comm.size(), " ranks");
   LC_CHECK(scratch.size() >= 2 * data.bytes(), "tree reduce scratch too small");

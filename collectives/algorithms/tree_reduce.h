@@ -10,18 +10,19 @@
 
 #include <span>
 
-#include "collectives/communicator.h"
+#include "collectives/dtype.h"
+#include "collectives/transport.h"
 
 namespace laconic {
 
 class TreeReduce {
  public:
   // scratch: at least 2 * data.bytes() (the incoming partial, and the non-root accumulator).
-  TreeReduce(Communicator& comm, Buf data, ReduceOp op, int root, std::span<std::byte> scratch);
+  TreeReduce(Transport& comm, Buf data, ReduceOp op, int root, std::span<std::byte> scratch);
   void run();
 
  private:
-  Communicator& comm_;
+  Transport& comm_;
   Buf data_;
   ReduceOp op_;
   int root_;

@@ -329,7 +329,23 @@ void NcclCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes
 
 // ---- native collectives (nominal byte counts: see the header) ----
 
-void NcclCommunicator::do_all_reduce(Buf data, ReduceOp op) {
+bool NcclCommunicator::native(const CollectiveCall& c) {
+  switch (c.kind) {
+    case Collective::all_reduce: all_reduce_native(c.data, c.op); break;
+    case Collective::reduce: reduce_native(c.data, c.op, c.root); break;
+    case Collective::reduce_scatter: reduce_scatter_native(c.send, c.data, c.op); break;
+    case Collective::all_gather:
+      if (c.counts.empty()) all_gather_native(c.send, c.data);
+      else all_gather_v_native(c.send, c.data, c.counts);
+      break;
+    case Collective::all_to_all: all_to_all_native(c.send, c.data); break;
+    case Collective::broadcast: broadcast_native(c.data, c.root); break;
+    case Collective::barrier: barrier_native(); break;
+  }
+  return true;
+}
+
+void NcclCommunicator::all_reduce_native(Buf data, ReduceOp op) {
   Impl& m = *impl_;
   const ncclRedOp_t o = nccl_op(op);
   if (data.count == 0) return m.guard("all_reduce");
@@ -340,7 +356,7 @@ void NcclCommunicator::do_all_reduce(Buf data, ReduceOp op) {
   count(nominal::all_reduce(data.count, data.dtype, rank_, size_));
 }
 
-void NcclCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
+void NcclCommunicator::reduce_native(Buf data, ReduceOp op, int root) {
   Impl& m = *impl_;
   const ncclRedOp_t o = nccl_op(op);
   if (data.count == 0) return m.guard("reduce");
@@ -352,7 +368,7 @@ void NcclCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
   count(nominal::reduce(data.bytes(), rank_, root, size_));
 }
 
-void NcclCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
+void NcclCommunicator::reduce_scatter_native(CBuf send, Buf recv, ReduceOp op) {
   Impl& m = *impl_;
   const ncclRedOp_t o = nccl_op(op);
   if (recv.count == 0) return m.guard("reduce_scatter");
@@ -363,7 +379,7 @@ void NcclCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
   count(nominal::reduce_scatter(recv.bytes(), size_));
 }
 
-void NcclCommunicator::do_all_gather(CBuf send, Buf recv) {
+void NcclCommunicator::all_gather_native(CBuf send, Buf recv) {
   Impl& m = *impl_;
   if (send.count == 0) return m.guard("all_gather");
   m.begin("all_gather", recv.bytes(), device_);
@@ -372,7 +388,7 @@ void NcclCommunicator::do_all_gather(CBuf send, Buf recv) {
   count(nominal::all_gather(send.bytes(), size_));
 }
 
-void NcclCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
+void NcclCommunicator::all_gather_v_native(CBuf send, Buf recv, std::span<const std::size_t> counts) {
   Impl& m = *impl_;
   if (recv.count == 0) return m.guard("all_gather_v");
   m.begin("all_gather_v", recv.bytes(), device_);
@@ -394,12 +410,9 @@ void NcclCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std:
   count(nominal::all_gather_v(counts, recv.dtype, rank_));
 }
 
-void NcclCommunicator::do_all_to_all(CBuf send, Buf recv) {
+void NcclCommunicator::all_to_all_native(CBuf send, Buf recv) {
   Impl& m = *impl_;
   const auto n = static_cast<std::size_t>(size_);
-  LC_CHECK(send.dtype == recv.dtype && send.count == recv.count && send.count % n == 0,
-           "all_to_all needs equal send/recv buffers of size() blocks; got ", send.count, " and ", recv.count,
-           " elements for ", n, " ranks");
   const std::size_t block = send.count / n;
   if (block == 0) return m.guard("all_to_all");
   LC_CHECK(send.data != recv.data, "all_to_all: NCCL needs separate send and recv buffers");
@@ -423,7 +436,7 @@ void NcclCommunicator::do_all_to_all(CBuf send, Buf recv) {
   count(nominal::all_to_all(block * dtype_size(send.dtype), size_));
 }
 
-void NcclCommunicator::do_broadcast(Buf data, int root) {
+void NcclCommunicator::broadcast_native(Buf data, int root) {
   Impl& m = *impl_;
   if (data.count == 0) return m.guard("broadcast");
   m.begin("broadcast", data.bytes(), device_);
@@ -432,7 +445,7 @@ void NcclCommunicator::do_broadcast(Buf data, int root) {
   count(nominal::broadcast(data.bytes(), rank_, root, size_));
 }
 
-void NcclCommunicator::do_barrier() {
+void NcclCommunicator::barrier_native() {
   Impl& m = *impl_;
   m.begin("barrier", kNoBytes, device_);
   m.check_nccl(ncclAllReduce(m.scratch, m.scratch, 1, ncclInt32, ncclSum, m.comm, m.stream));

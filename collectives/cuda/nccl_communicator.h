@@ -96,18 +96,20 @@ class NcclCommunicator final : public Communicator {
   void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                    std::size_t recv_bytes, int from) override;
 
-  void do_all_reduce(Buf data, ReduceOp op) override;
-  void do_reduce(Buf data, ReduceOp op, int root) override;
-  void do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) override;
-  void do_all_gather(CBuf send, Buf recv) override;
-  void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) override;
-  void do_all_to_all(CBuf send, Buf recv) override;
-  void do_broadcast(Buf data, int root) override;
-  void do_barrier() override;
+  // Every collective is NCCL's (set_algorithm is ignored).
+  bool native(const CollectiveCall& call) override;
   void on_async_thread_start() override;  // this rank's GPU current on the communication thread
 
  private:
   struct Impl;  // NCCL and CUDA handles (nccl_communicator.cpp)
+  void all_reduce_native(Buf data, ReduceOp op);
+  void reduce_native(Buf data, ReduceOp op, int root);
+  void reduce_scatter_native(CBuf send, Buf recv, ReduceOp op);
+  void all_gather_native(CBuf send, Buf recv);
+  void all_gather_v_native(CBuf send, Buf recv, std::span<const std::size_t> counts);
+  void all_to_all_native(CBuf send, Buf recv);
+  void broadcast_native(Buf data, int root);
+  void barrier_native();
 
   int rank_ = 0;
   int size_ = 1;

@@ -9,7 +9,7 @@
 namespace laconic {
 
 StagingCommunicator::StagingCommunicator(Communicator& inner, int device)
-    : Communicator(SharePolicy{}, inner), inner_(inner) {
+    : Communicator(ShowInner{}, inner), inner_(inner) {
   LC_CHECK(inner.memory() == Device::cpu, "StagingCommunicator wraps a host communicator; ", inner.backend(),
            " takes ", name_of(inner.memory()), " buffers");
   if (device >= 0) LC_CUDA_CHECK(cudaSetDevice(device));
@@ -56,15 +56,7 @@ void StagingCommunicator::stage_out(void* device_dst, const void* host_src, std:
   copy_bytes(device_dst, Device::cuda, host_src, Device::cpu, bytes);
 }
 
-template <class Op>
-void StagingCommunicator::counted(Op op) {
-  const ByteCounters before = inner_.bytes();
-  op();
-  const ByteCounters after = inner_.bytes();
-  count(after.sent - before.sent, after.recv - before.recv, after.messages_sent - before.messages_sent);
-}
-
-// ---- point-to-point (the base class counts them, as the inner does) ----
+// ---- point-to-point (counted by the inner) ----
 
 void StagingCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
   prepare();
@@ -89,64 +81,25 @@ void StagingCommunicator::do_sendrecv(const void* send_data, std::size_t send_by
 
 // ---- collectives: in, the inner's collective on the host copies, out ----
 
-void StagingCommunicator::do_all_reduce(Buf data, ReduceOp op) {
+void StagingCommunicator::do_collective(const CollectiveCall& call) {
   prepare();
-  const Buf h{stage_in(0, data.data, data.bytes()), data.count, data.dtype};
-  counted([&] { inner_.all_reduce(h, op); });
-  stage_out(data.data, h.data, data.bytes());
-}
-
-void StagingCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
-  prepare();
-  const Buf h{stage_in(0, data.data, data.bytes()), data.count, data.dtype};
-  counted([&] { inner_.reduce(h, op, root); });
-  if (rank() == root) stage_out(data.data, h.data, data.bytes());  // other ranks' data is unchanged
-}
-
-void StagingCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
-  prepare();
-  const CBuf s{stage_in(0, send.data, send.bytes()), send.count, send.dtype};
-  const Buf r{host(1, recv.bytes()), recv.count, recv.dtype};
-  counted([&] { inner_.reduce_scatter(s, r, op); });
-  stage_out(recv.data, r.data, recv.bytes());
-}
-
-void StagingCommunicator::do_all_gather(CBuf send, Buf recv) {
-  prepare();
-  // Separate host buffers: an in-place all-gather (send = this rank's block of recv) works too.
-  const CBuf s{stage_in(0, send.data, send.bytes()), send.count, send.dtype};
-  const Buf r{host(1, recv.bytes()), recv.count, recv.dtype};
-  counted([&] { inner_.all_gather(s, r); });
-  stage_out(recv.data, r.data, recv.bytes());
-}
-
-void StagingCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
-  prepare();
-  const CBuf s{stage_in(0, send.data, send.bytes()), send.count, send.dtype};
-  const Buf r{host(1, recv.bytes()), recv.count, recv.dtype};
-  counted([&] { inner_.all_gather_v(s, r, counts); });
-  stage_out(recv.data, r.data, recv.bytes());
-}
-
-void StagingCommunicator::do_all_to_all(CBuf send, Buf recv) {
-  prepare();
-  const CBuf s{stage_in(0, send.data, send.bytes()), send.count, send.dtype};
-  const Buf r{host(1, recv.bytes()), recv.count, recv.dtype};
-  counted([&] { inner_.all_to_all(s, r); });
-  stage_out(recv.data, r.data, recv.bytes());
-}
-
-void StagingCommunicator::do_broadcast(Buf data, int root) {
-  prepare();
-  const bool at_root = rank() == root;
-  const Buf h{at_root ? stage_in(0, data.data, data.bytes()) : host(0, data.bytes()), data.count, data.dtype};
-  counted([&] { inner_.broadcast(h, root); });
-  if (!at_root) stage_out(data.data, h.data, data.bytes());
-}
-
-void StagingCommunicator::do_barrier() {
-  prepare();
-  counted([&] { inner_.barrier(); });
+  CollectiveCall h = call;
+  const bool at_root = rank() == call.root;
+  if (call.in_place()) {
+    // A broadcast's input is the root's only; every other rank's buffer is just received into.
+    const bool input = call.kind != Collective::broadcast || at_root;
+    h.data.data = input ? stage_in(0, call.data.data, call.data.bytes()) : host(0, call.data.bytes());
+  } else if (call.kind != Collective::barrier) {
+    // Separate host buffers: an in-place all-gather (send = this rank's block of recv) works too.
+    h.send.data = stage_in(0, call.send.data, call.send.bytes());
+    h.data.data = host(1, call.data.bytes());
+  }
+  inner_.collective(h);
+  // A reduce leaves non-roots' data unchanged; a broadcast leaves the root's.
+  const bool output = call.kind == Collective::reduce      ? at_root
+                      : call.kind == Collective::broadcast ? !at_root
+                                                           : call.kind != Collective::barrier;
+  if (output) stage_out(call.data.data, h.data.data, call.data.bytes());
 }
 
 }  // namespace laconic

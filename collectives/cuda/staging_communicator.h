@@ -23,13 +23,9 @@
 // the largest operation seen and reused: no allocation in steady state (reserve() grows them up
 // front).
 //
-// Bytes: a collective counts exactly the inner communicator's traffic during the call (the
-// difference of inner.bytes() around it); point-to-point is counted by the base class, which
-// counts what the inner counts. So while the inner is wrapped, use it only through this wrapper
-// (its counters would otherwise mix in unrelated traffic).
-//
-// Settings: the wrapper and the inner communicator share one policy (algorithm, chooser, groups;
-// Communicator::SharePolicy): set on either, the inner's collectives run with it.
+// Bytes and settings: the wrapper shows the inner communicator's ledger and policy
+// (Communicator::ShowInner): every byte is counted once, by the inner that moves it, and
+// set_algorithm / set_groups on either apply to the collectives the inner runs.
 #pragma once
 
 #include <cstddef>
@@ -61,14 +57,8 @@ class StagingCommunicator final : public Communicator {
   void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                    std::size_t recv_bytes, int from) override;
 
-  void do_all_reduce(Buf data, ReduceOp op) override;
-  void do_reduce(Buf data, ReduceOp op, int root) override;
-  void do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) override;
-  void do_all_gather(CBuf send, Buf recv) override;
-  void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) override;
-  void do_all_to_all(CBuf send, Buf recv) override;
-  void do_broadcast(Buf data, int root) override;
-  void do_barrier() override;
+  // In: the call's input to pinned host memory; the inner's collective on the host copies; out.
+  void do_collective(const CollectiveCall& call) override;
   void on_async_thread_start() override;  // this rank's GPU current on the communication thread
 
  private:
@@ -83,10 +73,6 @@ class StagingCommunicator final : public Communicator {
   // Device -> host slot, and host slot -> device (both synchronous; nothing for 0 bytes).
   void* stage_in(int slot, const void* device_src, std::size_t bytes);
   void stage_out(void* device_dst, const void* host_src, std::size_t bytes);
-  // Runs a collective on the inner communicator and counts its traffic as this one's.
-  template <class Op>
-  void counted(Op op);
-
   Communicator& inner_;
   int device_ = 0;
   Pinned pinned_[2];

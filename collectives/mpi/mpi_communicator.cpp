@@ -293,8 +293,24 @@ void MpiCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes,
 
 // ---- native collectives (nominal byte counts: see the header and collectives/nominal_bytes.h) ----
 
-void MpiCommunicator::do_all_reduce(Buf data, ReduceOp op) {
-  if (!native() || !fits_int(data.count)) return Communicator::do_all_reduce(data, op);
+bool MpiCommunicator::native(const CollectiveCall& c) {
+  if (algorithm() != Algorithm::native || !fits_int(c.elements())) return false;
+  switch (c.kind) {
+    case Collective::all_reduce: all_reduce_native(c.data, c.op); break;
+    case Collective::reduce: reduce_native(c.data, c.op, c.root); break;
+    case Collective::reduce_scatter: reduce_scatter_native(c.send, c.data, c.op); break;
+    case Collective::all_gather:
+      if (c.counts.empty()) all_gather_native(c.send, c.data);
+      else all_gather_v_native(c.send, c.data, c.counts);
+      break;
+    case Collective::all_to_all: all_to_all_native(c.send, c.data); break;
+    case Collective::broadcast: broadcast_native(c.data, c.root); break;
+    case Collective::barrier: barrier_native(); break;
+  }
+  return true;
+}
+
+void MpiCommunicator::all_reduce_native(Buf data, ReduceOp op) {
   const int n = size_;
   if (data.count == 0) return;
   MPI_Request req;
@@ -305,8 +321,7 @@ void MpiCommunicator::do_all_reduce(Buf data, ReduceOp op) {
   count(nominal::all_reduce(data.count, data.dtype, rank_, n));
 }
 
-void MpiCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
-  if (!native() || !fits_int(data.count)) return Communicator::do_reduce(data, op, root);
+void MpiCommunicator::reduce_native(Buf data, ReduceOp op, int root) {
   const int n = size_;
   if (data.count == 0) return;
   const bool at_root = rank_ == root;
@@ -319,8 +334,7 @@ void MpiCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
   count(nominal::reduce(data.bytes(), rank_, root, n));
 }
 
-void MpiCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
-  if (!native() || !fits_int(send.count)) return Communicator::do_reduce_scatter(send, recv, op);
+void MpiCommunicator::reduce_scatter_native(CBuf send, Buf recv, ReduceOp op) {
   const int n = size_;
   if (recv.count == 0) return;
   MPI_Request req;
@@ -331,8 +345,7 @@ void MpiCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
   count(nominal::reduce_scatter(recv.bytes(), n));
 }
 
-void MpiCommunicator::do_all_gather(CBuf send, Buf recv) {
-  if (!native() || !fits_int(recv.count)) return Communicator::do_all_gather(send, recv);
+void MpiCommunicator::all_gather_native(CBuf send, Buf recv) {
   if (send.count == 0) return;
   // MPI forbids aliased buffers; a caller that gathers from its own block says so with IN_PLACE.
   const bool in_place = send.data == recv.sub(static_cast<std::size_t>(rank_) * send.count, send.count).data;
@@ -344,8 +357,7 @@ void MpiCommunicator::do_all_gather(CBuf send, Buf recv) {
   count(nominal::all_gather(send.bytes(), size_));
 }
 
-void MpiCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
-  if (!native() || !fits_int(recv.count)) return Communicator::do_all_gather_v(send, recv, counts);
+void MpiCommunicator::all_gather_v_native(CBuf send, Buf recv, std::span<const std::size_t> counts) {
   const int n = size_, r = rank_;
   if (recv.count == 0) return;
   counts_.resize(static_cast<std::size_t>(n));
@@ -366,12 +378,8 @@ void MpiCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::
   count(nominal::all_gather_v(counts, recv.dtype, r));
 }
 
-void MpiCommunicator::do_all_to_all(CBuf send, Buf recv) {
-  if (!native() || !fits_int(send.count)) return Communicator::do_all_to_all(send, recv);
+void MpiCommunicator::all_to_all_native(CBuf send, Buf recv) {
   const auto n = static_cast<std::size_t>(size_);
-  LC_CHECK(send.dtype == recv.dtype && send.count == recv.count && send.count % n == 0,
-           "all_to_all needs equal send/recv buffers of size() blocks; got ", send.count, " and ", recv.count,
-           " elements for ", n, " ranks");
   const std::size_t block = send.count / n;
   if (block == 0) return;
   MPI_Request req;
@@ -382,8 +390,7 @@ void MpiCommunicator::do_all_to_all(CBuf send, Buf recv) {
   count(nominal::all_to_all(block * dtype_size(send.dtype), size_));
 }
 
-void MpiCommunicator::do_broadcast(Buf data, int root) {
-  if (!native() || !fits_int(data.count)) return Communicator::do_broadcast(data, root);
+void MpiCommunicator::broadcast_native(Buf data, int root) {
   const int n = size_;
   if (data.count == 0) return;
   MPI_Request req;
@@ -392,8 +399,7 @@ void MpiCommunicator::do_broadcast(Buf data, int root) {
   count(nominal::broadcast(data.bytes(), rank_, root, n));
 }
 
-void MpiCommunicator::do_barrier() {
-  if (!native()) return Communicator::do_barrier();
+void MpiCommunicator::barrier_native() {
   MPI_Request req;
   LC_MPI_CHECK(MPI_Ibarrier(comm_, &req));
   wait_one(req, "barrier", 0);

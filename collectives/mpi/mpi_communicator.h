@@ -121,14 +121,8 @@ class MpiCommunicator final : public Communicator {
   void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                    std::size_t recv_bytes, int from) override;
 
-  void do_all_reduce(Buf data, ReduceOp op) override;
-  void do_reduce(Buf data, ReduceOp op, int root) override;
-  void do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) override;
-  void do_all_gather(CBuf send, Buf recv) override;
-  void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) override;
-  void do_all_to_all(CBuf send, Buf recv) override;
-  void do_broadcast(Buf data, int root) override;
-  void do_barrier() override;
+  // With Algorithm::native and counts that fit an int: the MPI library's collective.
+  bool native(const CollectiveCall& call) override;
 
  private:
   // One posted piece of point-to-point traffic.
@@ -140,7 +134,15 @@ class MpiCommunicator final : public Communicator {
     bool done;
   };
 
-  bool native() const { return algorithm() == Algorithm::native; }
+  // The native collectives (nominal byte counts: see the header comment).
+  void all_reduce_native(Buf data, ReduceOp op);
+  void reduce_native(Buf data, ReduceOp op, int root);
+  void reduce_scatter_native(CBuf send, Buf recv, ReduceOp op);
+  void all_gather_native(CBuf send, Buf recv);
+  void all_gather_v_native(CBuf send, Buf recv, std::span<const std::size_t> counts);
+  void all_to_all_native(CBuf send, Buf recv);
+  void broadcast_native(Buf data, int root);
+  void barrier_native();
   MPI_Datatype type_of(DType t) const;
   MPI_Op op_of(DType t, ReduceOp op) const;
   // Point-to-point: post the pieces of one message (see max_message_bytes), then wait for all.

@@ -143,19 +143,6 @@ Cost native_cost(Collective c, double bytes, const Topology& topo, const CostOpt
   return CostModel(topo, opts).native(c, bytes);
 }
 
-const char* name_of(Collective c) {
-  switch (c) {
-    case Collective::all_reduce: return "all_reduce";
-    case Collective::reduce: return "reduce";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::all_gather: return "all_gather";
-    case Collective::all_to_all: return "all_to_all";
-    case Collective::broadcast: return "broadcast";
-    case Collective::barrier: return "barrier";
-  }
-  return "?";
-}
-
 Algorithm choose_all_reduce(const Topology& topo, std::size_t bytes, const ChooserOptions& opts) {
   return CostModel(topo, opts.cost).choose(static_cast<double>(bytes), opts.candidates);
 }

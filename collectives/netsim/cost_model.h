@@ -29,7 +29,7 @@
 #include <span>
 #include <vector>
 
-#include "collectives/communicator.h"
+#include "collectives/collectives.h"
 #include "collectives/netsim/topology.h"
 
 namespace laconic {
@@ -59,8 +59,6 @@ Cost tree_broadcast_cost(double bytes, int p, const LinkSpec& link);
 Cost tree_reduce_cost(double bytes, int p, const LinkSpec& link, double gamma = 0);
 Cost pairwise_all_to_all_cost(double bytes, int p, const LinkSpec& link);
 Cost dissemination_barrier_cost(int p, const LinkSpec& link);
-enum class Collective { all_reduce, reduce, reduce_scatter, all_gather, all_to_all, broadcast, barrier };
-const char* name_of(Collective c);
 
 // The algorithms a backend can run, in order of preference on a tie.
 inline constexpr Algorithm kAllReduceCandidates[] = {Algorithm::ring, Algorithm::recursive_doubling,

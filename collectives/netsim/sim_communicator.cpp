@@ -64,8 +64,29 @@ void SimCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes,
 
 // ---- native collectives: forwarded to inner, charged by the cost model ----
 
-void SimCommunicator::charge_native(Collective c, double bytes, double bus_bytes) {
+namespace {
+// nccl-tests bus bytes of one rank (REFERENCES.md, "Collectives") for a collective on `bytes`.
+double bus_bytes(Collective c, double bytes, int p) {
+  const double ring_share = static_cast<double>(p - 1) / p;
+  switch (c) {
+    case Collective::all_reduce: return 2 * ring_share * bytes;
+    case Collective::reduce_scatter:
+    case Collective::all_gather:
+    case Collective::all_to_all: return ring_share * bytes;
+    case Collective::reduce:
+    case Collective::broadcast: return bytes;
+    case Collective::barrier: return 0;
+  }
+  return 0;
+}
+}  // namespace
+
+void SimCommunicator::charge_native(const CollectiveCall& call) {
   const int p = size();
+  const Collective c = call.kind;
+  // The size the cost model charges: the whole buffer (reduce-scatter and all-to-all: the input).
+  const auto bytes = static_cast<double>(
+      c == Collective::reduce_scatter || c == Collective::all_to_all ? call.send.bytes() : call.data.bytes());
   // A native collective ends no earlier than its last rank joins it.
   inner_.all_gather(CBuf{&clock_, sizeof clock_, DType::u8},
                     Buf{clocks_.data(), clocks_.size() * sizeof(double), DType::u8});
@@ -77,68 +98,15 @@ void SimCommunicator::charge_native(Collective c, double bytes, double bus_bytes
   if (c == Collective::reduce_scatter || c == Collective::all_gather || c == Collective::all_to_all)
     messages = static_cast<std::uint64_t>(p - 1);
   if (c == Collective::barrier) messages = std::bit_width(static_cast<unsigned>(p - 1));  // ⌈lg p⌉
-  const auto n = static_cast<std::uint64_t>(std::llround(bus_bytes));
+  const auto n = static_cast<std::uint64_t>(std::llround(bus_bytes(c, bytes, p)));
   count(n, n, messages);  // attributed like a ring: sent on tier(r, r+1), received on tier(r-1, r)
 }
 
-namespace {
-// nccl-tests bus-bandwidth factors (REFERENCES.md, "Collectives").
-double ring_share(int p) { return static_cast<double>(p - 1) / p; }
-}  // namespace
-
-void SimCommunicator::do_all_reduce(Buf data, ReduceOp op) {
-  if (!native()) return Communicator::do_all_reduce(data, op);
-  inner_.all_reduce(data, op);
-  const auto s = static_cast<double>(data.bytes());
-  charge_native(Collective::all_reduce, s, 2 * ring_share(size()) * s);
-}
-
-void SimCommunicator::do_reduce(Buf data, ReduceOp op, int root) {
-  if (!native()) return Communicator::do_reduce(data, op, root);
-  inner_.reduce(data, op, root);
-  const auto s = static_cast<double>(data.bytes());
-  charge_native(Collective::reduce, s, s);
-}
-
-void SimCommunicator::do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) {
-  if (!native()) return Communicator::do_reduce_scatter(send, recv, op);
-  inner_.reduce_scatter(send, recv, op);
-  const auto s = static_cast<double>(send.bytes());
-  charge_native(Collective::reduce_scatter, s, ring_share(size()) * s);
-}
-
-void SimCommunicator::do_all_gather(CBuf send, Buf recv) {
-  if (!native()) return Communicator::do_all_gather(send, recv);
-  inner_.all_gather(send, recv);
-  const auto s = static_cast<double>(recv.bytes());
-  charge_native(Collective::all_gather, s, ring_share(size()) * s);
-}
-
-void SimCommunicator::do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) {
-  if (!native()) return Communicator::do_all_gather_v(send, recv, counts);
-  inner_.all_gather_v(send, recv, counts);
-  const auto s = static_cast<double>(recv.bytes());
-  charge_native(Collective::all_gather, s, ring_share(size()) * s);
-}
-
-void SimCommunicator::do_all_to_all(CBuf send, Buf recv) {
-  if (!native()) return Communicator::do_all_to_all(send, recv);
-  inner_.all_to_all(send, recv);
-  const auto s = static_cast<double>(send.bytes());
-  charge_native(Collective::all_to_all, s, ring_share(size()) * s);
-}
-
-void SimCommunicator::do_broadcast(Buf data, int root) {
-  if (!native()) return Communicator::do_broadcast(data, root);
-  inner_.broadcast(data, root);
-  const auto s = static_cast<double>(data.bytes());
-  charge_native(Collective::broadcast, s, s);
-}
-
-void SimCommunicator::do_barrier() {
-  if (!native()) return Communicator::do_barrier();
-  inner_.barrier();
-  charge_native(Collective::barrier, 0, 0);
+bool SimCommunicator::native(const CollectiveCall& call) {
+  if (algorithm() != Algorithm::native) return false;
+  inner_.collective(call);
+  charge_native(call);
+  return true;
 }
 
 }  // namespace laconic

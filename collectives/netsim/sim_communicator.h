@@ -12,7 +12,7 @@
 // are serialised only by its own clock, and receives from different peers overlap (an incast of
 // k messages completes at the latest arrival, not after k serialisations: optimistic for it).
 // The sender's clock travels with the message as an 8-byte timestamp sent through `inner` just
-// before the payload; this communicator's byte counters (bytes(), tier_bytes()) count payload
+// before the payload; this communicator's byte counters (bytes(), tier_bytes(t)) count payload
 // only, inner's counters include the timestamps (8 bytes and one more message per message).
 //
 // Collectives: with set_algorithm(Algorithm::native) every collective is forwarded to inner's
@@ -27,7 +27,7 @@
 //
 // Compute: advance_compute(s) adds s·slowdown(rank). There is one timeline per rank: compute and
 // communication add up (overlap of an async collective with compute is not modelled). clock(),
-// comm_time() and tier_bytes() are updated by whichever thread runs the collective: read them
+// comm_time() and the byte counters are updated by whichever thread runs the collective: read them
 // (and call advance_compute) only when no async collective is in flight, e.g. after wait_all().
 #pragma once
 
@@ -61,10 +61,6 @@ class SimCommunicator final : public Communicator {
   // This rank's virtual time, and the part of it spent inside communication (waiting included).
   double clock() const { return clock_; }
   double comm_time() const { return comm_time_; }
-  // Payload bytes per tier: [0] inside this rank's group, [1] between groups (the base class
-  // counts them: this communicator's groups are the topology's).
-  using Communicator::tier_bytes;
-  std::array<ByteCounters, 2> tier_bytes() const { return {tier_bytes(0), tier_bytes(1)}; }
   const Topology& topology() const { return topo_; }
   Communicator& inner() { return inner_; }
 
@@ -74,25 +70,18 @@ class SimCommunicator final : public Communicator {
   void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                    std::size_t recv_bytes, int from) override;
 
-  void do_all_reduce(Buf data, ReduceOp op) override;
-  void do_reduce(Buf data, ReduceOp op, int root) override;
-  void do_reduce_scatter(CBuf send, Buf recv, ReduceOp op) override;
-  void do_all_gather(CBuf send, Buf recv) override;
-  void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t> counts) override;
-  void do_all_to_all(CBuf send, Buf recv) override;
-  void do_broadcast(Buf data, int root) override;
-  void do_barrier() override;
+  // With Algorithm::native: inner's collective, charged by the cost model. Otherwise false, and
+  // our algorithms run over this communicator's (charged) point-to-point.
+  bool native(const CollectiveCall& call) override;
 
  private:
-  bool native() const { return algorithm() == Algorithm::native; }
   // Time of n bytes on the link to/from `peer`.
   double serialise(std::size_t n, int peer) const;
   double arrival(double sent_at, std::size_t n, int peer) const;
   void set_clock(double t);  // advances clock_ (never backwards) and comm_time_
-  // Native collectives: synchronise the clocks to their maximum, charge `c` for `bytes` and
-  // count `bus_bytes` of traffic on the ring links.
-  void charge_native(Collective c, double bytes, double bus_bytes);
-
+  // A native collective: synchronise the clocks to their maximum, charge the cost model's time
+  // for it and count its nccl-tests bus bytes on the ring links.
+  void charge_native(const CollectiveCall& call);
   Communicator& inner_;
   Topology topo_;
   CostModel model_;

@@ -288,8 +288,8 @@ class Reporter final : public StepHook {
     if (const SimCommunicator* sim = loop_.sim) {
       r.sim_time_s = sim->clock();
       r.sim_comm_s = sim->comm_time();
-      r.bytes_intra = sim->tier_bytes()[0].sent;
-      r.bytes_inter = sim->tier_bytes()[1].sent;
+      r.bytes_intra = sim->tier_bytes(0).sent;
+      r.bytes_inter = sim->tier_bytes(1).sent;
     }
     if (eval_now) {
       r.eval_loss = eval_.last().loss;

@@ -116,7 +116,7 @@ class Worker {
     comm_.set_algorithm(r_.distributed.algorithm);
     if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
     // A staging wrapper shares the host communicator's settings (set above); NCCL runs its own.
-    device_comm_ = make_device_communicator(r_, spec.device, comm_, control_, sim_ != nullptr, separate_counts_);
+    device_comm_ = make_device_communicator(r_, spec.device, comm_, control_, sim_ != nullptr);
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
                       (r_.network.device_tflops * 1e12 * r_.network.mfu);
@@ -274,17 +274,9 @@ class Worker {
 
   // The communicator the sync strategy uses: on a device, the device communicator over comm_.
   Communicator& data_comm() { return device_comm_ ? *device_comm_ : comm_; }
-  // This rank's traffic: comm_ counts everything unless the device communicator is separate (NCCL).
-  ByteCounters traffic() const {
-    ByteCounters b = comm_.bytes();
-    if (separate_counts_) {
-      const ByteCounters d = device_comm_->bytes();
-      b.sent += d.sent;
-      b.recv += d.recv;
-      b.messages_sent += d.messages_sent;
-    }
-    return b;
-  }
+  // This rank's traffic: every ledger of its communicators once (staging shows comm_'s; NCCL
+  // moves and counts its own bytes).
+  ByteCounters traffic() const { return total_bytes({&comm_, device_comm_.get()}); }
   // The run's totals: what a resumed checkpoint had counted, plus what this process has since.
   RunCounters counters() const {
     const ByteCounters now = traffic();
@@ -305,7 +297,6 @@ class Worker {
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
-  bool separate_counts_ = false;          // device_comm_ counts bytes comm_ does not (NCCL)
   double modeled_step_s_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;

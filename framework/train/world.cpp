@@ -92,9 +92,7 @@ Device resolve_device(const Recipe& recipe) {
 }
 
 std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
-                                                       Communicator& control, bool simulated,
-                                                       bool& separate_counts) {
-  separate_counts = false;
+                                                       Communicator& control, bool simulated) {
   if (device == Device::cpu) return nullptr;
 #if defined(LACONIC_HAVE_CUDA)
   // One GPU per rank for NCCL: every rank of a threads world is in this process; under MPI the
@@ -104,7 +102,6 @@ std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Dev
   if (!simulated && gpu_each) {
     NcclOptions opts;
     opts.timeout_s = recipe.distributed.timeout_s;
-    separate_counts = true;
     return std::make_unique<NcclCommunicator>(control, opts);
   }
   // Several ranks of a threads world share the GPUs round robin; MPI ranks take their local rank's.

@@ -49,11 +49,10 @@ Device resolve_device(const Recipe& recipe);
 // the ranks can each have a GPU and no network is simulated (NCCL's collectives are its own, so
 // the simulator could not charge them); otherwise a staging wrapper that runs `host` on pinned
 // host copies (several ranks on one GPU, or a simulated network). nullptr for cpu: the strategy
-// uses `host` itself. `separate_counts` is set when the returned communicator's bytes are not
-// already counted by `host` (NCCL, a transport of its own), so the run's traffic is the sum of
-// both. NCCL's bootstrap (its unique id) goes over `control`, so it is no training traffic.
+// uses `host` itself. NCCL is a transport of its own and counts its own bytes; staging shows
+// `host`'s (total_bytes() counts each once). NCCL's bootstrap (its unique id) goes over
+// `control`, so it is no training traffic.
 std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
-                                                       Communicator& control, bool simulated,
-                                                       bool& separate_counts);
+                                                       Communicator& control, bool simulated);
 
 }  // namespace laconic

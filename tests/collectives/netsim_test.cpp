@@ -53,7 +53,7 @@ PerRank run_ring(const Topology& topo, std::size_t floats) {
     const int r = sim.rank();
     out.clock[r] = sim.clock();
     out.comm[r] = sim.comm_time();
-    out.tiers[r] = sim.tier_bytes();
+    out.tiers[r] = sim.tiers();
     out.sim[r] = sim.bytes();
     const ByteCounters after = inner.bytes();
     out.inner[r] = {after.sent - before.sent, after.recv - before.recv, after.messages_sent - before.messages_sent};
@@ -127,7 +127,7 @@ TEST(SimCommunicator, BroadcastClocksAndTierBytes) {
     sim.broadcast(data.data(), S, 0);
     EXPECT_EQ(data[S - 1], 7);
     got.clock[sim.rank()] = sim.clock();
-    got.tiers[sim.rank()] = sim.tier_bytes();
+    got.tiers[sim.rank()] = sim.tiers();
   });
   for (int r = 0; r < 4; ++r) expect_time(got.clock[r], want[r], r);
   // sent/recv per tier: {intra sent, intra recv, inter sent, inter recv}.
@@ -240,7 +240,7 @@ TEST(SimCommunicator, HierarchicalKeepsInterTrafficOnLeaders) {
     std::vector<float> x(floats, 1.0f);
     sim.all_reduce(x, ReduceOp::sum);
     EXPECT_EQ(x[0], 4.0f);
-    tiers[sim.rank()] = sim.tier_bytes();
+    tiers[sim.rank()] = sim.tiers();
   });
   for (int r = 0; r < 4; ++r) {
     const bool leader = r % 2 == 0;

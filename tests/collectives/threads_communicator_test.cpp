@@ -178,11 +178,12 @@ TEST(ThreadsCommunicator, WorldSizeMustBePositive) {
   EXPECT_THROW(run_threads(0, [](Communicator&) {}), Error);
 }
 
-// A wrapper built with Communicator::SharePolicy (as device staging is) and the communicator it
-// wraps see one algorithm, chooser and groups, whichever of the two they were set on.
+// A wrapper built with Communicator::ShowInner (as device staging is) and the communicator it
+// wraps see one algorithm, chooser and groups, whichever of the two they were set on, and one
+// ledger: every byte is counted once, by the inner that moves it.
 class Forwarding final : public Communicator {
  public:
-  explicit Forwarding(Communicator& inner) : Communicator(SharePolicy{}, inner), inner_(inner) {}
+  explicit Forwarding(Communicator& inner) : Communicator(ShowInner{}, inner), inner_(inner) {}
   ~Forwarding() override { stop_async(); }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -217,6 +218,14 @@ TEST(ThreadsCommunicator, AWrapperSharesItsInnersPolicy) {
     wrapper.all_reduce(std::span(&x, 1), ReduceOp::sum);  // the wrapper's all-reduce asks the shared chooser
     EXPECT_EQ(x, 1.0f);
     EXPECT_EQ(chosen, 1);
+    // Counted once: the same all-reduce run directly on the inner adds what the wrapper's did.
+    const ByteCounters through_wrapper = comm.bytes();
+    EXPECT_GT(through_wrapper.sent, 0u);
+    EXPECT_EQ(wrapper.bytes().sent, through_wrapper.sent);
+    comm.all_reduce(std::span(&x, 1), ReduceOp::sum);
+    EXPECT_EQ(comm.bytes().sent, 2 * through_wrapper.sent);
+    EXPECT_EQ(comm.bytes().recv, 2 * through_wrapper.recv);
+    EXPECT_EQ(comm.bytes().messages_sent, 2 * through_wrapper.messages_sent);
   });
 }
 

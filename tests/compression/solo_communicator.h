@@ -30,19 +30,14 @@ class SoloCommunicator final : public Communicator {
   void do_sendrecv(const void*, std::size_t, int, void*, std::size_t, int) override {
     LC_CHECK(false, "solo communicator: no peer");
   }
-  void do_all_reduce(Buf, ReduceOp) override {}
-  void do_reduce(Buf, ReduceOp, int) override {}
-  void do_reduce_scatter(CBuf send, Buf recv, ReduceOp) override { copy(recv.data, send.data, recv.bytes()); }
-  void do_all_gather(CBuf send, Buf recv) override { copy(recv.data, send.data, recv.bytes()); }
-  void do_all_gather_v(CBuf send, Buf recv, std::span<const std::size_t>) override {
-    copy(recv.data, send.data, recv.bytes());
+  bool native(const CollectiveCall& c) override {
+    // One rank: in-place calls and the barrier leave everything as it is; the others copy the
+    // one block (copy_bytes does nothing for dst == src, the in-place gathers).
+    if (!c.in_place() && c.kind != Collective::barrier) copy(c.data.data, c.send.data, c.data.bytes());
+    return true;
   }
-  void do_all_to_all(CBuf send, Buf recv) override { copy(recv.data, send.data, recv.bytes()); }
-  void do_broadcast(Buf, int) override {}
-  void do_barrier() override {}
 
  private:
-  // copy_bytes does nothing for dst == src (the in-place gathers).
   void copy(void* dst, const void* src, std::size_t bytes) { copy_bytes(dst, memory_, src, memory_, bytes); }
   Device memory_;
 };

@@ -44,7 +44,7 @@ std::vector<RankRun> run(int world, int groups, int steps, MakeSync make_sync) {
     std::unique_ptr<SyncStrategy> sync = make_sync();
     Sgd sgd(SgdOptions{});
     sync->start(s, comm);
-    const auto after_start = comm.tier_bytes();
+    const auto after_start = comm.tiers();
     RankRun& mine = out[static_cast<std::size_t>(comm.rank())];
     for (int step = 0; step < steps; ++step) {
       for (std::size_t i = 0; i < kN; ++i) s.grads()[i] = grad(comm.rank(), step, i);
@@ -53,8 +53,8 @@ std::vector<RankRun> run(int world, int groups, int steps, MakeSync make_sync) {
       sync->after_update(step);
       mine.params.insert(mine.params.end(), s.params().begin(), s.params().end());
     }
-    mine.intra = comm.tier_bytes()[0].sent - after_start[0].sent;
-    mine.inter = comm.tier_bytes()[1].sent - after_start[1].sent;
+    mine.intra = comm.tier_bytes(0).sent - after_start[0].sent;
+    mine.inter = comm.tier_bytes(1).sent - after_start[1].sent;
   });
   return out;
 }

@@ -1,0 +1,84 @@
+#include "collectives/transport.h"
+
+#include "framework/core/check.h"
+
+namespace laconic {
+
+Transport::Transport() : ledger_(std::make_shared<Ledger>()) {}
+
+Transport::Transport(ShowInner, Transport& inner) : ledger_(inner.ledger_), counts_(false) {}
+
+Transport::~Transport() = default;
+
+ByteCounters Transport::tier_bytes(int tier) const {
+  const Counters& c = ledger_->tiers[static_cast<std::size_t>(tier)];
+  return {c.sent.load(std::memory_order_relaxed), c.recv.load(std::memory_order_relaxed),
+          c.messages.load(std::memory_order_relaxed)};
+}
+
+int Transport::tier_to(int peer) const {
+  const std::vector<int>& g = ledger_->groups;
+  if (g.empty()) return 0;
+  return g[static_cast<std::size_t>(rank())] == g[static_cast<std::size_t>(peer)] ? 0 : 1;
+}
+
+void Transport::count_sent(int peer, std::uint64_t bytes, std::uint64_t messages) {
+  if (!counts_) return;
+  Counters& c = ledger_->tiers[tier_to(peer)];
+  c.sent.fetch_add(bytes, std::memory_order_relaxed);
+  c.messages.fetch_add(messages, std::memory_order_relaxed);
+}
+
+void Transport::count_recv(int peer, std::uint64_t bytes) {
+  if (counts_) ledger_->tiers[tier_to(peer)].recv.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void Transport::count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages) {
+  const int p = size(), r = rank();
+  count_sent((r + 1) % p, sent, messages);
+  count_recv((r + p - 1) % p, recv);
+}
+
+namespace {
+void check_peer(const Transport& t, int peer) {
+  LC_CHECK(peer >= 0 && peer < t.size(), "rank ", t.rank(), ": peer ", peer, " outside a world of ", t.size(),
+           " ranks");
+}
+}  // namespace
+
+void Transport::send(const void* data, std::size_t bytes, int peer) {
+  check_peer(*this, peer);
+  before_blocking();
+  do_send(data, bytes, peer);
+  count_sent(peer, bytes, 1);
+}
+
+void Transport::recv(void* data, std::size_t bytes, int peer) {
+  check_peer(*this, peer);
+  before_blocking();
+  do_recv(data, bytes, peer);
+  count_recv(peer, bytes);
+}
+
+void Transport::sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
+                         std::size_t recv_bytes, int from) {
+  check_peer(*this, to);
+  check_peer(*this, from);
+  before_blocking();
+  do_sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
+  count_sent(to, send_bytes, 1);
+  count_recv(from, recv_bytes);
+}
+
+ByteCounters total_bytes(std::initializer_list<const Transport*> transports) {
+  ByteCounters sum;
+  for (auto t = transports.begin(); t != transports.end(); ++t) {
+    if (*t == nullptr) continue;
+    bool seen = false;
+    for (auto u = transports.begin(); u != t; ++u) seen = seen || (*u && (*u)->same_ledger(**t));
+    if (!seen) sum = sum + (*t)->bytes();
+  }
+  return sum;
+}
+
+}  // namespace laconic
