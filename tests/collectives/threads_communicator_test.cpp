@@ -226,6 +226,8 @@ TEST(ThreadsCommunicator, AWrapperSharesItsInnersPolicy) {
     EXPECT_EQ(comm.bytes().sent, 2 * through_wrapper.sent);
     EXPECT_EQ(comm.bytes().recv, 2 * through_wrapper.recv);
     EXPECT_EQ(comm.bytes().messages_sent, 2 * through_wrapper.messages_sent);
+    // A run's traffic over several communicators counts each ledger once.
+    EXPECT_EQ(total_bytes({&comm, &wrapper, nullptr}).sent, comm.bytes().sent);
   });
 }
 
