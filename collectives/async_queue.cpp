@@ -2,13 +2,18 @@
 
 #include <utility>
 
+#include "collectives/trace.h"
+
 namespace laconic {
 
 // ---- Work ----
 
 void Work::wait() {
+  Tracer* t = tracer_ && tracer_->lane() == 0 ? tracer_ : nullptr;
+  const double t0 = t ? t->now() : 0;
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return done_; });
+  if (t) t->wait(op_, t0);
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -64,11 +69,14 @@ void AsyncQueue::loop(const std::function<void()>& on_thread_start) {
     running_ = true;
     lock.unlock();
     std::exception_ptr error;
+    Tracer* t = tracer_;
+    if (t) t->begin();
     try {
       item.op();
     } catch (...) {
       error = std::current_exception();
     }
+    if (t) t->end();
     // Moved, so this thread keeps no reference: the exception is then freed by whoever drops
     // the Work's copy, never here while a waiter still reads it (TSan cannot see libstdc++'s
     // uninstrumented reference count, and would report that as a race).
@@ -97,6 +105,7 @@ void AsyncQueue::reserve(std::size_t ops) {
 }
 
 void AsyncQueue::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned) {
+  if (tracer_) work.trace(tracer_, tracer_->issue());
   {
     std::lock_guard lock(mu_);
     ops_.push_back({std::move(op), &work, std::move(owned)});

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -13,6 +14,8 @@
 #include <vector>
 
 namespace laconic {
+
+class Tracer;
 
 // Completion handle of an async operation.
 class Work {
@@ -25,8 +28,15 @@ class Work {
 
   // Used by the communication thread.
   void finish(std::exception_ptr error);
+  // Traced operations: wait() records a wait for operation `op` (collectives/trace.h).
+  void trace(Tracer* tracer, std::int32_t op) {
+    tracer_ = tracer;
+    op_ = op;
+  }
 
  private:
+  Tracer* tracer_ = nullptr;
+  std::int32_t op_ = -1;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -53,6 +63,8 @@ class AsyncQueue {
   void reserve(std::size_t ops);
   // Waits until every queued operation has run; returns at once on the queue's own thread.
   void drain();
+  // Records each operation's issue, begin, end and waits in `tracer` (null: none).
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
   void enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned);
@@ -72,6 +84,7 @@ class AsyncQueue {
   std::size_t head_ = 0;
   bool running_ = false;  // an op is executing
   bool stop_ = false;
+  Tracer* tracer_ = nullptr;
   std::thread thread_;
 
   bool empty() const { return head_ == ops_.size(); }

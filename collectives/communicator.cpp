@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "collectives/trace.h"
 #include "framework/core/check.h"
 
 namespace laconic {
@@ -22,8 +23,16 @@ Communicator::~Communicator() {
 void Communicator::stop_async() { async_.reset(); }
 
 AsyncQueue& Communicator::async() {
-  if (!async_) async_ = std::make_unique<AsyncQueue>([this] { on_async_thread_start(); });
+  if (!async_) {
+    async_ = std::make_unique<AsyncQueue>([this] { on_async_thread_start(); });
+    async_->set_tracer(tracer());
+  }
   return *async_;
+}
+
+void Communicator::set_tracer(Tracer* t) {
+  Transport::set_tracer(t);
+  if (async_) async_->set_tracer(t);
 }
 
 void Communicator::run_async(Work& work, std::function<void()> op) { async().run(work, std::move(op)); }
@@ -31,7 +40,14 @@ void Communicator::run_async(Work& work, std::function<void()> op) { async().run
 void Communicator::reserve_async(std::size_t ops) { async().reserve(ops); }
 
 void Communicator::drain() {
-  if (async_) async_->drain();
+  if (!async_) return;
+  Tracer* t = tracer();
+  // The trace records that this thread waited for everything issued (when it has not already).
+  if (!t || t->lane() != 0 || t->last_issued() <= t->waited()) return async_->drain();
+  const double t0 = t->now();
+  const std::int32_t last = t->last_issued();
+  async_->drain();
+  t->wait(last, t0);
 }
 
 void Communicator::wait_all() { drain(); }
@@ -127,7 +143,22 @@ void Communicator::collective(const CollectiveCall& call) {
 }
 
 void Communicator::do_collective(const CollectiveCall& call) {
-  if (!native(call)) run_algorithm(call);
+  // A native collective is traced as one event (the replay expands it into its algorithm's
+  // messages); ours are traced message by message, by the transport.
+  Tracer* t = message_tracer();
+  const double t0 = t ? t->now() : 0;
+  if (!native(call)) return run_algorithm(call);
+  if (!t) return;
+  TraceEvent e;
+  e.t0 = t0;
+  e.t1 = t->now();
+  e.kind = TraceKind::native;
+  e.sub = static_cast<std::uint8_t>(call.kind);
+  e.bytes = call.kind == Collective::reduce_scatter || call.kind == Collective::all_to_all ? call.send.bytes()
+                                                                                          : call.data.bytes();
+  e.a = call.root;
+  e.b = size();
+  t->record(e);
 }
 
 // ---- async forms: the same calls, run on the communication thread ----

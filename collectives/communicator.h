@@ -90,6 +90,9 @@ class Communicator : public Transport {
     collectives_.policy().chooser = std::move(chooser);
   }
 
+  // Also traces the async queue: issue, begin, end and waits of every operation.
+  void set_tracer(Tracer* tracer) override;
+
  protected:
   // For a wrapper whose bytes all move through `inner` (device staging): inner's ledger (byte
   // counters, groups) and inner's collective policy, so settings made on either apply to the

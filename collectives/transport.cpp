@@ -1,5 +1,6 @@
 #include "collectives/transport.h"
 
+#include "collectives/trace.h"
 #include "framework/core/check.h"
 
 namespace laconic {
@@ -49,15 +50,39 @@ void check_peer(const Transport& t, int peer) {
 void Transport::send(const void* data, std::size_t bytes, int peer) {
   check_peer(*this, peer);
   before_blocking();
+  Tracer* t = message_tracer();
+  const double t0 = t ? t->now() : 0;
   do_send(data, bytes, peer);
   count_sent(peer, bytes, 1);
+  if (t) {
+    TraceEvent e;
+    e.t0 = t0;
+    e.t1 = t->now();
+    e.kind = TraceKind::send;
+    e.bytes = bytes;
+    e.a = peer;
+    e.tier = static_cast<std::uint8_t>(tier_to(peer));
+    t->record(e);
+  }
 }
 
 void Transport::recv(void* data, std::size_t bytes, int peer) {
   check_peer(*this, peer);
   before_blocking();
+  Tracer* t = message_tracer();
+  const double t0 = t ? t->now() : 0;
   do_recv(data, bytes, peer);
   count_recv(peer, bytes);
+  if (t) {
+    TraceEvent e;
+    e.t0 = t0;
+    e.t1 = t->now();
+    e.kind = TraceKind::recv;
+    e.bytes = bytes;
+    e.a = peer;
+    e.tier = static_cast<std::uint8_t>(tier_to(peer));
+    t->record(e);
+  }
 }
 
 void Transport::sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
@@ -65,9 +90,24 @@ void Transport::sendrecv(const void* send_data, std::size_t send_bytes, int to, 
   check_peer(*this, to);
   check_peer(*this, from);
   before_blocking();
+  Tracer* t = message_tracer();
+  const double t0 = t ? t->now() : 0;
   do_sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
   count_sent(to, send_bytes, 1);
   count_recv(from, recv_bytes);
+  if (t) {
+    TraceEvent e;
+    e.t0 = t0;
+    e.t1 = t->now();
+    e.kind = TraceKind::sendrecv;
+    e.bytes = send_bytes;
+    e.bytes2 = recv_bytes;
+    e.a = to;
+    e.b = from;
+    e.tier = static_cast<std::uint8_t>(tier_to(to));
+    e.tier2 = static_cast<std::uint8_t>(tier_to(from));
+    t->record(e);
+  }
 }
 
 ByteCounters total_bytes(std::initializer_list<const Transport*> transports) {

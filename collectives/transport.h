@@ -21,6 +21,8 @@
 
 namespace laconic {
 
+class Tracer;
+
 struct ByteCounters {
   std::uint64_t sent = 0;
   std::uint64_t recv = 0;
@@ -66,6 +68,11 @@ class Transport {
   ByteCounters bytes() const { return tier_bytes(0) + tier_bytes(1); }
   ByteCounters tier_bytes(int tier) const;
   std::array<ByteCounters, 2> tiers() const { return {tier_bytes(0), tier_bytes(1)}; }
+  // Records every message of this transport in `tracer` (collectives/trace.h; null: none). A
+  // wrapper showing its inner's ledger records no messages: its inner does.
+  virtual void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  Tracer* tracer() const { return tracer_; }
+
   // Whether `other` shows this transport's ledger (a wrapper built with ShowInner, or itself).
   bool same_ledger(const Transport& other) const { return ledger_ == other.ledger_; }
 
@@ -80,6 +87,9 @@ class Transport {
   virtual void do_recv(void* data, std::size_t bytes, int peer) = 0;
   virtual void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                            std::size_t recv_bytes, int from) = 0;
+
+  // The tracer of this transport's messages: none for a wrapper showing its inner's ledger.
+  Tracer* message_tracer() const { return counts_ ? tracer_ : nullptr; }
 
   // Runs before every blocking call from a caller (a communicator waits for its queue there).
   virtual void before_blocking() {}
@@ -103,6 +113,7 @@ class Transport {
 
   std::shared_ptr<Ledger> ledger_;
   bool counts_ = true;  // false for a wrapper showing its inner's ledger
+  Tracer* tracer_ = nullptr;
 };
 
 // The traffic of several transports of one rank, each ledger counted once (a wrapper showing its

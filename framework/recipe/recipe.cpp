@@ -262,6 +262,17 @@ struct Codec<RankList> {
   static std::string write(const RankList& v) { return "[" + join(v.ranks, ", ", Codec<int>::write) + "]"; }
 };
 
+template <>
+struct Codec<AutoBool> {
+  static std::string expected(const Bound&) { return "true, false or \"auto\""; }
+  static std::optional<AutoBool> read(const toml::node& node, const Bound&) {
+    if (const auto b = node.value_exact<bool>()) return AutoBool{*b};
+    if (const auto* s = node.as_string(); s && s->get() == "auto") return AutoBool{};
+    return std::nullopt;
+  }
+  static std::string write(const AutoBool& v) { return v.value ? (*v.value ? "true" : "false") : "\"auto\""; }
+};
+
 // Quantities with units: a string parsed by core/units.h, or a plain number in base units.
 // Written back with units when that text reads back exactly, else as the plain number.
 template <typename Q, auto Member, auto Parse, auto Format>
@@ -421,7 +432,8 @@ const std::vector<Field>& schema() {
         .add<&TrainConfig::grad_accum>("grad_accum", at_least(1))
         .add<&TrainConfig::eval_every>("eval_every", at_least(0))
         .add<&TrainConfig::log_every>("log_every", at_least(1))
-        .add<&TrainConfig::noise_scale>("noise_scale");
+        .add<&TrainConfig::noise_scale>("noise_scale")
+        .add<&TrainConfig::trace>("trace");
     SectionBuilder<&Recipe::optimizer>{"optimizer", f}
         .add<&OptimizerConfig::name>("name")
         .add<&OptimizerConfig::lr>("lr", above(0))

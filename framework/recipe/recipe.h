@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct Duration {
 struct RankList {
   std::vector<int> ranks;
   bool operator==(const RankList&) const = default;
+};
+// true, false, or "auto" (unset: the default that depends on other keys).
+struct AutoBool {
+  std::optional<bool> value;
+  bool resolve(bool otherwise) const { return value.value_or(otherwise); }
+  bool operator==(const AutoBool&) const = default;
 };
 enum class DeviceKind { cpu, cuda };
 // How ranks synchronise: gradients every step, exactly (allreduce) or compressed with error
@@ -96,6 +103,7 @@ struct TrainConfig {
   std::int64_t log_every = 50;  // steps between log lines / metrics.jsonl records
   bool noise_scale = false;     // estimate the gradient noise scale B_simple (McCandlish et al. 2018);
                                 // only with sync.strategy = "allreduce" and sync.momentum = 0
+  AutoBool trace;               // the event trace in trace/ (collectives/trace.h); auto: with [network]
 
   bool operator==(const TrainConfig&) const = default;
 };

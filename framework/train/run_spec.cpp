@@ -39,6 +39,7 @@ std::string recipe_hash(const Recipe& recipe) {
   r.run.out_dir = RunConfig{}.out_dir;
   r.train.log_every = TrainConfig{}.log_every;
   r.train.eval_every = TrainConfig{}.eval_every;
+  r.train.trace = TrainConfig{}.trace;
   r.checkpoint = CheckpointConfig{};
   r.guards.check_every = GuardsConfig{}.check_every;
   r.fault = FaultConfig{};
@@ -61,6 +62,10 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
   s.overlap = r.sync.overlap && !s.simulate && r.guards.nonfinite != NonfiniteKind::skip;
   s.hash = recipe_hash(r);
   s.checkpoint_root = checkpoint_root(r, run_dir);
+  if (r.train.trace.resolve(s.simulate)) {
+    if (!run_dir.empty()) s.trace_dir = (std::filesystem::path(run_dir) / "trace").string();
+    else if (r.train.trace.value) s.notes.push_back("train.trace = true: no run directory to write trace/ to; not traced");
+  }
   if (r.checkpoint.every > 0 && s.checkpoint_root.empty())
     LC_INPUT_ERROR(r.path, ": checkpoint.every = ", r.checkpoint.every,
                    " needs a run directory or an absolute checkpoint.dir");

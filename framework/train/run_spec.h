@@ -39,6 +39,7 @@ struct RunSpec {
   bool noise_scale = false;     // train.noise_scale and it can apply (see resolve)
   std::string hash;             // recipe_hash(recipe)
   std::string checkpoint_root;  // checkpoint_root(recipe, run_dir)
+  std::string trace_dir;        // run_dir/trace when the run is traced (train.trace), else ""
   std::vector<std::string> notes;  // one line each: what was asked for and does not apply
 };
 

@@ -1,6 +1,7 @@
 #include "framework/train/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "collectives/netsim/cost_model.h"
+#include "collectives/trace.h"
 #include "collectives/netsim/sim_communicator.h"
 #include "framework/core/check.h"
 #include "framework/core/timer.h"
@@ -53,6 +55,23 @@ ReducerStats minus(ReducerStats a, const ReducerStats& b) {
   a.meta_bytes -= b.meta_bytes;
   return a;
 }
+
+// A compute span of the trace (collectives/trace.h), from construction to destruction.
+class TraceSpan {
+ public:
+  TraceSpan(Tracer* t, SpanKind k) : t_(t), k_(k) {
+    if (t_) t_->span_begin(k_);
+  }
+  ~TraceSpan() {
+    if (t_) t_->span_end(k_);
+  }
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+
+ private:
+  Tracer* t_;
+  SpanKind k_;
+};
 
 // Between the model's last backward of a step and the sync strategy: each range of gradients
 // that backward reports final is first averaged over the micro-batches and its square norm
@@ -122,10 +141,17 @@ class Worker {
                       (r_.network.device_tflops * 1e12 * r_.network.mfu);
   }
 
+  ~Worker() {
+    // A run that failed mid-step: the communicators outlive this rank's tracer.
+    comm_.set_tracer(nullptr);
+    if (device_comm_) device_comm_->set_tracer(nullptr);
+  }
+
   TrainSummary run() {
     model_->init(r_.run.seed);  // on the host, then to where it trains
     model_->to(spec_.device);
     check_same_recipe();
+    start_trace();
     sync_->start(loop_.store(), data_comm(), resume_ ? resume_->step : 0);
     ready_.emplace(loop_.store(), *sync_);
     make_hooks();
@@ -137,6 +163,7 @@ class Worker {
     std::int64_t step = loop_.first_step;
     try {
       for (; step < spec_.plan.steps; ++step) run_step(step);
+      finish_trace();
     } catch (const InputError&) {
       throw;
     } catch (const std::exception& e) {
@@ -153,6 +180,8 @@ class Worker {
     ParamStore& store = loop_.store();
     StepState s;
     s.step = step;
+    Tracer* tr = tracer_.get();
+    if (tr) tr->step(step);
     store.zero_grad();
     for (auto& h : hooks_) h->before_step(s);
     Stopwatch t;
@@ -166,17 +195,26 @@ class Worker {
       loop_.exposed_comm_s += t.seconds();
       return;
     }
-    sync_->after_backward(step);
+    {
+      TraceSpan span(tr, SpanKind::sync);
+      sync_->after_backward(step);
+    }
     loop_.exposed_comm_s += t.seconds();
     t.reset();
     for (auto& h : hooks_) h->after_reduce(s);
     s.lr = schedule_.at(step);
-    optimizer_->step(store, s.lr);
-    synchronize_kernels(spec_.device);
+    {
+      TraceSpan span(tr, SpanKind::optimizer);
+      optimizer_->step(store, s.lr);
+      synchronize_kernels(spec_.device);
+    }
     compute += charge_compute(t.seconds(), /*backward=*/false);
     loop_.compute_s += compute;
     t.reset();
-    sync_->after_update(step);
+    {
+      TraceSpan span(tr, SpanKind::sync);
+      sync_->after_update(step);
+    }
     loop_.exposed_comm_s += t.seconds();
     for (auto& h : hooks_) h->after_step(s);
   }
@@ -192,6 +230,7 @@ class Worker {
       const auto at = static_cast<std::uint64_t>(step * accum + a);
       data_.train->fill(batch_, slice.subspan(static_cast<std::size_t>(a) * micro, micro),
                         rng::key({r_.run.seed, static_cast<std::uint64_t>(comm_.rank()), at, rng::kData}));
+      TraceSpan span(tracer_.get(), SpanKind::forward_backward);
       ForwardOptions fo;
       fo.train = true;
       fo.seed = r_.run.seed;
@@ -203,9 +242,12 @@ class Worker {
       // Only the last backward of the step makes final gradients.
       model_->set_grads_ready_listener(a + 1 == accum ? &*ready_ : nullptr);
       model_->backward();
+      // The last micro-batch's span ends with the gradients handed on, on the device as well.
+      if (a + 1 == accum) {
+        ready_->grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
+        synchronize_kernels(spec_.device);  // on a GPU, backward is queued work until here
+      }
     }
-    ready_->grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
-    synchronize_kernels(spec_.device);  // on a GPU, backward is queued work until here
   }
 
   // Measured compute `seconds`, charged to the simulated clock: modeled compute replaces the
@@ -214,6 +256,40 @@ class Worker {
     const bool modeled = r_.network.compute == ComputeKind::modeled;
     if (sim_ && (backward || !modeled)) sim_->advance_compute(modeled ? modeled_step_s_ : seconds);
     return seconds;
+  }
+
+  // The event trace (train.trace): every rank starts its clock after one barrier, so the ranks'
+  // timelines line up; the run's communicators record into it.
+  void start_trace() {
+    if (spec_.trace_dir.empty()) return;
+    control_.barrier();
+    tracer_ = std::make_unique<Tracer>(spec_.trace_dir, comm_.rank(), comm_.size(), std::chrono::steady_clock::now());
+    comm_.set_tracer(tracer_.get());
+    if (device_comm_) device_comm_->set_tracer(tracer_.get());
+  }
+  // After the last step: the final mark, the files closed, and rank 0 writes trace/meta.json once
+  // every rank's files are complete.
+  void finish_trace() {
+    if (!tracer_) return;
+    data_comm().wait_all();
+    tracer_->step(spec_.plan.steps);
+    comm_.set_tracer(nullptr);
+    if (device_comm_) device_comm_->set_tracer(nullptr);
+    tracer_->close();
+    control_.barrier();
+    if (comm_.rank() != 0) return;
+    nlohmann::ordered_json m;
+    m["version"] = 1;
+    m["world_size"] = comm_.size();
+    m["first_step"] = loop_.first_step;
+    m["steps"] = spec_.plan.steps;
+    m["log_every"] = r_.train.log_every;
+    m["parameters"] = spec_.plan.parameters;
+    m["flops_per_example"] = model_->flops_per_example();
+    m["examples_per_rank_step"] = r_.train.micro_batch * r_.train.grad_accum;
+    m["overlap"] = spec_.overlap;
+    m["backend"] = comm_.backend();
+    write_file_atomic(spec_.trace_dir + "/meta.json", m.dump(2) + "\n");
   }
 
   // The hooks in the order they run: the caller's, then the built-in ones. The checkpointer comes
@@ -297,6 +373,7 @@ class Worker {
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
+  std::unique_ptr<Tracer> tracer_;        // train.trace (the communicators point at it until the end)
   double modeled_step_s_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
