@@ -1,0 +1,549 @@
+#include "sim/replay.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <simgrid/s4u.hpp>
+#include <simgrid/version.h>
+
+#include "collectives/collectives.h"
+#include "framework/core/check.h"
+
+namespace laconic {
+
+namespace sg4 = simgrid::s4u;
+
+std::vector<RankTrace> read_run_trace(const std::string& dir) {
+  const std::string first = trace_lane_path(dir, 0, 0);
+  if (!std::filesystem::exists(first))
+    LC_INPUT_ERROR(dir, ": no event trace here (", first, " is missing; record one with train.trace = true)");
+  const TraceLane l0 = read_trace_lane(first);
+  std::vector<RankTrace> out(static_cast<std::size_t>(l0.size));
+  for (int r = 0; r < l0.size; ++r)
+    for (int lane = 0; lane < 2; ++lane) {
+      const std::string path = trace_lane_path(dir, r, lane);
+      TraceLane t = read_trace_lane(path);
+      if (t.size != l0.size || t.rank != r || t.lane != lane)
+        LC_INPUT_ERROR(path, ": says rank ", t.rank, " of ", t.size, ", lane ", t.lane, "; expected rank ", r, " of ",
+                       l0.size, ", lane ", lane);
+      out[static_cast<std::size_t>(r)].lanes[lane] = std::move(t);
+    }
+  return out;
+}
+
+namespace {
+
+constexpr double kSpeed = 1e9;  // flop/s of an unslowed host: compute of s seconds is s·1e9 flops
+int token = 0;                  // every message's payload (only its simulated size matters)
+
+// "prefix" followed by the numbers, '-' between them (names of hosts, links, mailboxes).
+template <class... I>
+std::string named(const char* prefix, I... numbers) {
+  std::string s = prefix;
+  ((s += '-', s += std::to_string(numbers)), ...);
+  return s;
+}
+
+// The messages of a native collective on rank r of p, as our algorithms send them.
+struct Expansion {
+  template <class SendRecv, class Send, class Recv>
+  static void run(Collective c, std::uint64_t bytes, int root, int p, int r, SendRecv sendrecv, Send send, Recv recv) {
+    if (p <= 1) return;
+    const std::uint64_t chunk = bytes / static_cast<std::uint64_t>(p);
+    const int next = (r + 1) % p, prev = (r + p - 1) % p;
+    switch (c) {
+      case Collective::all_reduce:
+        for (int s = 0; s < 2 * (p - 1); ++s) sendrecv(next, chunk, prev, chunk);
+        return;
+      case Collective::reduce_scatter:
+      case Collective::all_gather:
+        for (int s = 0; s < p - 1; ++s) sendrecv(next, chunk, prev, chunk);
+        return;
+      case Collective::all_to_all:
+        for (int s = 1; s < p; ++s) sendrecv((r + s) % p, chunk, (r - s + p) % p, chunk);
+        return;
+      case Collective::broadcast: {
+        const int v = (r - root + p) % p;
+        const auto to_rank = [&](int u) { return (u + root) % p; };
+        int mask = 1;
+        while (mask < p) {
+          if (v & mask) {
+            recv(to_rank(v - mask), bytes);
+            break;
+          }
+          mask <<= 1;
+        }
+        for (mask >>= 1; mask > 0; mask >>= 1)
+          if (v + mask < p) send(to_rank(v + mask), bytes);
+        return;
+      }
+      case Collective::reduce: {  // the broadcast tree upside down: children first, then the parent
+        const int v = (r - root + p) % p;
+        const auto to_rank = [&](int u) { return (u + root) % p; };
+        int mask = 1;
+        while (mask < p && !(v & mask)) mask <<= 1;
+        for (int m = 1; m < mask && m < p; m <<= 1)
+          if (v + m < p) recv(to_rank(v + m), bytes);
+        if (v != 0) send(to_rank(v - mask), bytes);
+        return;
+      }
+      case Collective::barrier:
+        for (int k = 1; k < p; k <<= 1) sendrecv((r + k) % p, 1, (r - k + p) % p, 1);
+        return;
+    }
+  }
+};
+
+class Engine {
+ public:
+  Engine(const std::vector<RankTrace>& trace, const ReplayNetwork& net, const ReplayOptions& opts)
+      : trace_(trace), net_(net), opts_(opts), n_(static_cast<int>(trace.size())) {}
+
+  ReplayResult run() {
+    // SimGrid's own log: only what is critical (a deadlock report names the stuck actors).
+    int argc = 2;
+    char name[] = "laconic-replay";
+    char log[] = "--log=root.thres:critical";
+    char* argv[] = {name, log, nullptr};
+    sg4::Engine e(&argc, argv);
+    sg4::Engine::set_config("network/model:CM02");
+    sg4::Engine::set_config("network/crosstraffic:0");
+    sg4::Engine::set_config("network/TCP-gamma:0");
+    platform(e);
+    ranks_.resize(static_cast<std::size_t>(n_));
+    boxes_.resize(2 * static_cast<std::size_t>(n_ * n_));
+    for (int lane = 0; lane < 2; ++lane)
+      for (int s = 0; s < n_; ++s)
+        for (int d = 0; d < n_; ++d)
+          boxes_[index(lane, s, d)] = sg4::Mailbox::by_name(named("m", s, d, lane));
+    for (int r = 0; r < n_; ++r) {
+      Rank& k = ranks_[static_cast<std::size_t>(r)];
+      k.mu = sg4::Mutex::create();
+      k.cv = sg4::ConditionVariable::create();
+      k.factor = modeled_factors(r);
+      sg4::Actor::create(named("compute", r), hosts_[static_cast<std::size_t>(r)],
+                         [this, r] { guarded([&] { lane0(r); }); });
+      sg4::Actor::create(named("comm", r), hosts_[static_cast<std::size_t>(r)],
+                         [this, r] { guarded([&] { lane1(r); }); });
+    }
+    e.run();
+    if (!error_.empty()) throw Error(error_);
+    ReplayResult out;
+    for (int r = 0; r < n_; ++r) {
+      const Rank& k = ranks_[static_cast<std::size_t>(r)];
+      LC_CHECK(k.done[0] && k.done[1], "replay: rank ", r, " never finished (lane 0 at event ", k.at[0], " of ",
+               lane(r, 0).size(), ", lane 1 at ", k.at[1], " of ", lane(r, 1).size(),
+               "): the trace's ranks do not match each other");
+      out.ranks.push_back(k.out);
+      out.time_s = std::max(out.time_s, k.out.end_s);
+    }
+    for (const TraceEvent& ev : lane(0, 0))
+      if (ev.kind == TraceKind::step) out.steps.push_back(ev.a);
+    out.timeline = std::move(timeline_);
+    out.engine = describe();
+    return out;
+  }
+
+ private:
+  struct Rank {
+    sg4::MutexPtr mu;
+    sg4::ConditionVariablePtr cv;
+    int issued = 0, completed = 0;
+    bool done[2] = {false, false};
+    std::size_t at[2] = {0, 0};
+    std::vector<double> factor;  // modeled: per step segment, forward/backward scale
+    RankReplay out;
+  };
+
+  // An actor's error ends the replay with its message (SimGrid's own kill exception passes).
+  template <class F>
+  void guarded(F f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      if (error_.empty()) error_ = e.what();
+    }
+  }
+
+  const std::vector<TraceEvent>& lane(int r, int l) const { return trace_[static_cast<std::size_t>(r)].lanes[l].events; }
+  std::size_t index(int lane, int s, int d) const {
+    return (static_cast<std::size_t>(lane) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(s)) *
+               static_cast<std::size_t>(n_) + static_cast<std::size_t>(d);
+  }
+  int tier(int a, int b) const {
+    const auto& g = net_.topo.group_of;
+    if (static_cast<int>(g.size()) != n_) return 0;
+    return g[static_cast<std::size_t>(a)] == g[static_cast<std::size_t>(b)] ? 0 : 1;
+  }
+
+  std::string describe() const {
+    std::string s = "SimGrid " + std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) +
+                    ", CM02 without factors, ";
+    if (!net_.platform_file.empty()) return s + "platform " + net_.platform_file;
+    return s + (net_.inter_link == InterLink::shared ? "one shared uplink per group" : "a private link per rank pair");
+  }
+
+  // ---- the platform ----
+
+  void platform(sg4::Engine& e) {
+    if (!net_.platform_file.empty()) {
+      e.load_platform(net_.platform_file);
+      hosts_ = e.get_all_hosts();
+      LC_CHECK(static_cast<int>(hosts_.size()) >= n_, net_.platform_file, ": ", hosts_.size(),
+               " hosts for a trace of ", n_, " ranks");
+      hosts_.resize(static_cast<std::size_t>(n_));
+      return;
+    }
+    const Topology& t = net_.topo;
+    LC_CHECK(t.size() == n_, "replay: the network describes ", t.size(), " ranks, the trace has ", n_);
+    auto* zone = sg4::create_full_zone("cluster");
+    std::vector<sg4::Link*> nic;
+    for (int r = 0; r < n_; ++r) {
+      sg4::Host* h = zone->create_host(named("rank", r), kSpeed / t.slowdown_of(r));
+      h->set_core_count(2);  // the compute and the communication actor
+      hosts_.push_back(h);
+      nic.push_back(zone->create_split_duplex_link(named("nic", r), t.intra.bandwidth_Bps)
+                        ->set_latency(t.intra.latency_s / 2));
+    }
+    // Between groups: inter latency in all (the NICs' part included), so one message across takes
+    // exactly inter latency + S / inter bandwidth when nothing else competes.
+    const double wan_latency = std::max(0.0, t.inter.latency_s - t.intra.latency_s);
+    std::vector<sg4::Link*> uplink;
+    const int groups = t.num_groups();
+    if (net_.inter_link == InterLink::shared)
+      for (int g = 0; g < groups; ++g)
+        uplink.push_back(zone->create_split_duplex_link(named("uplink", g), t.inter.bandwidth_Bps)
+                             ->set_latency(wan_latency / 2));
+    using Dir = sg4::LinkInRoute::Direction;
+    for (int a = 0; a < n_; ++a)
+      for (int b = a + 1; b < n_; ++b) {
+        const auto ga = static_cast<std::size_t>(t.group_of[static_cast<std::size_t>(a)]);
+        const auto gb = static_cast<std::size_t>(t.group_of[static_cast<std::size_t>(b)]);
+        std::vector<sg4::LinkInRoute> ab{{nic[static_cast<std::size_t>(a)], Dir::UP}};
+        std::vector<sg4::LinkInRoute> ba{{nic[static_cast<std::size_t>(b)], Dir::UP}};
+        if (ga != gb && net_.inter_link == InterLink::shared) {
+          ab.insert(ab.end(), {{uplink[ga], Dir::UP}, {uplink[gb], Dir::DOWN}});
+          ba.insert(ba.end(), {{uplink[gb], Dir::UP}, {uplink[ga], Dir::DOWN}});
+        } else if (ga != gb) {
+          sg4::Link* pair = zone->create_split_duplex_link(named("pair", a, b),
+                                                           t.inter.bandwidth_Bps)
+                                ->set_latency(wan_latency);
+          ab.emplace_back(pair, Dir::UP);
+          ba.emplace_back(pair, Dir::DOWN);
+        }
+        ab.emplace_back(nic[static_cast<std::size_t>(b)], Dir::DOWN);
+        ba.emplace_back(nic[static_cast<std::size_t>(a)], Dir::DOWN);
+        zone->add_route(hosts_[static_cast<std::size_t>(a)]->get_netpoint(),
+                        hosts_[static_cast<std::size_t>(b)]->get_netpoint(), nullptr, nullptr, ab, false);
+        zone->add_route(hosts_[static_cast<std::size_t>(b)]->get_netpoint(),
+                        hosts_[static_cast<std::size_t>(a)]->get_netpoint(), nullptr, nullptr, ba, false);
+      }
+    zone->seal();
+  }
+
+  // ---- compute ----
+
+  // Modeled compute: per step segment of lane 0 (between step marks; segment 0 before the first),
+  // the factor that turns the measured forward/backward gaps into the modeled step time.
+  std::vector<double> modeled_factors(int r) const {
+    std::vector<double> sums(1, 0.0);
+    int span = -1;
+    double prev = 0;
+    for (const TraceEvent& e : lane(r, 0)) {
+      if (span == static_cast<int>(SpanKind::forward_backward)) sums.back() += std::max(0.0, e.t0 - prev);
+      if (e.kind == TraceKind::step) sums.push_back(0.0);
+      if (e.kind == TraceKind::span_begin) span = e.sub;
+      if (e.kind == TraceKind::span_end) span = -1;
+      prev = e.t1;
+    }
+    for (double& s : sums) s = s > 0 ? opts_.modeled_step_s / s : 0.0;
+    return sums;
+  }
+
+  void span(int r, int track, const char* name, double t0, double t1) {
+    if (!opts_.timeline || t1 <= t0) return;
+    // Consecutive pieces of one activity (compute split by an instant event) make one span.
+    for (auto it = timeline_.rbegin(); it != timeline_.rend() && it - timeline_.rbegin() < 4; ++it)
+      if (it->rank == r && it->track == track) {
+        if (it->name == name && std::abs(it->t1 - t0) < 1e-12) {
+          it->t1 = t1;
+          return;
+        }
+        break;
+      }
+    timeline_.push_back({r, track, name, t0, t1});
+  }
+
+  // `seconds` of compute of the given span kind (-1: inside an async operation) on rank r.
+  void compute(int r, double seconds, int span_kind, std::size_t segment) {
+    Rank& k = ranks_[static_cast<std::size_t>(r)];
+    if (opts_.modeled) {
+      if (span_kind != static_cast<int>(SpanKind::forward_backward)) return;
+      seconds *= k.factor[std::min(segment, k.factor.size() - 1)];
+    }
+    seconds *= opts_.scale;
+    if (seconds <= 0) return;
+    const double t0 = sg4::Engine::get_clock();
+    sg4::this_actor::execute(seconds * kSpeed);
+    k.out.compute_s += sg4::Engine::get_clock() - t0;
+    span(r, span_kind < 0 ? 1 : 0, span_kind < 0 ? "encode/decode" : span_name(span_kind), t0, sg4::Engine::get_clock());
+  }
+  static const char* span_name(int k) {
+    switch (static_cast<SpanKind>(k)) {
+      case SpanKind::forward_backward: return "forward/backward";
+      case SpanKind::optimizer: return "optimizer";
+      case SpanKind::sync: return "sync (host)";
+    }
+    return "compute";
+  }
+
+  // ---- messages ----
+
+  std::uint64_t scaled(std::uint64_t bytes) const {
+    return opts_.scale == 1 ? bytes : static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes) * opts_.scale));
+  }
+  void count_send(int r, int to, std::uint64_t bytes) {
+    ByteCounters& c = ranks_[static_cast<std::size_t>(r)].out.tiers[tier(r, to)];
+    c.sent += bytes;
+    ++c.messages_sent;
+  }
+  void count_recv(int r, int from, std::uint64_t bytes) {
+    ranks_[static_cast<std::size_t>(r)].out.tiers[tier(from, r)].recv += bytes;
+  }
+  void send(int r, int l, int to, std::uint64_t bytes) {
+    bytes = scaled(bytes);
+    boxes_[index(l, r, to)]->put(&token, bytes);
+    count_send(r, to, bytes);
+  }
+  void recv(int r, int l, int from, std::uint64_t bytes) {
+    bytes = scaled(bytes);
+    boxes_[index(l, from, r)]->get<int>();
+    count_recv(r, from, bytes);
+  }
+  void sendrecv(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in) {
+    out = scaled(out);
+    in = scaled(in);
+    int* got = nullptr;
+    sg4::CommPtr s = boxes_[index(l, r, to)]->put_async(&token, out);
+    sg4::CommPtr g = boxes_[index(l, from, r)]->get_async<int>(&got);
+    g->wait();
+    s->wait();
+    count_send(r, to, out);
+    count_recv(r, from, in);
+  }
+  // A message event of lane l (send, recv, sendrecv or native); returns false for other kinds.
+  bool message(int r, int l, const TraceEvent& e) {
+    switch (e.kind) {
+      case TraceKind::send: send(r, l, e.a, e.bytes); return true;
+      case TraceKind::recv: recv(r, l, e.a, e.bytes); return true;
+      case TraceKind::sendrecv: sendrecv(r, l, e.a, e.bytes, e.b, e.bytes2); return true;
+      case TraceKind::native:
+        Expansion::run(
+            static_cast<Collective>(e.sub), e.bytes, e.a, n_, r,
+            [&](int to, std::uint64_t o, int from, std::uint64_t i) { sendrecv(r, l, to, o, from, i); },
+            [&](int to, std::uint64_t b) { send(r, l, to, b); }, [&](int from, std::uint64_t b) { recv(r, l, from, b); });
+        return true;
+      default: return false;
+    }
+  }
+  static const char* message_name(const TraceEvent& e) {
+    if (e.kind == TraceKind::native) return name_of(static_cast<Collective>(e.sub));
+    return e.kind == TraceKind::send ? "send" : e.kind == TraceKind::recv ? "recv" : "sendrecv";
+  }
+
+  // ---- the two actors of a rank ----
+
+  void receive_on(int r, int l, sg4::ActorPtr self) {
+    for (int s = 0; s < n_; ++s)
+      if (s != r) boxes_[index(l, s, r)]->set_receiver(self);
+  }
+
+  void lane0(int r) {
+    Rank& k = ranks_[static_cast<std::size_t>(r)];
+    receive_on(r, 0, sg4::Actor::self());
+    const std::vector<TraceEvent>& ev = lane(r, 0);
+    int span_kind = -1;
+    std::size_t segment = 0;
+    double prev = ev.empty() ? 0 : ev.front().t0;
+    for (std::size_t i = 0; i < ev.size(); ++i) {
+      k.at[0] = i;
+      const TraceEvent& e = ev[i];
+      if (span_kind >= 0) compute(r, e.t0 - prev, span_kind, segment);
+      prev = e.t1;
+      const double t0 = sg4::Engine::get_clock();
+      if (message(r, 0, e)) {
+        k.out.exposed_s += sg4::Engine::get_clock() - t0;
+        span(r, 1, message_name(e), t0, sg4::Engine::get_clock());
+        continue;
+      }
+      switch (e.kind) {
+        case TraceKind::step:
+          k.out.step_begin.push_back(t0);
+          ++segment;
+          break;
+        case TraceKind::span_begin: span_kind = e.sub; break;
+        case TraceKind::span_end: span_kind = -1; break;
+        case TraceKind::issue: {
+          std::unique_lock lock(*k.mu);
+          ++k.issued;
+          k.cv->notify_all();
+          break;
+        }
+        case TraceKind::wait: {
+          std::unique_lock lock(*k.mu);
+          k.cv->wait(lock, [&] { return k.completed > e.a; });
+          lock.unlock();
+          k.out.exposed_s += sg4::Engine::get_clock() - t0;
+          span(r, 0, "wait", t0, sg4::Engine::get_clock());
+          break;
+        }
+        default: break;
+      }
+    }
+    k.at[0] = ev.size();
+    k.out.end_s = sg4::Engine::get_clock();
+    k.done[0] = true;
+    receive_on(r, 0, nullptr);
+  }
+
+  void lane1(int r) {
+    Rank& k = ranks_[static_cast<std::size_t>(r)];
+    receive_on(r, 1, sg4::Actor::self());
+    const std::vector<TraceEvent>& ev = lane(r, 1);
+    std::size_t i = 0;
+    for (int op = 0; i < ev.size(); ++op) {
+      LC_CHECK(ev[i].kind == TraceKind::begin && ev[i].a == op, "replay: rank ", r, " lane 1 event ", i,
+               " is not the begin of async operation ", op);
+      {
+        std::unique_lock lock(*k.mu);
+        k.cv->wait(lock, [&] { return k.issued > op; });
+      }
+      const double start = sg4::Engine::get_clock();
+      double prev = ev[i].t1;
+      for (++i; i < ev.size() && ev[i].kind != TraceKind::end; ++i) {
+        k.at[1] = i;
+        const TraceEvent& e = ev[i];
+        compute(r, e.t0 - prev, -1, 0);
+        prev = e.t1;
+        const double t0 = sg4::Engine::get_clock();
+        if (message(r, 1, e)) span(r, 1, message_name(e), t0, sg4::Engine::get_clock());
+      }
+      LC_CHECK(i < ev.size(), "replay: rank ", r, " lane 1 ends inside async operation ", op);
+      compute(r, ev[i].t0 - prev, -1, 0);
+      ++i;
+      (void)start;
+      std::unique_lock lock(*k.mu);
+      k.completed = op + 1;
+      k.cv->notify_all();
+    }
+    k.at[1] = ev.size();
+    k.done[1] = true;
+    receive_on(r, 1, nullptr);
+  }
+
+  const std::vector<RankTrace>& trace_;
+  const ReplayNetwork& net_;
+  const ReplayOptions& opts_;
+  int n_;
+  std::vector<sg4::Host*> hosts_;
+  std::vector<sg4::Mailbox*> boxes_;
+  std::vector<Rank> ranks_;
+  std::vector<TimelineSpan> timeline_;
+  std::string error_;
+};
+
+// ---- the result across the pipe ----
+
+nlohmann::json to_json(const ByteCounters& c) { return {c.sent, c.recv, c.messages_sent}; }
+ByteCounters counters_from(const nlohmann::json& j) { return {j[0], j[1], j[2]}; }
+
+std::string serialise(const ReplayResult& r) {
+  nlohmann::json j;
+  j["time_s"] = r.time_s;
+  j["engine"] = r.engine;
+  j["steps"] = r.steps;
+  for (const RankReplay& k : r.ranks)
+    j["ranks"].push_back({{"end_s", k.end_s}, {"exposed_s", k.exposed_s}, {"compute_s", k.compute_s},
+                          {"tiers", {to_json(k.tiers[0]), to_json(k.tiers[1])}}, {"step_begin", k.step_begin}});
+  j["timeline"] = nlohmann::json::array();
+  for (const TimelineSpan& s : r.timeline) j["timeline"].push_back({s.rank, s.track, s.name, s.t0, s.t1});
+  return j.dump();
+}
+
+ReplayResult deserialise(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  if (j.contains("error")) throw Error(j["error"].get<std::string>());
+  ReplayResult r;
+  r.time_s = j["time_s"];
+  r.engine = j["engine"];
+  r.steps = j["steps"].get<std::vector<std::int64_t>>();
+  for (const auto& k : j["ranks"]) {
+    RankReplay x;
+    x.end_s = k["end_s"];
+    x.exposed_s = k["exposed_s"];
+    x.compute_s = k["compute_s"];
+    x.tiers[0] = counters_from(k["tiers"][0]);
+    x.tiers[1] = counters_from(k["tiers"][1]);
+    x.step_begin = k["step_begin"].get<std::vector<double>>();
+    r.ranks.push_back(std::move(x));
+  }
+  for (const auto& s : j["timeline"]) r.timeline.push_back({s[0], s[1], s[2], s[3], s[4]});
+  return r;
+}
+
+void write_all(int fd, const std::string& s) {
+  std::size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+ReplayResult replay(const std::vector<RankTrace>& trace, const ReplayNetwork& net, const ReplayOptions& opts) {
+  LC_CHECK(!trace.empty(), "replay: an empty trace");
+  int fds[2];
+  LC_CHECK(::pipe(fds) == 0, "replay: pipe: ", std::strerror(errno));
+  const pid_t pid = ::fork();
+  LC_CHECK(pid >= 0, "replay: fork: ", std::strerror(errno));
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string text;
+    try {
+      text = serialise(Engine(trace, net, opts).run());
+    } catch (const std::exception& e) {
+      text = nlohmann::json{{"error", e.what()}}.dump();
+    }
+    write_all(fds[1], text);
+    ::close(fds[1]);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  LC_CHECK(!text.empty(), "replay: the simulator process ended without a result (status ", status, ")");
+  return deserialise(text);
+}
+
+}  // namespace laconic

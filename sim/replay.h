@@ -1,0 +1,90 @@
+// Replays a run's event trace (collectives/trace.h) on a simulated network with SimGrid
+// (https://simgrid.org, Debian libsimgrid-dev 3.32, its s4u API), so that a run recorded on one
+// machine answers "how long on that cluster?" with shared links and overlap credited.
+//
+// Model. Each rank is a SimGrid host with two cores and two actors: the compute actor replays
+// lane 0 (compute gaps, blocking messages, issue of async work, waits for it), the communication
+// actor lane 1 (each async operation's messages, in issue order, once it has been issued).
+// Messages are SimGrid communications between the two ranks' hosts, one mailbox per (sender,
+// receiver, lane), eager (a receiver is declared, so a transfer starts when it is sent, as over
+// TCP with buffers), so concurrent flows that cross one link share its bandwidth (max-min
+// fairness). A native collective (MPI, NCCL) is expanded into its algorithm's messages: ring
+// all-reduce / reduce-scatter / all-gather, pairwise all-to-all, binomial broadcast and reduce,
+// dissemination barrier.
+//
+// Compute: the gaps between a lane's events inside the trainer's compute spans (forward/backward,
+// optimizer, the strategy's calls) and inside async operations, as measured, times the host's
+// slowdown; or modeled: each step's forward/backward gaps scaled to FLOPs / (device_tflops ·
+// mfu), everything else free. Time outside spans (evaluation, logging, checkpoints) is not replayed.
+//
+// Network model: SimGrid's CM02 with no latency or bandwidth factors, no cross traffic and no TCP
+// window bound, so a lone message of S bytes on one link takes exactly latency + S / bandwidth
+// (the alpha-beta closed form the old clock used) and what differs is sharing and overlap.
+// docs/simulation.md says why (LV08's factors were fit to wide-area TCP flows; the real-link
+// test checks the choice).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/netsim/topology.h"
+#include "collectives/trace.h"
+#include "collectives/transport.h"
+
+namespace laconic {
+
+// How groups reach each other: through one uplink per group shared by all its ranks (the real
+// case), or one private link per rank pair (the old clock's model).
+enum class InterLink { shared, per_pair };
+
+struct ReplayNetwork {
+  Topology topo;                       // groups, links, slowdowns (ignored with a platform file)
+  InterLink inter_link = InterLink::shared;
+  std::string platform_file;           // a SimGrid platform (XML); its first N hosts are the ranks
+};
+
+struct ReplayOptions {
+  bool modeled = false;        // modeled compute (see the header comment) instead of measured
+  double modeled_step_s = 0;   // modeled forward/backward time of one step
+  double scale = 1;            // --as-params: message bytes and compute times this factor
+  bool timeline = false;       // keep the spans for a timeline (sim/timeline.h)
+};
+
+// One span of the replay's timeline: track 0 compute, track 1 communication.
+struct TimelineSpan {
+  int rank = 0;
+  int track = 0;
+  std::string name;
+  double t0 = 0, t1 = 0;
+};
+
+struct RankReplay {
+  double end_s = 0;        // when its lane 0 finished
+  double exposed_s = 0;    // lane 0 blocked in communication or waiting for async work
+  double compute_s = 0;    // compute replayed on either lane
+  ByteCounters tiers[2];   // bytes sent / received per link tier (topology tiers; 0 with a file)
+  std::vector<double> step_begin;  // time of each step mark, in trace order
+};
+
+struct ReplayResult {
+  double time_s = 0;                // the last rank's end
+  std::vector<RankReplay> ranks;
+  std::vector<std::int64_t> steps;  // step numbers of the marks (rank 0's)
+  std::vector<TimelineSpan> timeline;
+  std::string engine;               // e.g. "SimGrid 3.32, CM02, shared uplinks"
+};
+
+// One rank's two lanes.
+struct RankTrace {
+  TraceLane lanes[2];
+};
+// trace/ of a run: every rank's lanes. Throws InputError naming the file on a missing or bad one.
+std::vector<RankTrace> read_run_trace(const std::string& trace_dir);
+
+// Runs the replay in a child process (SimGrid allows one engine per process), so it may be called
+// any number of times. Throws Error with SimGrid's reason if the replay fails (a deadlock in the
+// trace, a platform file without enough hosts or routes).
+ReplayResult replay(const std::vector<RankTrace>& trace, const ReplayNetwork& net, const ReplayOptions& opts);
+
+}  // namespace laconic

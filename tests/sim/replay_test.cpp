@@ -1,0 +1,165 @@
+// The SimGrid replay (sim/replay.h) on hand-made traces, against closed forms: one message, two
+// flows sharing an uplink, a ring all-reduce, overlap of async work with compute, determinism.
+#include "sim/replay.h"
+
+#include <gtest/gtest.h>
+
+#include "collectives/collectives.h"
+
+namespace laconic {
+namespace {
+
+constexpr double kBw = 1e9, kLat = 1e-4;         // intra: 1 GB/s, 100 us
+constexpr double kWanBw = 1e7, kWanLat = 1e-2;  // inter: 10 MB/s, 10 ms
+
+TraceEvent ev(TraceKind k, double t0, double t1, std::int32_t a = 0, std::uint64_t bytes = 0) {
+  TraceEvent e;
+  e.kind = k;
+  e.t0 = t0;
+  e.t1 = t1;
+  e.a = a;
+  e.bytes = bytes;
+  return e;
+}
+TraceEvent sendrecv(double t, int to, int from, std::uint64_t bytes) {
+  TraceEvent e = ev(TraceKind::sendrecv, t, t, to, bytes);
+  e.b = from;
+  e.bytes2 = bytes;
+  return e;
+}
+TraceEvent native(Collective c, double t, std::uint64_t bytes, int p) {
+  TraceEvent e = ev(TraceKind::native, t, t, 0, bytes);
+  e.sub = static_cast<std::uint8_t>(c);
+  e.b = p;
+  return e;
+}
+TraceEvent span(TraceKind k, SpanKind s, double t) {
+  TraceEvent e = ev(k, t, t);
+  e.sub = static_cast<std::uint8_t>(s);
+  return e;
+}
+
+std::vector<RankTrace> empty_trace(int n) {
+  std::vector<RankTrace> t(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    for (int l = 0; l < 2; ++l) t[static_cast<std::size_t>(r)].lanes[l] = TraceLane{r, n, l, {}};
+  return t;
+}
+std::vector<TraceEvent>& lane(std::vector<RankTrace>& t, int r, int l) {
+  return t[static_cast<std::size_t>(r)].lanes[l].events;
+}
+
+ReplayNetwork network(int n, int groups, InterLink link = InterLink::shared) {
+  ReplayNetwork net;
+  net.topo = grouped_topology(n, groups, LinkSpec{kBw, kLat}, LinkSpec{kWanBw, kWanLat});
+  net.inter_link = link;
+  return net;
+}
+
+TEST(Replay, OneMessageTakesLatencyPlusBytesOverBandwidth) {
+  constexpr std::uint64_t S = 1'000'000;
+  auto t = empty_trace(2);
+  lane(t, 0, 0).push_back(ev(TraceKind::send, 0, 0, 1, S));
+  lane(t, 1, 0).push_back(ev(TraceKind::recv, 0, 0, 0, S));
+  const ReplayResult one = replay(t, network(2, 1), {});
+  EXPECT_NEAR(one.time_s, kLat + S / kBw, 1e-9);
+  const ReplayResult across = replay(t, network(2, 2), {});
+  EXPECT_NEAR(across.time_s, kWanLat + S / kWanBw, 1e-9);
+  EXPECT_EQ(across.ranks[0].tiers[1].sent, S);
+  EXPECT_EQ(across.ranks[1].tiers[1].recv, S);
+  EXPECT_EQ(across.ranks[0].tiers[0].sent, 0u);
+}
+
+// Ranks 0, 1 in one group each send S to ranks 2, 3 in the other: through one shared uplink they
+// take twice as long as one flow; with a private link per pair (the old clock's model), as one.
+TEST(Replay, TwoFlowsThroughOneUplinkShareItsBandwidth) {
+  constexpr std::uint64_t S = 1'000'000;
+  auto t = empty_trace(4);
+  for (int r = 0; r < 2; ++r) {
+    lane(t, r, 0).push_back(ev(TraceKind::send, 0, 0, r + 2, S));
+    lane(t, r + 2, 0).push_back(ev(TraceKind::recv, 0, 0, r, S));
+  }
+  const double one_flow = kWanLat + S / kWanBw;
+  const ReplayResult shared = replay(t, network(4, 2, InterLink::shared), {});
+  EXPECT_NEAR(shared.time_s, kWanLat + 2 * S / kWanBw, 1e-9);
+  const ReplayResult per_pair = replay(t, network(4, 2, InterLink::per_pair), {});
+  EXPECT_NEAR(per_pair.time_s, one_flow, 1e-9);
+}
+
+// A native all-reduce is expanded into the ring's 2(p-1) steps of S/p bytes each way.
+TEST(Replay, RingAllReduceMatchesTheClosedForm) {
+  constexpr std::uint64_t S = 8'000'000;
+  for (int p : {2, 4, 8}) {
+    auto t = empty_trace(p);
+    for (int r = 0; r < p; ++r) lane(t, r, 0).push_back(native(Collective::all_reduce, 0, S, p));
+    const ReplayResult res = replay(t, network(p, 1), {});
+    const double want = 2.0 * (p - 1) * (kLat + static_cast<double>(S) / p / kBw);
+    EXPECT_NEAR(res.time_s, want, want * 1e-9) << p << " ranks";
+    EXPECT_EQ(res.ranks[0].tiers[0].sent, 2u * static_cast<std::uint64_t>(p - 1) * (S / static_cast<std::uint64_t>(p)));
+  }
+}
+
+// Rank r: forward/backward from t = 0 to 1 s, issuing an async ring step at 0.5 s and waiting for
+// it after backward; or (blocking) the same step after backward. The step takes about 0.1 s.
+std::vector<RankTrace> overlap_trace(bool overlapped) {
+  constexpr std::uint64_t S = 100'000'000;  // 0.1 s at 1 GB/s
+  auto t = empty_trace(2);
+  for (int r = 0; r < 2; ++r) {
+    auto& l0 = lane(t, r, 0);
+    l0.push_back(ev(TraceKind::step, 0, 0, 0));
+    l0.push_back(span(TraceKind::span_begin, SpanKind::forward_backward, 0));
+    if (overlapped) {
+      l0.push_back(ev(TraceKind::issue, 0.5, 0.5, 0));
+      l0.push_back(span(TraceKind::span_end, SpanKind::forward_backward, 1.0));
+      l0.push_back(ev(TraceKind::wait, 1.0, 1.0, 0));
+      auto& l1 = lane(t, r, 1);
+      l1.push_back(ev(TraceKind::begin, 0.5, 0.5, 0));
+      l1.push_back(sendrecv(0.5, 1 - r, 1 - r, S));
+      l1.push_back(ev(TraceKind::end, 0.5, 0.5, 0));
+    } else {
+      l0.push_back(span(TraceKind::span_end, SpanKind::forward_backward, 1.0));
+      l0.push_back(sendrecv(1.0, 1 - r, 1 - r, S));
+    }
+    l0.push_back(ev(TraceKind::step, 1.0, 1.0, 1));
+  }
+  return t;
+}
+
+TEST(Replay, AsyncWorkThatFitsInBackwardIsHidden) {
+  const double comm = kLat + 1e8 / kBw;
+  const ReplayResult hidden = replay(overlap_trace(true), network(2, 1), {});
+  EXPECT_NEAR(hidden.time_s, 1.0, 1e-9);
+  EXPECT_NEAR(hidden.ranks[0].exposed_s, 0.0, 1e-9);
+  EXPECT_NEAR(hidden.ranks[0].compute_s, 1.0, 1e-9);
+  const ReplayResult serial = replay(overlap_trace(false), network(2, 1), {});
+  EXPECT_NEAR(serial.time_s, 1.0 + comm, 1e-9);
+  EXPECT_NEAR(serial.ranks[0].exposed_s, comm, 1e-9);
+  ASSERT_EQ(serial.ranks[0].step_begin.size(), 2u);
+  EXPECT_NEAR(serial.ranks[0].step_begin[1], 1.0 + comm, 1e-9);
+  // Modeled compute: the step's forward/backward becomes modeled_step_s, wherever the issue was.
+  ReplayOptions modeled;
+  modeled.modeled = true;
+  modeled.modeled_step_s = 0.1;
+  const ReplayResult m = replay(overlap_trace(true), network(2, 1), modeled);
+  EXPECT_NEAR(m.time_s, 0.05 + comm, 1e-9);  // issued half way through (0.05 s), outlasting backward
+}
+
+TEST(Replay, IsDeterministicAndScalesWithAsParams) {
+  const ReplayResult a = replay(overlap_trace(false), network(2, 1), {});
+  const ReplayResult b = replay(overlap_trace(false), network(2, 1), {});
+  EXPECT_EQ(a.time_s, b.time_s);
+  EXPECT_EQ(a.ranks[1].exposed_s, b.ranks[1].exposed_s);
+  ReplayOptions twice;
+  twice.scale = 2;
+  const ReplayResult c = replay(overlap_trace(false), network(2, 1), twice);
+  EXPECT_NEAR(c.time_s, 2.0 + kLat + 2e8 / kBw, 1e-9);
+}
+
+TEST(Replay, AMismatchedTraceFailsWithAReason) {
+  auto t = empty_trace(2);
+  lane(t, 0, 0).push_back(ev(TraceKind::wait, 0, 0, 0));  // waits for an operation never issued
+  EXPECT_THROW(replay(t, network(2, 1), {}), Error);
+}
+
+}  // namespace
+}  // namespace laconic
