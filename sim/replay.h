@@ -34,10 +34,6 @@
 
 namespace laconic {
 
-// How groups reach each other: through one uplink per group shared by all its ranks (the real
-// case), or one private link per rank pair (the old clock's model).
-enum class InterLink { shared, per_pair };
-
 struct ReplayNetwork {
   Topology topo;                       // groups, links, slowdowns (ignored with a platform file)
   InterLink inter_link = InterLink::shared;
@@ -65,6 +61,7 @@ struct RankReplay {
   double compute_s = 0;    // compute replayed on either lane
   ByteCounters tiers[2];   // bytes sent / received per link tier (topology tiers; 0 with a file)
   std::vector<double> step_begin;  // time of each step mark, in trace order
+  std::vector<double> step_exposed;  // exposed_s at each step mark
 };
 
 struct ReplayResult {

@@ -3,6 +3,8 @@
 // by the cost model (cost_model.h), the planner (plan.h) and the simulator (sim_communicator.h).
 #pragma once
 
+#include <array>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +17,12 @@ struct LinkSpec {
   double beta() const { return 1.0 / bandwidth_Bps; }
   bool operator==(const LinkSpec&) const = default;
 };
+
+// How groups reach each other in the replay (sim/replay.h): through one uplink per group shared by
+// all its ranks (the real case), or one private link per rank pair (the old clock's model).
+enum class InterLink { shared, per_pair };
+inline constexpr std::array kInterLinkNames{"shared", "per_pair"};
+constexpr std::span<const char* const> names(InterLink) { return kInterLinkNames; }
 
 struct Topology {
   std::vector<int> group_of;   // group_of[r]: group of rank r; the world size is group_of.size()

@@ -7,6 +7,7 @@
 //   trainer compare --recipe R --vary sync.strategy=allreduce,topk [--vary ...] --out DIR
 //                   [--target-loss X] [--section.key=value ...]     (variants, one after another)
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
+//   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
 //
 // Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "framework/recipe/recipe.h"
 #include "report/compare.h"
 #include "framework/train/faults.h"
+#include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
 #include "framework/train/world.h"
 
@@ -173,6 +175,36 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   return 0;
 }
 
+struct SimulateArgs {
+  std::string run_dir;
+  laconic::SimulateOptions o;
+};
+
+void add_simulate_options(CLI::App& sim, SimulateArgs& a) {
+  sim.add_option("run_dir", a.run_dir, "a finished run's directory (with trace/)")->required();
+  sim.add_option("--network", a.o.network_file, "a TOML file with a [network] table (default: the run's own)");
+  sim.add_option("--platform", a.o.platform_file, "a SimGrid platform file (XML); its first N hosts are the ranks");
+  sim.add_option("--as-params", a.o.as_params, "project message bytes and compute onto a model of N parameters");
+  sim.add_option("--out", a.o.out_dir, "where summary.json and timeline.json go (default: RUN_DIR/simulated)");
+}
+
+int run_simulate(const SimulateArgs& a) {
+  if (!a.o.network_file.empty() && !a.o.platform_file.empty())
+    LC_INPUT_ERROR("simulate: expected --network or --platform, not both");
+  const laconic::Simulation s = laconic::simulate_run(a.run_dir, a.o);
+  std::cout << "simulate: " << s.replay.engine << "\n"
+            << "simulate: on " << s.network << "\n";
+  if (s.as_params > 0)
+    std::cout << "simulate: a PROJECTION onto " << s.as_params << " parameters (bytes and compute x" << s.scale
+              << "); convergence is the measured run's\n";
+  std::cout << std::defaultfloat << std::setprecision(4) << "simulate: " << s.steps.size() - 1 << " steps in "
+            << s.time_s << " s simulated, rank 0 waited " << s.exposed_s << " s for communication ("
+            << (s.time_s > 0 ? 100 * s.exposed_s / s.time_s : 0) << "%), sent " << s.bytes_intra << " B inside groups, "
+            << s.bytes_inter << " B between\n"
+            << "simulate: wrote " << s.out_dir << "/summary.json and timeline.json (open in ui.perfetto.dev)\n";
+  return 0;
+}
+
 int run(int argc, char** argv, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
@@ -196,11 +228,16 @@ int run(int argc, char** argv, bool& quiet_errors) {
   CLI::App* compare = app.add_subcommand("compare", "train variants of a recipe side by side (or read finished "
                                                     "runs) and write a report with plots");
   add_compare_options(*compare, compare_args);
+  SimulateArgs simulate_args;
+  CLI::App* simulate = app.add_subcommand("simulate", "replay a finished run's event trace on a (other) network "
+                                                      "with SimGrid, without retraining");
+  add_simulate_options(*simulate, simulate_args);
   std::vector<const char*> args{argv[0]};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(args.size()), args.data());
-    if (!plan->parsed() && !compare->parsed() && recipe_path.empty()) throw CLI::RequiredError("--recipe");
+    if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && recipe_path.empty())
+      throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -209,6 +246,10 @@ int run(int argc, char** argv, bool& quiet_errors) {
   }
   if (plan->parsed()) return run_plan(plan_args);
   if (compare->parsed()) return run_compare(compare_args, overrides, argc, argv);
+  if (simulate->parsed()) {
+    if (!overrides.empty()) LC_INPUT_ERROR("simulate: --", overrides.front(), ": recipe overrides do not apply (use --network)");
+    return run_simulate(simulate_args);
+  }
 
   const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
   if (print_config) {

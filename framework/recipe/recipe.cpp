@@ -244,6 +244,17 @@ struct Codec<std::vector<int>> {
   }
 };
 
+template <>
+struct Codec<FilePath> {
+  static std::string expected(const Bound&) { return "a file path (a string; \"\" for none)"; }
+  static std::optional<FilePath> read(const toml::node& node, const Bound&) {
+    const auto* s = node.as_string();
+    if (!s) return std::nullopt;
+    return FilePath{s->get()};
+  }
+  static std::string write(const FilePath& v) { return quote(v.path); }
+};
+
 // A possibly empty list of ranks (>= 0).
 template <>
 struct Codec<RankList> {
@@ -506,7 +517,9 @@ const std::vector<Field>& schema() {
         .add<&NetworkConfig::straggler_slowdown>("straggler_slowdown", at_least(1))
         .add<&NetworkConfig::compute>("compute")
         .add<&NetworkConfig::device_tflops>("device_tflops", above(0))
-        .add<&NetworkConfig::mfu>("mfu", half_open(0, 1));
+        .add<&NetworkConfig::mfu>("mfu", half_open(0, 1))
+        .add<&NetworkConfig::inter_link>("inter_link")
+        .add<&NetworkConfig::platform>("platform");
     SectionBuilder<&Recipe::checkpoint>{"checkpoint", f}
         .add<&CheckpointConfig::every>("every", at_least(0))
         .add<&CheckpointConfig::keep_latest>("keep_latest", at_least(1))
@@ -755,7 +768,8 @@ Recipe parse_recipe(const std::string& text, const std::string& name,
   return d.recipe;
 }
 
-Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+namespace {
+std::string read_recipe_text(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (!file) LC_INPUT_ERROR(path, ": cannot open recipe: ", std::strerror(errno));
   std::string text;
@@ -766,7 +780,34 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   const int err = errno;  // fclose may clobber it
   std::fclose(file);
   if (failed) LC_INPUT_ERROR(path, ": cannot read recipe: ", std::strerror(err));
-  return parse_recipe(text, path, overrides);
+  return text;
+}
+}  // namespace
+
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse_recipe(read_recipe_text(path), path, overrides);
+}
+
+Recipe with_network_file(const Recipe& base, const std::string& path) {
+  const std::string text = read_recipe_text(path);
+  Draft d(path);
+  d.recipe = base;
+  d.recipe.network = NetworkConfig{};
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    LC_INPUT_ERROR(at(path, e.source()), ": TOML syntax error: ", one_line(e.description()));
+  }
+  const auto* net = root.get_as<toml::table>("network");
+  for (const auto& [section, node] : root)
+    if (section.str() != "network" || !net)
+      LC_INPUT_ERROR(at(path, section.source()), ": a network file holds only a [network] table, got '", section.str(), "'");
+  if (!net) LC_INPUT_ERROR(path, ": expected a [network] table");
+  apply_section(d, "network", *net);
+  check_cross_fields(d);
+  d.recipe.path = base.path;
+  return d.recipe;
 }
 
 std::string to_toml(const Recipe& recipe) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "collectives/netsim/topology.h"
 #include "compression/onebit.h"
 #include "compression/powersgd.h"
 #include "compression/topk.h"
@@ -36,6 +37,12 @@ struct Bandwidth {
 struct Duration {
   double seconds = 0;
   bool operator==(const Duration&) const = default;
+};
+// A file path, possibly empty (none).
+struct FilePath {
+  std::string path;
+  bool empty() const { return path.empty(); }
+  bool operator==(const FilePath&) const = default;
 };
 // A list of ranks, possibly empty.
 struct RankList {
@@ -220,6 +227,8 @@ struct NetworkConfig {
   ComputeKind compute = ComputeKind::measured;  // measured here, or modeled from FLOPs
   double device_tflops = 989.0;          // modeled: peak dense TFLOP/s of the described device
   double mfu = 0.4;                      // modeled: fraction of peak the model step achieves
+  InterLink inter_link = InterLink::shared;  // replay: one uplink per group, or a link per rank pair
+  FilePath platform;                     // replay: a SimGrid platform file instead (its first N hosts)
   bool operator==(const NetworkConfig&) const = default;
 };
 
@@ -305,6 +314,9 @@ constexpr std::span<const char* const> names(ComputeKind) { return kComputeNames
 // Throws InputError with a one-line message: "FILE:LINE:COL: KEY: expected WHAT, got GOT
 // (valid: CHOICES)" for bad recipes; "--KEY=VALUE: ..." for bad overrides.
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+// `base` with its [network] replaced by the one of the TOML file at `path` (a file holding only a
+// [network] table, as `trainer simulate --network` takes). InputError naming the file on bad keys.
+Recipe with_network_file(const Recipe& base, const std::string& path);
 
 // Parses recipe text (name is used in messages as the file name).
 Recipe parse_recipe(const std::string& text, const std::string& name,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -26,19 +27,11 @@
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/run_dir.h"
+#include "framework/train/simulate.h"
 #include "framework/train/world.h"
 
 namespace laconic {
 namespace {
-
-Topology make_topology(const Recipe& r) {
-  const NetworkConfig& n = r.network;
-  Topology t = grouped_topology(r.distributed.world_size, n.groups,
-                                LinkSpec{n.intra_bandwidth.bytes_per_s, n.intra_latency.seconds},
-                                LinkSpec{n.inter_bandwidth.bytes_per_s, n.inter_latency.seconds});
-  set_stragglers(t, n.stragglers.ranks, n.straggler_slowdown);
-  return t;
-}
 
 // The simulated network around the backend's communicator, when the recipe describes one.
 std::unique_ptr<SimCommunicator> make_sim(const RunSpec& spec, Communicator& base) {
@@ -456,6 +449,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   // An unusable checkpoint directory is bad input: found before anything else is written.
   if (recipe.checkpoint.every > 0) make_directories(root);
   TrainSummary summary;
+  bool led = false;  // this process ran rank 0
   std::mutex mu;
   run_world(recipe, [&](Communicator& comm, Communicator& control) {
     const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
@@ -492,11 +486,36 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
     Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr);
     TrainSummary s = worker.run();
     if (lead) {
-      if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", to_json(static_cast<const RunSummary&>(s)));
       std::lock_guard lock(mu);
       summary = std::move(s);
+      led = true;
     }
   });
+  if (!led) return summary;
+  const auto write_summary = [&] {
+    if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", to_json(static_cast<const RunSummary&>(summary)));
+  };
+  write_summary();
+  // Once every rank is done (the replay forks a simulator process): the run's simulated figures
+  // are the replay's; the live clock was the quick estimate.
+  if (spec.simulate && !spec.trace_dir.empty()) {
+    const double estimate = summary.sim_time_s;
+    try {
+      const Simulation sim = simulate_run(opts.run_dir, SimulateOptions{});
+      apply_simulation(opts.run_dir, sim);
+      summary.sim_time_s = sim.time_s;
+      write_summary();
+      if (opts.log)
+        *opts.log << "laconic: replayed on " << sim.replay.engine << ": " << std::defaultfloat << std::setprecision(4)
+                  << sim.time_s << " s simulated (the live estimate said " << estimate << " s, " << std::showpos
+                  << std::fixed << std::setprecision(1) << 100 * (estimate - sim.time_s) / sim.time_s << std::noshowpos
+                  << "%); timeline in " << sim.out_dir << "/timeline.json" << std::endl;
+    } catch (const std::exception& e) {
+      // The training itself succeeded: keep its files, with the live estimate, and say why.
+      std::cerr << "laconic: warning: the replay of the trace failed, simulated figures are the live estimate: "
+                << e.what() << std::endl;
+    }
+  }
   return summary;
 }
 

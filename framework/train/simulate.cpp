@@ -1,0 +1,174 @@
+#include "framework/train/simulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "framework/core/check.h"
+#include "framework/core/units.h"
+#include "framework/train/metrics.h"
+#include "framework/train/run_dir.h"
+#include "sim/timeline.h"
+
+namespace laconic {
+
+namespace fs = std::filesystem;
+
+Topology make_topology(const Recipe& r) {
+  const NetworkConfig& n = r.network;
+  Topology t = grouped_topology(r.distributed.world_size, std::max(1, n.groups),
+                                LinkSpec{n.intra_bandwidth.bytes_per_s, n.intra_latency.seconds},
+                                LinkSpec{n.inter_bandwidth.bytes_per_s, n.inter_latency.seconds});
+  set_stragglers(t, n.stragglers.ranks, n.straggler_slowdown);
+  return t;
+}
+
+namespace {
+
+double at_mark(const Simulation& s, const std::vector<double>& v, std::int64_t step) {
+  const auto it = std::find(s.steps.begin(), s.steps.end(), step);
+  if (it == s.steps.end()) return kAbsent;
+  return v[static_cast<std::size_t>(it - s.steps.begin())];
+}
+
+std::int64_t meta_int(const nlohmann::json& m, const char* key, const std::string& path) {
+  if (!m.contains(key) || !m[key].is_number()) LC_INPUT_ERROR(path, ": '", key, "' missing or not a number");
+  return m[key].get<std::int64_t>();
+}
+
+std::string describe(const NetworkConfig& n) {
+  if (!n.platform.empty()) return "SimGrid platform " + n.platform.path;
+  std::ostringstream os;
+  os << n.groups << (n.groups == 1 ? " group" : " groups") << ", " << format_bandwidth(n.intra_bandwidth.bytes_per_s)
+     << " / " << format_duration(n.intra_latency.seconds) << " inside, "
+     << format_bandwidth(n.inter_bandwidth.bytes_per_s) << " / " << format_duration(n.inter_latency.seconds)
+     << " between (" << (n.inter_link == InterLink::shared ? "one shared uplink per group" : "a link per rank pair")
+     << "), compute " << name_of(n.compute);
+  return os.str();
+}
+
+std::string summary_json(const Simulation& s, const Recipe& r) {
+  nlohmann::ordered_json j;
+  j["engine"] = s.replay.engine;
+  j["network"] = s.network;
+  if (s.as_params > 0)
+    j["projection"] = {{"as_params", s.as_params}, {"scale", s.scale},
+                       {"note", "convergence as measured; time projected for the larger model"}};
+  else
+    j["projection"] = nullptr;
+  j["ranks"] = static_cast<int>(s.replay.ranks.size());
+  j["sim_time_s"] = s.time_s;
+  j["sim_comm_s"] = s.exposed_s;
+  j["bytes_intra"] = s.bytes_intra;
+  j["bytes_inter"] = s.bytes_inter;
+  double compute = 0;
+  for (const RankReplay& k : s.replay.ranks) compute = std::max(compute, k.compute_s);
+  j["compute_s"] = compute;
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < s.steps.size(); ++i)
+    if (s.steps[i] % r.train.log_every == 0 || i + 1 == s.steps.size())
+      steps.push_back({{"step", s.steps[i]}, {"sim_time_s", s.time_at[i]}, {"sim_comm_s", s.exposed_at[i]}});
+  j["steps"] = std::move(steps);
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+double Simulation::time_at_step(std::int64_t step) const { return at_mark(*this, time_at, step); }
+double Simulation::exposed_at_step(std::int64_t step) const { return at_mark(*this, exposed_at, step); }
+
+Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts) {
+  const std::string recipe_path = (fs::path(run_dir) / "recipe.resolved.toml").string();
+  if (!fs::exists(recipe_path)) LC_INPUT_ERROR(run_dir, ": not a run directory (no recipe.resolved.toml)");
+  Recipe r = load_recipe(recipe_path);
+  if (!opts.network_file.empty()) r = with_network_file(r, opts.network_file);
+  if (!opts.platform_file.empty()) r.network.platform.path = opts.platform_file;
+  if (r.network.groups == 0 && r.network.platform.empty())
+    LC_INPUT_ERROR(recipe_path, ": the run describes no [network] to replay on; give --network NET.toml or "
+                                "--platform FILE.xml");
+  if (!r.network.platform.empty() && !fs::exists(r.network.platform.path))
+    LC_INPUT_ERROR(r.network.platform.path, ": cannot open the SimGrid platform file");
+  const std::string trace_dir = (fs::path(run_dir) / "trace").string();
+  const std::string meta_path = trace_dir + "/meta.json";
+  if (!fs::exists(meta_path))
+    LC_INPUT_ERROR(run_dir, ": no complete event trace (", meta_path, " is missing; record one with train.trace = true "
+                            "and let the run finish)");
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(read_text(meta_path));
+  } catch (const nlohmann::json::exception& e) {
+    LC_INPUT_ERROR(meta_path, ": invalid JSON: ", e.what());
+  }
+  const std::int64_t parameters = meta_int(meta, "parameters", meta_path);
+  const std::int64_t examples = meta_int(meta, "examples_per_rank_step", meta_path);
+  const double flops = meta.value("flops_per_example", 0.0);
+  const std::vector<RankTrace> trace = read_run_trace(trace_dir);
+  if (static_cast<int>(trace.size()) != r.distributed.world_size)
+    LC_INPUT_ERROR(trace_dir, ": a trace of ", trace.size(), " ranks, the recipe says distributed.world_size = ",
+                   r.distributed.world_size);
+  if (opts.as_params < 0) LC_INPUT_ERROR("--as-params: expected a parameter count >= 1, got ", opts.as_params);
+
+  ReplayNetwork net;
+  net.topo = make_topology(r);
+  net.inter_link = r.network.inter_link;
+  net.platform_file = r.network.platform.path;
+  ReplayOptions ro;
+  ro.modeled = r.network.compute == ComputeKind::modeled;
+  ro.modeled_step_s = flops * static_cast<double>(examples) / (r.network.device_tflops * 1e12 * r.network.mfu);
+  ro.scale = opts.as_params > 0 ? static_cast<double>(opts.as_params) / static_cast<double>(parameters) : 1.0;
+  ro.timeline = true;
+
+  Simulation s;
+  s.replay = replay(trace, net, ro);
+  s.network = describe(r.network);
+  s.scale = ro.scale;
+  s.as_params = opts.as_params;
+  s.first_step = meta_int(meta, "first_step", meta_path);
+  s.steps = s.replay.steps;
+  for (std::size_t i = 0; i < s.steps.size(); ++i) {
+    double t = 0;
+    for (const RankReplay& k : s.replay.ranks) t = std::max(t, i < k.step_begin.size() ? k.step_begin[i] : 0.0);
+    s.time_at.push_back(t);
+    const RankReplay& lead = s.replay.ranks[0];
+    s.exposed_at.push_back(i < lead.step_exposed.size() ? lead.step_exposed[i] : 0.0);
+  }
+  if (!s.time_at.empty()) {
+    s.time_s = s.time_at.back();
+    s.exposed_s = s.exposed_at.back();
+  }
+  s.bytes_intra = s.replay.ranks[0].tiers[0].sent;
+  s.bytes_inter = s.replay.ranks[0].tiers[1].sent;
+  s.out_dir = opts.out_dir.empty() ? (fs::path(run_dir) / "simulated").string() : opts.out_dir;
+  make_directories(s.out_dir);
+  write_file_atomic(s.out_dir + "/summary.json", summary_json(s, r));
+  write_file_atomic(s.out_dir + "/timeline.json",
+                    timeline_json(s.replay.timeline, static_cast<int>(trace.size()), r.run.name + " on " + s.network));
+  return s;
+}
+
+void apply_simulation(const std::string& run_dir, const Simulation& sim) {
+  const std::string path = (fs::path(run_dir) / "metrics.jsonl").string();
+  std::vector<MetricsRecord> records = read_metrics(path);
+  // A resumed run's trace starts at its checkpoint: its times continue that step's record.
+  double offset = 0, offset_comm = 0;
+  if (sim.first_step > 0)
+    for (const MetricsRecord& m : records)
+      if (m.step == sim.first_step && !std::isnan(m.sim_time_s) && !std::isnan(m.sim_comm_s)) {
+        offset = m.sim_time_s - sim.time_at_step(sim.first_step);
+        offset_comm = m.sim_comm_s - sim.exposed_at_step(sim.first_step);
+      }
+  std::string text;
+  for (MetricsRecord& m : records) {
+    if (m.step > sim.first_step) {
+      const double t = sim.time_at_step(m.step), c = sim.exposed_at_step(m.step);
+      if (!std::isnan(t)) m.sim_time_s = offset + t;
+      if (!std::isnan(c)) m.sim_comm_s = offset_comm + c;
+    }
+    text += to_json_line(m) + "\n";
+  }
+  write_file_atomic(path, text);
+}
+
+}  // namespace laconic

@@ -1,0 +1,54 @@
+// What a recorded run would take on a described network: its event trace (trace/) replayed on
+// SimGrid (sim/replay.h), without retraining. `trainer simulate RUN_DIR` and the end of every run
+// with a [network] call simulate_run(); it writes DIR/summary.json and DIR/timeline.json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/netsim/topology.h"
+#include "framework/recipe/recipe.h"
+#include "sim/replay.h"
+
+namespace laconic {
+
+// The recipe's [network] as a topology (groups, links, stragglers) for `recipe.distributed.world_size` ranks.
+Topology make_topology(const Recipe& recipe);
+
+struct SimulateOptions {
+  std::string network_file;   // a TOML file with a [network] table; "" = the run's own [network]
+  std::string platform_file;  // a SimGrid platform file (overrides network.platform)
+  std::int64_t as_params = 0; // > 0: project message bytes and compute onto a model of N parameters
+  std::string out_dir;        // where summary.json and timeline.json go; "" = RUN_DIR/simulated
+};
+
+struct Simulation {
+  ReplayResult replay;
+  std::string network;        // one line describing what was replayed on
+  double scale = 1;           // as_params / the run's parameters (1: no projection)
+  std::int64_t as_params = 0;
+  std::int64_t first_step = 0;
+  // Per step mark of the trace (step number: steps done): the slowest rank's time there, and
+  // rank 0's exposed communication so far.
+  std::vector<std::int64_t> steps;
+  std::vector<double> time_at, exposed_at;
+  double time_s = 0;          // at the last step mark
+  double exposed_s = 0;       // rank 0's, at the last step mark
+  std::uint64_t bytes_intra = 0, bytes_inter = 0;  // rank 0's sent per tier
+  std::string out_dir;
+
+  // The time at step mark `step` (NaN if the trace has none).
+  double time_at_step(std::int64_t step) const;
+  double exposed_at_step(std::int64_t step) const;
+};
+
+// Replays RUN_DIR's trace and writes the results. InputError (exit 2) for a run without a trace,
+// a bad network or platform file, or no network at all.
+Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts);
+
+// After a run with [network]: metrics.jsonl's sim_time_s and sim_comm_s replaced by the replay's
+// (records from `sim.first_step` on), so the file and summary.json hold the engine's figures.
+void apply_simulation(const std::string& run_dir, const Simulation& sim);
+
+}  // namespace laconic
