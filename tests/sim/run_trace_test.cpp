@@ -1,0 +1,179 @@
+// Traces of real runs: their size bound, their timeline, a replay that reproduces the run's own
+// simulated summary, and overlap credited (or not) as the run did it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "framework/train/metrics.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/simulate.h"
+#include "framework/train/trainer.h"
+#include "sim/timeline.h"
+#include "tests/train/synthetic.h"
+
+namespace laconic {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::blobs;
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("laconic-sim-" + std::to_string(::getpid()) + "-" +
+                                               std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+  std::string str(const std::string& sub) const { return (path / sub).string(); }
+};
+
+Recipe traced_recipe(int world) {
+  Recipe r;
+  r.run.seed = 3;
+  r.model.hidden = {32, 16};
+  r.train.steps = 12;
+  r.train.micro_batch = 8;
+  r.train.grad_accum = 2;
+  r.train.log_every = 4;
+  r.train.trace = AutoBool{true};
+  r.optimizer.lr = 0.05;
+  r.distributed.world_size = world;
+  r.distributed.algorithm = Algorithm::ring;
+  r.distributed.timeout_s = 60;
+  r.sync.bucket_mb = 0.001;  // ~1 KB buckets: several per step, reduced while backward runs
+  return r;
+}
+
+TrainData data() { return image_data(blobs(600, 12, 5, 1), blobs(200, 12, 5, 2)); }
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// docs/simulation.md's bound, per rank and step of an allreduce run with B buckets on p ranks
+// (ring): lane 0 holds the step mark, 2 marks per micro-batch's forward/backward and per strategy
+// call and the optimizer, and per bucket its issue and one wait; lane 1 per bucket its begin and
+// end and the ring's 2(p - 1) messages.
+TEST(RunTrace, StaysWithinItsDocumentedBound) {
+  TempDir dir;
+  const int p = 3;
+  Recipe r = traced_recipe(p);
+  TrainOptions o;
+  o.run_dir = dir.str("run");
+  train(r, data(), o);
+  const std::vector<RankTrace> t = read_run_trace(o.run_dir + "/trace");
+  ASSERT_EQ(t.size(), 3u);
+  for (const RankTrace& rank : t) {
+    // Buckets per step: the issues between two step marks (the same every step).
+    std::map<std::int32_t, int> issues;
+    std::int32_t step = -1;
+    for (const TraceEvent& e : rank.lanes[0].events) {
+      if (e.kind == TraceKind::step) step = e.a;
+      if (e.kind == TraceKind::issue) ++issues[step];
+    }
+    ASSERT_EQ(issues.size(), static_cast<std::size_t>(r.train.steps));
+    const int buckets = issues.begin()->second;
+    EXPECT_GE(buckets, 2) << "the test wants several buckets per step";
+    for (const auto& [s, n] : issues) EXPECT_EQ(n, buckets) << "step " << s;
+    const auto steps = static_cast<std::size_t>(r.train.steps);
+    const std::size_t lane0 = 1 + 2 * static_cast<std::size_t>(r.train.grad_accum) + 2 * 3 + 2 * buckets;
+    const std::size_t lane1 = static_cast<std::size_t>(buckets) * (2 + 2 * (p - 1));
+    // Outside the steps: the start's broadcast (a tree of at most lg p messages and a wait) and the last mark.
+    const std::size_t outside = 8;
+    EXPECT_LE(rank.lanes[0].events.size(), steps * lane0 + outside) << "rank " << rank.lanes[0].rank;
+    EXPECT_LE(rank.lanes[1].events.size(), steps * lane1) << "rank " << rank.lanes[0].rank;
+    const auto bytes = fs::file_size(trace_lane_path(o.run_dir + "/trace", rank.lanes[0].rank, 0));
+    EXPECT_EQ(bytes, sizeof(TraceFileHeader) + rank.lanes[0].events.size() * sizeof(TraceEvent));
+  }
+  // The measured timeline: one compute and one communication track per rank, spans on both.
+  const nlohmann::json tl = nlohmann::json::parse(timeline_json(measured_timeline(t), p, "test"));
+  std::set<std::pair<int, int>> named, used;
+  for (const auto& e : tl["traceEvents"]) {
+    const auto track = [&] { return std::pair{e["pid"].get<int>(), e["tid"].get<int>()}; };
+    if (e["ph"] == "M" && e["name"] == "thread_name") named.insert(track());
+    if (e["ph"] == "X") used.insert(track());
+  }
+  EXPECT_EQ(named.size(), 2u * p);
+  EXPECT_EQ(used, named);
+}
+
+TEST(RunTrace, AReplayOnTheRecordedNetworkReproducesTheRunsSummary) {
+  TempDir dir;
+  Recipe r = traced_recipe(4);
+  r.train.trace = AutoBool{};  // on by default with a [network]
+  r.network.groups = 2;
+  r.network.inter_bandwidth = Bandwidth{1e7};
+  r.network.inter_latency = Duration{1e-3};
+  r.network.compute = ComputeKind::modeled;
+  TrainOptions o;
+  o.run_dir = dir.str("run");
+  const TrainSummary s = train(r, data(), o);
+  SimulateOptions so;
+  so.out_dir = dir.str("again");
+  const Simulation again = simulate_run(o.run_dir, so);
+  EXPECT_EQ(again.time_s, s.sim_time_s);
+  const RunSummary written = parse_summary(read_text(o.run_dir + "/summary.json"), "summary.json");
+  EXPECT_EQ(written.sim_time_s, again.time_s);
+  const std::vector<MetricsRecord> m = read_metrics(o.run_dir + "/metrics.jsonl");
+  ASSERT_FALSE(m.empty());
+  EXPECT_EQ(m.back().sim_time_s, again.time_s);
+  // The replay's bytes per tier are the ones the run counted (rank 0's, after the start).
+  ASSERT_TRUE(m.back().bytes_intra && m.back().bytes_inter);
+  EXPECT_EQ(again.bytes_inter, *m.back().bytes_inter);
+  EXPECT_EQ(again.bytes_intra, *m.back().bytes_intra);
+  EXPECT_TRUE(fs::exists(o.run_dir + "/simulated/timeline.json"));
+}
+
+// Buckets reduced while backward continues are hidden behind it in the replay; the same run
+// without overlap pays for them after backward.
+TEST(RunTrace, OverlapIsCreditedAsTheRunDidIt) {
+  TempDir dir;
+  // ~1 KB gradients: at 2 MB/s a step's buckets take about a third of its modeled compute.
+  write(dir.str("net.toml"),
+        "[network]\ngroups = 1\nintra_bandwidth = \"2 MB/s\"\nintra_latency = \"10 us\"\n"
+        "compute = \"modeled\"\ndevice_tflops = 1e-5\nmfu = 0.5\n");
+  Simulation sim[2];
+  for (const bool overlap : {true, false}) {
+    Recipe r = traced_recipe(2);
+    r.train.grad_accum = 1;  // backward is then two thirds of the step, the part buckets can hide behind
+    r.sync.overlap = overlap;
+    TrainOptions o;
+    o.run_dir = dir.str(overlap ? "overlap" : "serial");
+    train(r, data(), o);
+    SimulateOptions so;
+    so.network_file = dir.str("net.toml");
+    so.out_dir = o.run_dir + "/sim";
+    sim[overlap ? 0 : 1] = simulate_run(o.run_dir, so);
+  }
+  const Simulation& hidden = sim[0];
+  const Simulation& serial = sim[1];
+  std::printf("overlap: %.4f s (exposed %.4f s), serial: %.4f s (exposed %.4f s)\n", hidden.time_s, hidden.exposed_s,
+              serial.time_s, serial.exposed_s);
+  double compute = 0;
+  for (const RankReplay& k : serial.replay.ranks) compute = std::max(compute, k.compute_s);
+  // Without overlap: compute, then communication, step after step.
+  EXPECT_NEAR(serial.time_s, compute + serial.exposed_s, 0.02 * serial.time_s);
+  EXPECT_GT(serial.exposed_s, 0.1 * serial.time_s);
+  // With it: most of the communication is hidden (only the last bucket's is left after backward).
+  EXPECT_LT(hidden.exposed_s, 0.6 * serial.exposed_s);
+  EXPECT_LT(hidden.time_s, serial.time_s);
+}
+
+TEST(RunTrace, ATruncatedTraceFileIsAnInputErrorNamingIt) {
+  TempDir dir;
+  TrainOptions o;
+  o.run_dir = dir.str("run");
+  train(traced_recipe(2), data(), o);
+  const std::string lane = trace_lane_path(o.run_dir + "/trace", 1, 0);
+  fs::resize_file(lane, fs::file_size(lane) - 7);
+  try {
+    read_run_trace(o.run_dir + "/trace");
+    FAIL() << "a truncated trace was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(lane), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace laconic
