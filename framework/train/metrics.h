@@ -29,8 +29,9 @@ struct MetricsRecord {
   double compute_s = 0, wall_s = 0, examples_per_s = 0;
   double grad_norm = kAbsent;      // optional: before clipping, when clipping
   double noise_scale = kAbsent;    // optional: B_simple, when estimated
-  double sim_time_s = kAbsent;     // optional, [network]: the simulated clock
+  double sim_time_s = kAbsent;     // optional, [network]: the simulated time (the replay's, sim/replay.h)
   double sim_comm_s = kAbsent;     // optional, [network]: its communication part
+  double sim_estimate_s = kAbsent; // optional, [network]: the live clock's quick estimate of sim_time_s
   std::optional<std::uint64_t> bytes_intra, bytes_inter;  // optional, [network]: sent per link tier
   double eval_loss = kAbsent;      // optional: at evaluations
   double eval_accuracy = kAbsent;  // optional
@@ -55,6 +56,7 @@ struct MetricsRecord {
     f("noise_scale", r.noise_scale, true);
     f("sim_time_s", r.sim_time_s, true);
     f("sim_comm_s", r.sim_comm_s, true);
+    f("sim_estimate_s", r.sim_estimate_s, true);
     f("bytes_intra", r.bytes_intra, true);
     f("bytes_inter", r.bytes_inter, true);
     f("eval_loss", r.eval_loss, true);

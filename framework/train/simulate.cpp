@@ -163,7 +163,10 @@ void apply_simulation(const std::string& run_dir, const Simulation& sim) {
   for (MetricsRecord& m : records) {
     if (m.step > sim.first_step) {
       const double t = sim.time_at_step(m.step), c = sim.exposed_at_step(m.step);
-      if (!std::isnan(t)) m.sim_time_s = offset + t;
+      if (!std::isnan(t)) {
+        m.sim_estimate_s = m.sim_time_s;  // the live clock's, kept beside the engine's
+        m.sim_time_s = offset + t;
+      }
       if (!std::isnan(c)) m.sim_comm_s = offset_comm + c;
     }
     text += to_json_line(m) + "\n";

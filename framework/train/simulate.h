@@ -48,7 +48,8 @@ struct Simulation {
 Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts);
 
 // After a run with [network]: metrics.jsonl's sim_time_s and sim_comm_s replaced by the replay's
-// (records from `sim.first_step` on), so the file and summary.json hold the engine's figures.
+// (records from `sim.first_step` on), so the file and summary.json hold the engine's figures; the
+// live clock's sim_time_s stays beside them as sim_estimate_s.
 void apply_simulation(const std::string& run_dir, const Simulation& sim);
 
 }  // namespace laconic
