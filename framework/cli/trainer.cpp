@@ -177,6 +177,7 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
 
 struct SimulateArgs {
   std::string run_dir;
+  double as_params = 0;  // a double, so that 7e9 is accepted
   laconic::SimulateOptions o;
 };
 
@@ -184,14 +185,18 @@ void add_simulate_options(CLI::App& sim, SimulateArgs& a) {
   sim.add_option("run_dir", a.run_dir, "a finished run's directory (with trace/)")->required();
   sim.add_option("--network", a.o.network_file, "a TOML file with a [network] table (default: the run's own)");
   sim.add_option("--platform", a.o.platform_file, "a SimGrid platform file (XML); its first N hosts are the ranks");
-  sim.add_option("--as-params", a.o.as_params, "project message bytes and compute onto a model of N parameters");
+  sim.add_option("--as-params", a.as_params, "project message bytes and compute onto a model of N parameters (e.g. 7e9)");
   sim.add_option("--out", a.o.out_dir, "where summary.json and timeline.json go (default: RUN_DIR/simulated)");
 }
 
 int run_simulate(const SimulateArgs& a) {
   if (!a.o.network_file.empty() && !a.o.platform_file.empty())
     LC_INPUT_ERROR("simulate: expected --network or --platform, not both");
-  const laconic::Simulation s = laconic::simulate_run(a.run_dir, a.o);
+  if (a.as_params != 0 && !(a.as_params >= 1 && a.as_params < 1e15 && a.as_params == std::floor(a.as_params)))
+    LC_INPUT_ERROR("simulate: --as-params: expected a whole number of parameters >= 1, got ", a.as_params);
+  laconic::SimulateOptions o = a.o;
+  o.as_params = static_cast<std::int64_t>(a.as_params);
+  const laconic::Simulation s = laconic::simulate_run(a.run_dir, o);
   std::cout << "simulate: " << s.replay.engine << "\n"
             << "simulate: on " << s.network << "\n";
   if (s.as_params > 0)

@@ -108,6 +108,20 @@ else
   echo "skip output-directory checks: Debian's dataset-fashion-mnist is not installed"
 fi
 
+# trainer simulate: a directory that is no run, a bad network file, a projection that is no count.
+# (Outside the working directory, which each case leaves clean.)
+sim="$tmp/sim"
+mkdir -p "$sim/a_run" && cp "$good" "$sim/a_run/recipe.resolved.toml"  # a run directory without a trace
+printf '[network]\ngroups = 2\ninter_bandwith = "1 Gbit/s"\n' >"$sim/typo_net.toml"
+printf '[train]\nsteps = 3\n' >"$sim/not_net.toml"
+expect simulate_not_a_run "" "empty_dir: not a run directory" simulate empty_dir
+expect simulate_typo_key "" "typo_net\.toml:3:1: unknown key 'network\.inter_bandwith'" \
+  simulate "$sim/a_run" --network "$sim/typo_net.toml"
+expect simulate_other_section "" "not_net\.toml:1:2: a network file holds only a \[network\] table" \
+  simulate "$sim/a_run" --network "$sim/not_net.toml"
+expect simulate_no_network "" "the run describes no \[network\] to replay on" simulate "$sim/a_run"
+expect simulate_as_params "" "--as-params: expected a whole number of parameters >= 1, got 0.5" simulate empty_dir --as-params 0.5
+
 # device = "cuda" where it cannot run: a build without CUDA, or no visible device (this machine,
 # unless a GPU is present: then the run would be legitimate and the case is skipped).
 if ! nvidia-smi -L >/dev/null 2>&1; then
