@@ -26,6 +26,7 @@
 #include "framework/core/units.h"
 #include "framework/train/factory.h"
 #include "framework/train/run_dir.h"
+#include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
 #include "framework/train/world.h"
 
@@ -212,6 +213,50 @@ void check_target(const std::optional<double>& target) {
 const char* const kPlots[] = {"loss_vs_steps.png", "loss_vs_bytes.png", "loss_vs_time.png"};
 
 // The shared tail of both modes: compare.json, the plots, report.md; the table on the log.
+std::string network_name(const std::string& path) { return fs::path(path).stem().string(); }
+
+// --networks, before anything is trained or written: every file a valid [network] for every run.
+void check_networks(const std::vector<Recipe>& recipes, const std::vector<std::string>& networks) {
+  std::set<std::string> names;
+  for (const std::string& n : networks) {
+    for (const Recipe& r : recipes) (void)with_network_file(r, n);
+    if (!names.insert(network_name(n)).second)
+      LC_INPUT_ERROR("compare: --networks: two files named ", network_name(n), " (each gets a report folder of that name)");
+  }
+}
+
+void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, const CompareOptions& opts);
+
+// Each run's trace replayed on each network: a report per network, and the runs x networks table.
+void write_network_comparisons(const std::vector<RunResult>& runs, const ReportContext& ctx, const CompareOptions& opts) {
+  std::vector<std::string> names;
+  std::vector<Comparison> per_network;
+  for (const std::string& net : opts.networks) {
+    const std::string name = network_name(net);
+    std::vector<RunResult> replayed = runs;
+    for (RunResult& r : replayed) {
+      SimulateOptions so;
+      so.network_file = net;
+      so.out_dir = (fs::path(r.dir) / ("simulated-" + name)).string();
+      const Simulation sim = simulate_run(r.dir, so);
+      r.sim_time_s = sim.time_s;
+      r.bytes_inter = static_cast<double>(sim.bytes_inter);
+      for (MetricPoint& m : r.metrics) m.sim_time_s = sim.time_at_step(m.step);
+      if (opts.log) *opts.log << "compare: " << r.name << " on " << name << ": " << sim.time_s << " s simulated" << std::endl;
+    }
+    CompareOptions o = opts;
+    o.out_dir = (fs::path(opts.out_dir) / name).string();
+    o.networks.clear();
+    ReportContext c = ctx;
+    write_comparison(replayed, c, o);
+    names.push_back(name);
+    per_network.push_back(compare_runs(replayed, opts.target));
+  }
+  const std::string table = networks_markdown(names, per_network, runs);
+  write_file_atomic(opts.out_dir + "/networks.md", table);
+  if (opts.log) *opts.log << table << "compare: wrote " << opts.out_dir << "/networks.md" << std::endl;
+}
+
 void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, const CompareOptions& opts) {
   const Comparison c = compare_runs(runs, opts.target);
   make_directories(opts.out_dir);
@@ -236,9 +281,32 @@ void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, con
       if (line.rfind("|", 0) == 0) *opts.log << line << "\n";
     *opts.log << "compare: wrote " << opts.out_dir << "/report.md" << std::endl;
   }
+  if (!opts.networks.empty()) write_network_comparisons(runs, ctx, opts);
 }
 
 }  // namespace
+
+std::string networks_markdown(const std::vector<std::string>& names, const std::vector<Comparison>& per_network,
+                              const std::vector<RunResult>& runs) {
+  std::ostringstream os;
+  os << "# Runs x networks\n\nEvery run's event trace replayed on each network (SimGrid; "
+        "docs/simulation.md): simulated time, and in brackets the simulated time to the target loss "
+        "of that network's report (`<network>/report.md`).\n\n| run |";
+  for (const auto& n : names) os << " " << n << " |";
+  os << "\n| --- |";
+  for (std::size_t i = 0; i < names.size(); ++i) os << " --- |";
+  os << "\n";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    os << "| " << runs[r].name << " |";
+    for (const Comparison& c : per_network) {
+      const CompareRow& row = c.rows[r];
+      os << " " << fmt_seconds(row.time_s) << " (" << (row.hit ? fmt_seconds(row.hit->time_s) : std::string("not reached"))
+         << ") |";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
 
 // ---- variants --------------------------------------------------------------------------------
 
@@ -467,7 +535,7 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
      << common_value(runs, "distributed.world_size") << "\n";
   os << "- **Baseline**: " << runs.front().name << " (the first run): speedups and byte ratios are relative to it\n";
   os << "- **Clock**: "
-     << (sim ? "simulated time (`sim_time_s`: the `[network]` simulation's clock of rank 0)"
+     << (sim ? "simulated time (`sim_time_s`: the replay of the run's trace on its `[network]`, docs/simulation.md)"
              : "wall time on this machine (`wall_s`; evaluation included)");
   if (!sim && std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return !std::isnan(r.sim_time_s); }))
     os << "; some runs have no simulated clock, so none is used";
@@ -607,6 +675,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
   for (const auto& v : variants) {
     std::vector<std::string> all = overrides;
     all.insert(all.end(), v.assignments.begin(), v.assignments.end());
+    if (!opts.networks.empty()) all.push_back("train.trace=true");  // replayed on each network afterwards
     try {
       recipes.push_back(load_recipe(recipe_path, all));
     } catch (const InputError& e) {
@@ -620,6 +689,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
       LC_INPUT_ERROR("compare: variant ", v.name, ": distributed.backend = \"mpi\": compare runs every "
                      "variant on the threads backend (use --distributed.backend=threads)");
   }
+  check_networks(recipes, opts.networks);
   // One load per distinct [data] table: the variants then see the very same examples.
   std::vector<std::size_t> data_of(recipes.size());
   std::vector<TrainData> data;
@@ -683,6 +753,16 @@ void compare_run_dirs(const std::vector<std::string>& dirs, const CompareOptions
     if (name.empty() || taken.count(name)) name = d;
     taken.insert(name);
     runs.push_back(read_run(d, name));
+  }
+  if (!opts.networks.empty()) {
+    std::vector<Recipe> recipes;
+    for (const RunResult& r : runs) {
+      const std::string recipe = (fs::path(r.dir) / "recipe.resolved.toml").string();
+      if (!fs::exists(recipe) || !fs::exists(fs::path(r.dir) / "trace" / "meta.json"))
+        LC_INPUT_ERROR(r.dir, ": --networks needs the run's recipe.resolved.toml and its event trace (train.trace = true)");
+      recipes.push_back(load_recipe(recipe));
+    }
+    check_networks(recipes, opts.networks);
   }
   write_comparison(runs, ReportContext{}, opts);
 }

@@ -131,6 +131,9 @@ struct CompareOptions {
   std::string command;               // for the report
   std::ostream* log = nullptr;       // progress and the variants' log lines (prefixed "[name] ")
   bool progress_line = false;        // the trainer's live progress line (a terminal)
+  // --networks: every run's trace replayed on each of these [network] files (sim/replay.h): one
+  // report per network in out_dir/<file stem>/, and networks.md, the runs x networks table.
+  std::vector<std::string> networks;
 };
 
 // trainer compare --recipe R --vary ...: resolves and validates every variant (recipe, backend,
@@ -139,6 +142,11 @@ struct CompareOptions {
 // writes the report. Refuses to run under an MPI launcher. Throws InputError for bad input.
 void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
                       const std::vector<std::string>& vary_specs, const CompareOptions& opts);
+
+// The runs x networks table of --networks (markdown): per network, each run's simulated time and
+// time to the target, from the per-network comparisons.
+std::string networks_markdown(const std::vector<std::string>& network_names, const std::vector<Comparison>& per_network,
+                              const std::vector<RunResult>& runs);
 
 // trainer compare --runs D1 D2 ...: the same report from finished run directories (the first is
 // the baseline; names are the directories' last components).

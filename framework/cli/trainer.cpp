@@ -101,7 +101,7 @@ int run_plan(const PlanArgs& a) {
 
 struct CompareArgs {
   std::string recipe, out, plot_script;
-  std::vector<std::string> vary, runs;
+  std::vector<std::string> vary, runs, networks;
   double target_loss = 0;
   CLI::Option* target_option = nullptr;  // given or not: any loss, 0 included, is a valid target
   bool no_plots = false;
@@ -119,6 +119,9 @@ void add_compare_options(CLI::App& c, CompareArgs& a) {
                "loss for time-to-target (default: the baseline's final eval loss x 1.02)");
   c.add_option("--plot-script", a.plot_script, "the plotting script (default: scripts/plot beside the build directory)");
   c.add_flag("--no-plots", a.no_plots, "write the report without plots");
+  c.add_option("--networks", a.networks, "replay every run on each of these [network] TOML files (a,b,...): a report "
+                                         "per network and networks.md, runs x networks")
+      ->delimiter(',');
   c.footer("Recipe overrides (--section.key=value) apply to every variant; --vary assignments come last.\n"
            "Variants train one after another in this process (threads backend); not under mpirun.");
 }
@@ -170,6 +173,7 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   }
   o.log = &std::cout;
   o.progress_line = ::isatty(STDOUT_FILENO) != 0;
+  o.networks = a.networks;
   if (variants) laconic::compare_variants(a.recipe, overrides, a.vary, o);
   else laconic::compare_run_dirs(a.runs, o);
   return 0;

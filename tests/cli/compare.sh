@@ -79,4 +79,30 @@ grep -q "No plots: not requested" "$tmp/again/report.md" || { echo "--no-plots n
 # An unfinished run (no summary.json) is named with the missing file.
 mkdir -p "$tmp/half" && cp "$tmp/cmp/topk/metrics.jsonl" "$tmp/half/"
 expect_input_error unfinished "half: not a finished run: summary.json is missing" --runs "$tmp/cmp/allreduce" "$tmp/half"
+# --networks: the runs' traces replayed on each network; a report per network, the runs x networks
+# table. A bad network file is refused before anything trains.
+printf '[network]\ngroups = 2\ninter_bandwidth = "1 Gbit/s"\ninter_latency = "30 ms"\n' >"$tmp/wan.toml"
+printf '[network]\ngroups = 2\ninter_bandwidth = "10 Mbit/s"\ninter_link = "per_pair"\n' >"$tmp/slow.toml"
+printf '[network]\ngroups = 3\n' >"$tmp/three.toml"
+expect_input_error networks_bad "three.toml:2:1: network.groups: expected a divisor of distributed.world_size" \
+  --recipe "$src/recipes/mlp_fmnist.toml" --vary sync.strategy=allreduce,topk --train.steps=4 --networks "$tmp/three.toml"
+[ ! -e "$tmp/nets" ] || { echo "--networks with a bad file wrote $tmp/nets"; exit 1; }
+"$trainer" compare --recipe "$src/recipes/mlp_fmnist.toml" --vary sync.strategy=allreduce,topk --train.steps=20 \
+  --train.log_every=10 --networks "$tmp/wan.toml,$tmp/slow.toml" --out "$tmp/nets" --no-plots >"$tmp/nets.log" 2>&1 ||
+  { echo "compare --networks failed"; tail -5 "$tmp/nets.log"; exit 1; }
+python3 - "$tmp/nets" <<'PY'
+import json, sys
+d = sys.argv[1]
+table = open(d + "/networks.md").read()
+assert "| run | wan | slow |" in table, table
+times = {}
+for net in ["wan", "slow"]:
+    c = json.load(open(f"{d}/{net}/compare.json"))
+    assert c["clock"] == "simulated", c
+    times[net] = {r["name"]: r["time_s"] for r in c["runs"]}
+for run in ["allreduce", "topk"]:
+    assert times["slow"][run] > times["wan"][run], times  # 10 Mbit/s is slower than 1 Gbit/s
+assert times["slow"]["topk"] < times["slow"]["allreduce"], times  # top-k sends far less
+PY
+[ $? -eq 0 ] || { echo "compare --networks: wrong tables"; exit 1; }
 echo "compare passed"
