@@ -109,10 +109,16 @@ class Engine {
 
   ReplayResult run() {
     // SimGrid's own log: only what is critical (a deadlock report names the stuck actors).
-    int argc = 2;
     char name[] = "laconic-replay";
     char log[] = "--log=root.thres:critical";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // Sanitizers cannot follow SimGrid's own stack switching (raw contexts): actors as threads.
+    char contexts[] = "--cfg=contexts/factory:thread";
+    char* argv[] = {name, log, contexts, nullptr};
+#else
     char* argv[] = {name, log, nullptr};
+#endif
+    int argc = static_cast<int>(sizeof argv / sizeof argv[0]) - 1;
     sg4::Engine e(&argc, argv);
     sg4::Engine::set_config("network/model:CM02");
     sg4::Engine::set_config("network/crosstraffic:0");
@@ -511,10 +517,70 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
+// What would make the replay wait forever, found before it starts (SimGrid would report a deadlock,
+// but not every context factory can end one): a wait for an operation never issued, lane 1's
+// operations out of order or not the ones issued, and messages between two ranks that do not pair
+// up (checked when the trace has no native collectives, whose messages are implied).
+void validate(const std::vector<RankTrace>& trace) {
+  const auto n = trace.size();
+  bool natives = false;
+  std::vector<std::int64_t> sent(2 * n * n, 0), received(2 * n * n, 0);
+  const auto at = [&](int lane, std::size_t s, std::size_t d) { return (static_cast<std::size_t>(lane) * n + s) * n + d; };
+  for (std::size_t r = 0; r < n; ++r) {
+    std::int32_t issued = 0;
+    for (int lane = 0; lane < 2; ++lane) {
+      std::int32_t begun = 0;
+      bool open = false;
+      for (const TraceEvent& e : trace[r].lanes[lane].events) {
+        const auto peer_ok = [&](std::int32_t p) {
+          LC_CHECK(p >= 0 && static_cast<std::size_t>(p) < n, "replay: rank ", r, " lane ", lane, ": peer ", p,
+                   " outside a trace of ", n, " ranks");
+          return static_cast<std::size_t>(p);
+        };
+        switch (e.kind) {
+          case TraceKind::issue: ++issued; break;
+          case TraceKind::wait:
+            LC_CHECK(e.a < issued, "replay: rank ", r, " waits for async operation ", e.a, ", of which only ", issued,
+                     " were issued by then");
+            break;
+          case TraceKind::begin:
+            LC_CHECK(!open && e.a == begun, "replay: rank ", r, " lane 1 begins operation ", e.a, " where ", begun,
+                     " was expected");
+            open = true;
+            break;
+          case TraceKind::end:
+            LC_CHECK(open, "replay: rank ", r, " lane 1 ends an operation it did not begin");
+            open = false;
+            ++begun;
+            break;
+          case TraceKind::send: ++sent[at(lane, r, peer_ok(e.a))]; break;
+          case TraceKind::recv: ++received[at(lane, peer_ok(e.a), r)]; break;
+          case TraceKind::sendrecv:
+            ++sent[at(lane, r, peer_ok(e.a))];
+            ++received[at(lane, peer_ok(e.b), r)];
+            break;
+          case TraceKind::native: natives = true; break;
+          default: break;
+        }
+      }
+      if (lane == 1)
+        LC_CHECK(!open && begun == issued, "replay: rank ", r, " issued ", issued, " async operations, its lane 1 ran ",
+                 begun, open ? " (the last one unfinished)" : "");
+    }
+  }
+  if (natives) return;
+  for (int lane = 0; lane < 2; ++lane)
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t d = 0; d < n; ++d)
+        LC_CHECK(sent[at(lane, s, d)] == received[at(lane, s, d)], "replay: rank ", s, " sent ", sent[at(lane, s, d)],
+                 " messages to rank ", d, " on lane ", lane, ", which received ", received[at(lane, s, d)]);
+}
+
 }  // namespace
 
 ReplayResult replay(const std::vector<RankTrace>& trace, const ReplayNetwork& net, const ReplayOptions& opts) {
   LC_CHECK(!trace.empty(), "replay: an empty trace");
+  validate(trace);
   int fds[2];
   LC_CHECK(::pipe(fds) == 0, "replay: pipe: ", std::strerror(errno));
   const pid_t pid = ::fork();

@@ -155,10 +155,25 @@ TEST(Replay, IsDeterministicAndScalesWithAsParams) {
   EXPECT_NEAR(c.time_s, 2.0 + kLat + 2e8 / kBw, 1e-9);
 }
 
+void expect_refused(const std::vector<RankTrace>& t, const std::string& why) {
+  try {
+    replay(t, network(2, 1), {});
+    ADD_FAILURE() << "replayed a trace that would wait forever: " << why;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
 TEST(Replay, AMismatchedTraceFailsWithAReason) {
-  auto t = empty_trace(2);
-  lane(t, 0, 0).push_back(ev(TraceKind::wait, 0, 0, 0));  // waits for an operation never issued
-  EXPECT_THROW(replay(t, network(2, 1), {}), Error);
+  auto waits = empty_trace(2);
+  lane(waits, 0, 0).push_back(ev(TraceKind::wait, 0, 0, 0));  // waits for an operation never issued
+  expect_refused(waits, "waits for async operation 0, of which only 0 were issued");
+  auto unpaired = empty_trace(2);
+  lane(unpaired, 0, 0).push_back(ev(TraceKind::send, 0, 0, 1, 8));  // rank 1 never receives it
+  expect_refused(unpaired, "rank 0 sent 1 messages to rank 1 on lane 0, which received 0");
+  auto unrun = empty_trace(2);
+  lane(unrun, 1, 0).push_back(ev(TraceKind::issue, 0, 0, 0));  // issued, never run on lane 1
+  expect_refused(unrun, "rank 1 issued 1 async operations, its lane 1 ran 0");
 }
 
 }  // namespace
