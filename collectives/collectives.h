@@ -53,6 +53,24 @@ struct CollectiveCall {
   std::size_t elements() const { return in_place() || kind == Collective::all_gather ? data.count : send.count; }
 };
 
+// A backend's native collectives, one member function per kind (all_reduce_native(data, op), ...,
+// barrier_native()), called for `c`: the one dispatch MPI and NCCL share. A backend declares
+// `template <class B> friend void run_native(B&, const CollectiveCall&);` to keep them private.
+template <class Backend>
+void run_native(Backend& b, const CollectiveCall& c) {
+  switch (c.kind) {
+    case Collective::all_reduce: return b.all_reduce_native(c.data, c.op);
+    case Collective::reduce: return b.reduce_native(c.data, c.op, c.root);
+    case Collective::reduce_scatter: return b.reduce_scatter_native(c.send, c.data, c.op);
+    case Collective::all_gather:
+      if (c.counts.empty()) return b.all_gather_native(c.send, c.data);
+      return b.all_gather_v_native(c.send, c.data, c.counts);
+    case Collective::all_to_all: return b.all_to_all_native(c.send, c.data);
+    case Collective::broadcast: return b.broadcast_native(c.data, c.root);
+    case Collective::barrier: return b.barrier_native();
+  }
+}
+
 // The settings collectives run with; a wrapper and the communicator it wraps may share one.
 struct CollectivePolicy {
   Algorithm algorithm = Algorithm::ring;

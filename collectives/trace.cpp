@@ -85,52 +85,40 @@ void Tracer::record(const TraceEvent& e) {
   if (ln.buf.size() == kFlushEvents) flush(l);
 }
 
-void Tracer::step(std::int64_t step) {
+void Tracer::instant(TraceKind kind, std::int32_t a, std::uint8_t sub) {
   TraceEvent e;
   e.t0 = e.t1 = now();
-  e.kind = TraceKind::step;
-  e.a = static_cast<std::int32_t>(step);
+  e.kind = kind;
+  e.a = a;
+  e.sub = sub;
   record(e);
 }
 
-void Tracer::span_begin(SpanKind k) {
-  TraceEvent e;
-  e.t0 = e.t1 = now();
-  e.kind = TraceKind::span_begin;
-  e.sub = static_cast<std::uint8_t>(k);
-  record(e);
-}
-
-void Tracer::span_end(SpanKind k) {
-  TraceEvent e;
-  e.t0 = e.t1 = now();
-  e.kind = TraceKind::span_end;
-  e.sub = static_cast<std::uint8_t>(k);
-  record(e);
-}
+void Tracer::step(std::int64_t step) { instant(TraceKind::step, static_cast<std::int32_t>(step)); }
+void Tracer::span_begin(SpanKind k) { instant(TraceKind::span_begin, 0, static_cast<std::uint8_t>(k)); }
+void Tracer::span_end(SpanKind k) { instant(TraceKind::span_end, 0, static_cast<std::uint8_t>(k)); }
 
 std::int32_t Tracer::issue() {
-  TraceEvent e;
-  e.t0 = e.t1 = now();
-  e.kind = TraceKind::issue;
-  e.a = issued_.fetch_add(1, std::memory_order_relaxed);
-  record(e);
-  return e.a;
+  const std::int32_t op = issued_.fetch_add(1, std::memory_order_relaxed);
+  instant(TraceKind::issue, op);
+  return op;
 }
 
-void Tracer::begin() {
-  TraceEvent e;
-  e.t0 = e.t1 = now();
-  e.kind = TraceKind::begin;
-  e.a = begun_;
-  record(e);
-}
+void Tracer::begin() { instant(TraceKind::begin, begun_); }
+void Tracer::end() { instant(TraceKind::end, begun_++); }
 
-void Tracer::end() {
+void Tracer::message(TraceKind kind, double t0, std::int32_t to, std::uint64_t bytes, int tier, std::int32_t from,
+                     std::uint64_t bytes2, int tier2) {
   TraceEvent e;
-  e.t0 = e.t1 = now();
-  e.kind = TraceKind::end;
-  e.a = begun_++;
+  e.t0 = t0;
+  e.t1 = now();
+  e.kind = kind;
+  e.a = to;
+  e.bytes = bytes;
+  e.tier = static_cast<std::uint8_t>(tier);
+  e.b = from;
+  e.bytes2 = bytes2;
+  e.tier2 = static_cast<std::uint8_t>(tier2);
   record(e);
 }
 

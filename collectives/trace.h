@@ -94,6 +94,10 @@ class Tracer {
   void begin();
   void end();
   void wait(std::int32_t op, double t0);
+  // A message event that began at t0 and ends now: to `to` (send, sendrecv's send; recv: from
+  // it), `bytes`, on link tier `tier`; sendrecv's receive from `from`, `bytes2`, `tier2`.
+  void message(TraceKind kind, double t0, std::int32_t to, std::uint64_t bytes, int tier, std::int32_t from = 0,
+               std::uint64_t bytes2 = 0, int tier2 = 0);
   // The last operation issued (-1: none), and the last one lane 0 has waited for (so far): a
   // wait on everything queued is needed in the trace only when the first is beyond the second.
   std::int32_t last_issued() const { return issued_.load(std::memory_order_relaxed) - 1; }
@@ -111,6 +115,7 @@ class Tracer {
   };
   void flush(int lane);
   void open(int lane);
+  void instant(TraceKind kind, std::int32_t a, std::uint8_t sub = 0);  // t0 = t1 = now
 
   std::string dir_;
   int rank_, size_;

@@ -54,16 +54,7 @@ void Transport::send(const void* data, std::size_t bytes, int peer) {
   const double t0 = t ? t->now() : 0;
   do_send(data, bytes, peer);
   count_sent(peer, bytes, 1);
-  if (t) {
-    TraceEvent e;
-    e.t0 = t0;
-    e.t1 = t->now();
-    e.kind = TraceKind::send;
-    e.bytes = bytes;
-    e.a = peer;
-    e.tier = static_cast<std::uint8_t>(tier_to(peer));
-    t->record(e);
-  }
+  if (t) t->message(TraceKind::send, t0, peer, bytes, tier_to(peer));
 }
 
 void Transport::recv(void* data, std::size_t bytes, int peer) {
@@ -73,16 +64,7 @@ void Transport::recv(void* data, std::size_t bytes, int peer) {
   const double t0 = t ? t->now() : 0;
   do_recv(data, bytes, peer);
   count_recv(peer, bytes);
-  if (t) {
-    TraceEvent e;
-    e.t0 = t0;
-    e.t1 = t->now();
-    e.kind = TraceKind::recv;
-    e.bytes = bytes;
-    e.a = peer;
-    e.tier = static_cast<std::uint8_t>(tier_to(peer));
-    t->record(e);
-  }
+  if (t) t->message(TraceKind::recv, t0, peer, bytes, tier_to(peer));
 }
 
 void Transport::sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
@@ -95,19 +77,7 @@ void Transport::sendrecv(const void* send_data, std::size_t send_bytes, int to, 
   do_sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
   count_sent(to, send_bytes, 1);
   count_recv(from, recv_bytes);
-  if (t) {
-    TraceEvent e;
-    e.t0 = t0;
-    e.t1 = t->now();
-    e.kind = TraceKind::sendrecv;
-    e.bytes = send_bytes;
-    e.bytes2 = recv_bytes;
-    e.a = to;
-    e.b = from;
-    e.tier = static_cast<std::uint8_t>(tier_to(to));
-    e.tier2 = static_cast<std::uint8_t>(tier_to(from));
-    t->record(e);
-  }
+  if (t) t->message(TraceKind::sendrecv, t0, to, send_bytes, tier_to(to), from, recv_bytes, tier_to(from));
 }
 
 ByteCounters total_bytes(std::initializer_list<const Transport*> transports) {

@@ -330,18 +330,7 @@ void NcclCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes
 // ---- native collectives (nominal byte counts: see the header) ----
 
 bool NcclCommunicator::native(const CollectiveCall& c) {
-  switch (c.kind) {
-    case Collective::all_reduce: all_reduce_native(c.data, c.op); break;
-    case Collective::reduce: reduce_native(c.data, c.op, c.root); break;
-    case Collective::reduce_scatter: reduce_scatter_native(c.send, c.data, c.op); break;
-    case Collective::all_gather:
-      if (c.counts.empty()) all_gather_native(c.send, c.data);
-      else all_gather_v_native(c.send, c.data, c.counts);
-      break;
-    case Collective::all_to_all: all_to_all_native(c.send, c.data); break;
-    case Collective::broadcast: broadcast_native(c.data, c.root); break;
-    case Collective::barrier: barrier_native(); break;
-  }
+  run_native(*this, c);
   return true;
 }
 

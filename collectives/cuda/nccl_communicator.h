@@ -102,6 +102,8 @@ class NcclCommunicator final : public Communicator {
 
  private:
   struct Impl;  // NCCL and CUDA handles (nccl_communicator.cpp)
+  template <class B>
+  friend void run_native(B&, const CollectiveCall&);
   void all_reduce_native(Buf data, ReduceOp op);
   void reduce_native(Buf data, ReduceOp op, int root);
   void reduce_scatter_native(CBuf send, Buf recv, ReduceOp op);

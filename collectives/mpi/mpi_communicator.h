@@ -135,6 +135,8 @@ class MpiCommunicator final : public Communicator {
   };
 
   // The native collectives (nominal byte counts: see the header comment).
+  template <class B>
+  friend void run_native(B&, const CollectiveCall&);
   void all_reduce_native(Buf data, ReduceOp op);
   void reduce_native(Buf data, ReduceOp op, int root);
   void reduce_scatter_native(CBuf send, Buf recv, ReduceOp op);
