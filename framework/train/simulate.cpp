@@ -148,6 +148,12 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   return s;
 }
 
+void write_measured_timeline(const std::string& run_dir) {
+  const std::vector<RankTrace> trace = read_run_trace((fs::path(run_dir) / "trace").string());
+  write_file_atomic((fs::path(run_dir) / "timeline.json").string(),
+                    timeline_json(measured_timeline(trace), static_cast<int>(trace.size()), run_dir + " (measured)"));
+}
+
 void apply_simulation(const std::string& run_dir, const Simulation& sim) {
   const std::string path = (fs::path(run_dir) / "metrics.jsonl").string();
   std::vector<MetricsRecord> records = read_metrics(path);

@@ -47,6 +47,9 @@ struct Simulation {
 // a bad network or platform file, or no network at all.
 Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts);
 
+// RUN_DIR/timeline.json: the recorded run's own timeline (sim/timeline.h) from its trace.
+void write_measured_timeline(const std::string& run_dir);
+
 // After a run with [network]: metrics.jsonl's sim_time_s and sim_comm_s replaced by the replay's
 // (records from `sim.first_step` on), so the file and summary.json hold the engine's figures; the
 // live clock's sim_time_s stays beside them as sim_estimate_s.

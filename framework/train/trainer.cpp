@@ -496,6 +496,13 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
     if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", to_json(static_cast<const RunSummary&>(summary)));
   };
   write_summary();
+  if (!spec.trace_dir.empty()) {
+    try {
+      write_measured_timeline(opts.run_dir);
+    } catch (const std::exception& e) {
+      std::cerr << "laconic: warning: no timeline.json: " << e.what() << std::endl;
+    }
+  }
   // Once every rank is done (the replay forks a simulator process): the run's simulated figures
   // are the replay's; the live clock was the quick estimate.
   if (spec.simulate && !spec.trace_dir.empty()) {

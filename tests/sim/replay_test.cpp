@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "collectives/collectives.h"
 
 namespace laconic {
@@ -153,6 +158,39 @@ TEST(Replay, IsDeterministicAndScalesWithAsParams) {
   twice.scale = 2;
   const ReplayResult c = replay(overlap_trace(false), network(2, 1), twice);
   EXPECT_NEAR(c.time_s, 2.0 + kLat + 2e8 / kBw, 1e-9);
+}
+
+// A user's SimGrid platform file instead of [network]: its first N hosts are the ranks, its
+// routes the links (here one link of 10 MB/s and 1 ms).
+TEST(Replay, RunsOnAUsersPlatformFile) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("laconic-platform-" + std::to_string(::getpid()) + ".xml")).string();
+  std::ofstream(path) << R"(<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="lab" routing="Full">
+    <host id="node-0" speed="1Gf"/>
+    <host id="node-1" speed="1Gf"/>
+    <link id="wire" bandwidth="10MBps" latency="1ms"/>
+    <route src="node-0" dst="node-1"><link_ctn id="wire"/></route>
+  </zone>
+</platform>
+)";
+  constexpr std::uint64_t S = 1'000'000;
+  auto t = empty_trace(2);
+  lane(t, 0, 0).push_back(ev(TraceKind::send, 0, 0, 1, S));
+  lane(t, 1, 0).push_back(ev(TraceKind::recv, 0, 0, 0, S));
+  ReplayNetwork net;
+  net.platform_file = path;
+  const ReplayResult r = replay(t, net, {});
+  std::filesystem::remove(path);
+  EXPECT_NEAR(r.time_s, 1e-3 + S / 1e7, 1e-9);
+  EXPECT_NE(r.engine.find(path), std::string::npos) << r.engine;
+  // Too few hosts for the trace: a reason, not a crash.
+  std::ofstream(path) << "<?xml version='1.0'?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">"
+                         "<host id=\"only\" speed=\"1Gf\"/></zone></platform>\n";
+  EXPECT_THROW(replay(t, net, {}), Error);
+  std::filesystem::remove(path);
 }
 
 void expect_refused(const std::vector<RankTrace>& t, const std::string& why) {
