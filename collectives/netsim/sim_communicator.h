@@ -1,3 +1,5 @@
+// The live estimate of a training run with [network] and sync.overlap = false (the figure of
+// record is the replay of the run's trace on SimGrid, sim/replay.h; this clock cannot see overlap).
 // A Communicator that runs on top of any other one and simulates a network: the bytes really
 // move through `inner` (so results are exactly inner's), while every message is charged on a
 // per-rank virtual clock as if it crossed the link of the topology between its two ranks.

@@ -195,7 +195,7 @@ struct SyncPhases {
 struct SyncConfig {
   SyncKind strategy = SyncKind::allreduce;
   double bucket_mb = 25.0;
-  bool overlap = true;  // reduce each bucket while backward continues (not when simulating)
+  bool overlap = true;  // reduce each bucket while backward continues
   double momentum = 0;  // momentum correction: reduce local velocities (optimizer momentum 0)
   AllReduceConfig allreduce;
   // [sync.topk], [sync.powersgd], [sync.onebit]: the reducers' own options (their device is the

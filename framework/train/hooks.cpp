@@ -285,11 +285,13 @@ class Reporter final : public StepHook {
                        std::max(1e-9, now - last_wall_ - (eval_now ? eval_.last_seconds() : 0.0));
     r.grad_norm = s.grad_norm;
     r.noise_scale = s.noise_scale;
-    if (const SimCommunicator* sim = loop_.sim) {
+    if (const SimCommunicator* sim = loop_.sim) {  // the live estimate; the replay replaces it
       r.sim_time_s = sim->clock();
       r.sim_comm_s = sim->comm_time();
-      r.bytes_intra = sim->tier_bytes(0).sent;
-      r.bytes_inter = sim->tier_bytes(1).sent;
+    }
+    if (loop_.spec.simulate) {
+      r.bytes_intra = loop_.comm.tier_bytes(0).sent;
+      r.bytes_inter = loop_.comm.tier_bytes(1).sent;
     }
     if (eval_now) {
       r.eval_loss = eval_.last().loss;

@@ -59,7 +59,8 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
   s.plan = make_plan(r, data);
   s.device = resolve_device(r);  // cuda without CUDA or a device is bad input
   s.simulate = r.network.groups > 0;
-  s.overlap = r.sync.overlap && !s.simulate && r.guards.nonfinite != NonfiniteKind::skip;
+  s.overlap = r.sync.overlap && r.guards.nonfinite != NonfiniteKind::skip;
+  s.live_clock = s.simulate && !s.overlap;
   s.hash = recipe_hash(r);
   s.checkpoint_root = checkpoint_root(r, run_dir);
   if (r.train.trace.resolve(s.simulate)) {

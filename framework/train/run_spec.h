@@ -31,11 +31,14 @@ struct RunSpec {
   Recipe recipe;
   TrainPlan plan;
   Device device = Device::cpu;  // where the model, optimizer and sync state live
-  bool simulate = false;        // [network] describes groups: the simulated clock runs
-  // Gradient buckets are reduced while backward runs. Off when simulating (the clock charges
-  // compute and messages in program order; overlapped reductions would race it) and when skipping
+  bool simulate = false;        // [network] describes groups: the run is traced and replayed on it
+  // Gradient buckets are reduced while backward runs (sync.overlap), except when skipping
   // non-finite steps (every rank's verdict is needed before any bucket leaves).
   bool overlap = false;
+  // The per-rank alpha-beta clock (SimCommunicator) runs during training as the live estimate of
+  // the simulated time: with a [network] and no overlap (it charges in program order, and
+  // overlapped reductions would race it). The replay at the end is the figure either way.
+  bool live_clock = false;
   bool noise_scale = false;     // train.noise_scale and it can apply (see resolve)
   std::string hash;             // recipe_hash(recipe)
   std::string checkpoint_root;  // checkpoint_root(recipe, run_dir)

@@ -35,7 +35,7 @@ namespace {
 
 // The simulated network around the backend's communicator, when the recipe describes one.
 std::unique_ptr<SimCommunicator> make_sim(const RunSpec& spec, Communicator& base) {
-  if (!spec.simulate) return nullptr;
+  if (!spec.live_clock) return nullptr;
   return std::make_unique<SimCommunicator>(base, make_topology(spec.recipe));
 }
 
@@ -126,9 +126,15 @@ class Worker {
         loop_{spec, data, opts, comm_, control, sim_.get(), *model_, *optimizer_, *sync_, sampler_,
               [this] { return counters(); }, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
     comm_.set_algorithm(r_.distributed.algorithm);
-    if (sim_) comm_.set_algorithm_chooser(make_all_reduce_chooser(sim_->topology()));
+    if (spec.simulate) {
+      // The described network's groups decide the link tiers and the hierarchical levels, and its
+      // cost model picks the algorithm (the live clock's wrapper set them on itself already).
+      const Topology topo = make_topology(r_);
+      if (!sim_) comm_.set_groups(topo.group_of);
+      comm_.set_algorithm_chooser(make_all_reduce_chooser(topo));
+    }
     // A staging wrapper shares the host communicator's settings (set above); NCCL runs its own.
-    device_comm_ = make_device_communicator(r_, spec.device, comm_, control_, sim_ != nullptr);
+    device_comm_ = make_device_communicator(r_, spec.device, comm_, control_, spec.simulate);
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
                       (r_.network.device_tflops * 1e12 * r_.network.mfu);
@@ -512,11 +518,16 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
       apply_simulation(opts.run_dir, sim);
       summary.sim_time_s = sim.time_s;
       write_summary();
-      if (opts.log)
+      if (opts.log) {
         *opts.log << "laconic: replayed on " << sim.replay.engine << ": " << std::defaultfloat << std::setprecision(4)
-                  << sim.time_s << " s simulated (the live estimate said " << estimate << " s, " << std::showpos
-                  << std::fixed << std::setprecision(1) << 100 * (estimate - sim.time_s) / sim.time_s << std::noshowpos
-                  << "%); timeline in " << sim.out_dir << "/timeline.json" << std::endl;
+                  << sim.time_s << " s simulated (";
+        if (std::isnan(estimate))
+          *opts.log << "no live estimate: reductions overlapped backward";
+        else
+          *opts.log << "the live estimate said " << estimate << " s, " << std::showpos << std::fixed << std::setprecision(1)
+                    << 100 * (estimate - sim.time_s) / sim.time_s << std::noshowpos << "%";
+        *opts.log << "); timeline in " << sim.out_dir << "/timeline.json" << std::endl;
+      }
     } catch (const std::exception& e) {
       // The training itself succeeded: keep its files, with the live estimate, and say why.
       std::cerr << "laconic: warning: the replay of the trace failed, simulated figures are the live estimate: "
