@@ -67,6 +67,10 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
     if (!run_dir.empty()) s.trace_dir = (std::filesystem::path(run_dir) / "trace").string();
     else if (r.train.trace.value) s.notes.push_back("train.trace = true: no run directory to write trace/ to; not traced");
   }
+  if (s.simulate && s.trace_dir.empty() && !run_dir.empty())
+    s.notes.push_back(s.live_clock ? "train.trace = false: the run is not replayed; sim_time_s is the live alpha-beta estimate"
+                                   : "train.trace = false: the run is not replayed, and with overlapped reductions there is "
+                                     "no live estimate either: no sim_time_s");
   if (r.checkpoint.every > 0 && s.checkpoint_root.empty())
     LC_INPUT_ERROR(r.path, ": checkpoint.every = ", r.checkpoint.every,
                    " needs a run directory or an absolute checkpoint.dir");
