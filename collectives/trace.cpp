@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "collectives/collectives.h"
 #include "framework/core/check.h"
 
 namespace laconic {
@@ -177,6 +178,25 @@ TraceLane read_trace_lane(const std::string& path) {
     left -= static_cast<std::size_t>(n);
   }
   return t;
+}
+
+const char* span_name(SpanKind k) {
+  switch (k) {
+    case SpanKind::forward_backward: return "forward/backward";
+    case SpanKind::optimizer: return "optimizer";
+    case SpanKind::sync: return "sync (host)";
+  }
+  return "compute";
+}
+
+const char* message_name(const TraceEvent& e) {
+  switch (e.kind) {
+    case TraceKind::send: return "send";
+    case TraceKind::recv: return "recv";
+    case TraceKind::sendrecv: return "sendrecv";
+    case TraceKind::native: return name_of(static_cast<Collective>(e.sub));
+    default: return nullptr;
+  }
 }
 
 }  // namespace laconic

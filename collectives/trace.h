@@ -134,6 +134,11 @@ struct TraceLane {
   std::vector<TraceEvent> events;
 };
 TraceLane read_trace_lane(const std::string& path);
+
+// Names on a timeline: a compute span's ("forward/backward", "optimizer", "sync (host)"), and a
+// message event's ("send", "recv", "sendrecv", or a native collective's; nullptr for other kinds).
+const char* span_name(SpanKind k);
+const char* message_name(const TraceEvent& e);
 std::string trace_lane_path(const std::string& dir, int rank, int lane);
 
 }  // namespace laconic

@@ -2,29 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collectives/collectives.h"
-
 namespace laconic {
-
-namespace {
-const char* span_name(std::uint8_t k) {
-  switch (static_cast<SpanKind>(k)) {
-    case SpanKind::forward_backward: return "forward/backward";
-    case SpanKind::optimizer: return "optimizer";
-    case SpanKind::sync: return "sync (host)";
-  }
-  return "compute";
-}
-const char* message_name(const TraceEvent& e) {
-  switch (e.kind) {
-    case TraceKind::send: return "send";
-    case TraceKind::recv: return "recv";
-    case TraceKind::sendrecv: return "sendrecv";
-    case TraceKind::native: return name_of(static_cast<Collective>(e.sub));
-    default: return nullptr;
-  }
-}
-}  // namespace
 
 std::vector<TimelineSpan> measured_timeline(const std::vector<RankTrace>& trace) {
   std::vector<TimelineSpan> out;
@@ -33,7 +11,7 @@ std::vector<TimelineSpan> measured_timeline(const std::vector<RankTrace>& trace)
     double begun = 0;
     for (const TraceEvent& e : trace[r].lanes[0].events) {
       if (e.kind == TraceKind::span_begin) begun = e.t0;
-      if (e.kind == TraceKind::span_end) out.push_back({rank, 0, span_name(e.sub), begun, e.t0});
+      if (e.kind == TraceKind::span_end) out.push_back({rank, 0, span_name(static_cast<SpanKind>(e.sub)), begun, e.t0});
       if (e.kind == TraceKind::wait && e.t1 > e.t0) out.push_back({rank, 0, "wait", e.t0, e.t1});
       if (const char* m = message_name(e)) out.push_back({rank, 1, m, e.t0, e.t1});
     }
