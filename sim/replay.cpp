@@ -14,6 +14,8 @@
 #include <simgrid/s4u.hpp>
 #include <simgrid/version.h>
 
+#include "collectives/algorithms/broadcast_tree.h"
+#include "collectives/algorithms/tree_reduce.h"
 #include "collectives/collectives.h"
 #include "framework/core/check.h"
 
@@ -70,29 +72,13 @@ struct Expansion {
       case Collective::all_to_all:
         for (int s = 1; s < p; ++s) sendrecv((r + s) % p, chunk, (r - s + p) % p, chunk);
         return;
-      case Collective::broadcast: {
+      case Collective::broadcast:
+      case Collective::reduce: {  // the trees of collectives/algorithms, their messages as run() sends them
         const int v = (r - root + p) % p;
-        const auto to_rank = [&](int u) { return (u + root) % p; };
-        int mask = 1;
-        while (mask < p) {
-          if (v & mask) {
-            recv(to_rank(v - mask), bytes);
-            break;
-          }
-          mask <<= 1;
-        }
-        for (mask >>= 1; mask > 0; mask >>= 1)
-          if (v + mask < p) send(to_rank(v + mask), bytes);
-        return;
-      }
-      case Collective::reduce: {  // the broadcast tree upside down: children first, then the parent
-        const int v = (r - root + p) % p;
-        const auto to_rank = [&](int u) { return (u + root) % p; };
-        int mask = 1;
-        while (mask < p && !(v & mask)) mask <<= 1;
-        for (int m = 1; m < mask && m < p; m <<= 1)
-          if (v + m < p) recv(to_rank(v + m), bytes);
-        if (v != 0) send(to_rank(v - mask), bytes);
+        const auto from = [&](int u) { recv((u + root) % p, bytes); };
+        const auto to = [&](int u) { send((u + root) % p, bytes); };
+        if (c == Collective::broadcast) BroadcastTree::schedule(p, v, from, to);
+        else TreeReduce::schedule(p, v, from, to);
         return;
       }
       case Collective::barrier:
@@ -300,15 +286,7 @@ class Engine {
     const double t0 = sg4::Engine::get_clock();
     sg4::this_actor::execute(seconds * kSpeed);
     k.out.compute_s += sg4::Engine::get_clock() - t0;
-    span(r, span_kind < 0 ? 1 : 0, span_kind < 0 ? "encode/decode" : span_name(span_kind), t0, sg4::Engine::get_clock());
-  }
-  static const char* span_name(int k) {
-    switch (static_cast<SpanKind>(k)) {
-      case SpanKind::forward_backward: return "forward/backward";
-      case SpanKind::optimizer: return "optimizer";
-      case SpanKind::sync: return "sync (host)";
-    }
-    return "compute";
+    span(r, span_kind < 0 ? 1 : 0, span_kind < 0 ? "encode/decode" : span_name(static_cast<SpanKind>(span_kind)), t0, sg4::Engine::get_clock());
   }
 
   // ---- messages ----
@@ -359,10 +337,6 @@ class Engine {
         return true;
       default: return false;
     }
-  }
-  static const char* message_name(const TraceEvent& e) {
-    if (e.kind == TraceKind::native) return name_of(static_cast<Collective>(e.sub));
-    return e.kind == TraceKind::send ? "send" : e.kind == TraceKind::recv ? "recv" : "sendrecv";
   }
 
   // ---- the two actors of a rank ----

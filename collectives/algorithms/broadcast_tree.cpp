@@ -12,18 +12,8 @@ BroadcastTree::BroadcastTree(Transport& comm, void* data, std::size_t bytes, int
 
 void BroadcastTree::run() {
   if (n_ == 1 || bytes_ == 0) return;
-  // Find the parent: the lowest set bit of v. The root has none; its subtree spans all N.
-  int mask = 1;
-  while (mask < n_) {
-    if (v_ & mask) {
-      comm_.recv(data_, bytes_, to_rank(v_ - mask));
-      break;
-    }
-    mask <<= 1;
-  }
-  // Children v + m for every power of two m below that bit, farthest first (largest subtree).
-  for (mask >>= 1; mask > 0; mask >>= 1)
-    if (v_ + mask < n_) comm_.send(data_, bytes_, to_rank(v_ + mask));
+  schedule(
+      n_, v_, [&](int u) { comm_.recv(data_, bytes_, to_rank(u)); }, [&](int u) { comm_.send(data_, bytes_, to_rank(u)); });
 }
 
 }  // namespace laconic

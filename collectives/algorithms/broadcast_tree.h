@@ -20,6 +20,25 @@ class BroadcastTree {
   BroadcastTree(Transport& comm, void* data, std::size_t bytes, int root);
   void run();
 
+  // The tree's messages of rank v (relative to the root) of n, in run()'s order: recv(parent),
+  // then send(child) for each child; ranks passed relative to the root. The replay of a native
+  // broadcast (sim/replay.cpp) sends the same messages.
+  template <class Recv, class Send>
+  static void schedule(int n, int v, Recv recv, Send send) {
+    // The parent: the lowest set bit of v. The root has none; its subtree spans all n.
+    int mask = 1;
+    while (mask < n) {
+      if (v & mask) {
+        recv(v - mask);
+        break;
+      }
+      mask <<= 1;
+    }
+    // Children v + m for every power of two m below that bit, farthest first (largest subtree).
+    for (mask >>= 1; mask > 0; mask >>= 1)
+      if (v + mask < n) send(v + mask);
+  }
+
  private:
   int to_rank(int v) const { return (v + root_) % n_; }
 

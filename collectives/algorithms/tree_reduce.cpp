@@ -24,17 +24,14 @@ void TreeReduce::run() {
     acc = scratch_.data() + bytes;
     std::memcpy(acc, data_.data, bytes);
   }
-  for (int mask = 1; mask < n; mask <<= 1) {
-    if (v & mask) {
-      comm_.send(acc, bytes, to_rank(v - mask));
-      return;
-    }
-    if (v + mask < n) {
-      comm_.recv(in, bytes, to_rank(v + mask));
-      reduce_into(acc, in, data_.count, data_.dtype, op_);
-    }
-  }
-  if (op_ == ReduceOp::avg) finish_avg(data_.data, data_.count, data_.dtype, n);  // root only
+  schedule(
+      n, v,
+      [&](int u) {
+        comm_.recv(in, bytes, to_rank(u));
+        reduce_into(acc, in, data_.count, data_.dtype, op_);
+      },
+      [&](int u) { comm_.send(acc, bytes, to_rank(u)); });
+  if (v == 0 && op_ == ReduceOp::avg) finish_avg(data_.data, data_.count, data_.dtype, n);
 }
 
 }  // namespace laconic

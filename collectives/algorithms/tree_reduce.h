@@ -21,6 +21,20 @@ class TreeReduce {
   TreeReduce(Transport& comm, Buf data, ReduceOp op, int root, std::span<std::byte> scratch);
   void run();
 
+  // The tree's messages of rank v (relative to the root) of n, in run()'s order: recv(child) for
+  // each child, nearest first, then send(parent); ranks passed relative to the root. The replay of
+  // a native reduce (sim/replay.cpp) sends the same messages.
+  template <class Recv, class Send>
+  static void schedule(int n, int v, Recv recv, Send send) {
+    for (int mask = 1; mask < n; mask <<= 1) {
+      if (v & mask) {
+        send(v - mask);
+        return;
+      }
+      if (v + mask < n) recv(v + mask);
+    }
+  }
+
  private:
   Transport& comm_;
   Buf data_;

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -102,6 +103,23 @@ TEST(Replay, RingAllReduceMatchesTheClosedForm) {
     EXPECT_NEAR(res.time_s, want, want * 1e-9) << p << " ranks";
     EXPECT_EQ(res.ranks[0].tiers[0].sent, 2u * static_cast<std::uint64_t>(p - 1) * (S / static_cast<std::uint64_t>(p)));
   }
+}
+
+// Native broadcast and reduce are replayed as the binomial trees Laconic runs: ceil(lg p) rounds.
+TEST(Replay, TreeCollectivesTakeLogPRounds) {
+  constexpr std::uint64_t S = 4'000'000;
+  for (const Collective c : {Collective::broadcast, Collective::reduce})
+    for (int p : {2, 4, 8}) {
+      auto t = empty_trace(p);
+      for (int r = 0; r < p; ++r) {
+        TraceEvent e = native(c, 0, S, p);
+        e.a = 1;  // root
+        lane(t, r, 0).push_back(e);
+      }
+      const ReplayResult res = replay(t, network(p, 1), {});
+      const double rounds = std::ceil(std::log2(p));
+      EXPECT_NEAR(res.time_s, rounds * (kLat + S / kBw), 1e-9) << name_of(c) << " on " << p << " ranks";
+    }
 }
 
 // Rank r: forward/backward from t = 0 to 1 s, issuing an async ring step at 0.5 s and waiting for
