@@ -18,6 +18,17 @@ BucketLayout flat_bucket(std::size_t n, int id) {
   return b;
 }
 
+RankChunks::RankChunks(std::size_t elements, int ranks)
+    : n(elements), world(static_cast<std::size_t>(ranks)) {
+  LC_CHECK(ranks >= 1, "world size ", ranks);
+  chunk = (n + 8 * world - 1) / (8 * world) * 8;
+}
+
+std::size_t RankChunks::real(std::size_t j) const {
+  const std::size_t b = std::min(begin(j), n);
+  return std::min(chunk, n - b);
+}
+
 ReducerStats& ReducerStats::operator+=(const ReducerStats& o) {
   calls += o.calls;
   input_bytes += o.input_bytes;

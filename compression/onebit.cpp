@@ -115,17 +115,6 @@ void check_packed(std::span<const std::uint8_t> bits, std::size_t n) {
 }  // namespace
 
 
-OneBitChunks::OneBitChunks(std::size_t elements, int ranks)
-    : n(elements), world(static_cast<std::size_t>(ranks)) {
-  LC_CHECK(ranks >= 1, "world size ", ranks);
-  chunk = (n + 8 * world - 1) / (8 * world) * 8;
-}
-
-std::size_t OneBitChunks::real(std::size_t j) const {
-  const std::size_t b = std::min(begin(j), n);
-  return std::min(chunk, n - b);
-}
-
 float onebit_scale(std::span<const float> x, std::span<const float> error, OneBitOptions::Scale s) {
   LC_CHECK(error.empty() || error.size() == x.size(), "error has ", error.size(), " elements, x ", x.size());
   const std::size_t n = x.size();
@@ -195,9 +184,9 @@ void OneBitReducer::size_wire(std::size_t n, int world) {
   if (world == world_ && n <= wire_n_) return;
   std::size_t largest = n;
   for (const Residuals& r : residuals_) largest = std::max(largest, r.worker.size());
-  const OneBitChunks c(largest, world);
-  blocks_.resize(c.world * c.block_bytes());
-  received_.resize(c.world * c.block_bytes());
+  const RankChunks c(largest, world);
+  blocks_.resize(c.world * onebit_block_bytes(c));
+  received_.resize(c.world * onebit_block_bytes(c));
   average_.resize(c.chunk);
 #if defined(LACONIC_HAVE_CUDA)
   if (opts_.device == Device::cuda) scale_scratch_.resize(reducers_cuda::onebit_scratch_doubles());
@@ -217,7 +206,7 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
   stats.input_bytes = data.size_bytes();
   Residuals& res = residuals(bucket);
   size_wire(data.size(), comm.size());
-  const OneBitChunks c(data.size(), comm.size());
+  const RankChunks c(data.size(), comm.size());
   stats.value_bytes = c.padded() / 8 + c.chunk / 8;
   stats.scale_bytes = sizeof(float) * (c.world + 1);
   if (opts_.device == Device::cuda) {
@@ -225,7 +214,7 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
     account(stats);
     return;
   }
-  const std::size_t nb = c.block_bytes(), bits_bytes = c.chunk / 8;
+  const std::size_t nb = onebit_block_bytes(c), bits_bytes = c.chunk / 8;
   const auto own = static_cast<std::size_t>(comm.rank());
   const bool ef = opts_.error_feedback;
   // Chunk j's real elements of a bucket-sized buffer (empty, not out of range, for padding).
@@ -274,12 +263,12 @@ void OneBitReducer::reduce(std::span<float> data, const BucketLayout& bucket, st
   account(stats);
 }
 
-void OneBitReducer::reduce_cuda(std::span<float> data, Residuals& res, const OneBitChunks& c, Communicator& comm) {
+void OneBitReducer::reduce_cuda(std::span<float> data, Residuals& res, const RankChunks& c, Communicator& comm) {
 #if defined(LACONIC_HAVE_CUDA)
   // reduce()'s two phases with the device codec. Scales never come to the host: each encode
   // writes its scale into the block header, and the decodes read it there.
   namespace rc = reducers_cuda;
-  const std::size_t nb = c.block_bytes(), bits_bytes = c.chunk / 8;
+  const std::size_t nb = onebit_block_bytes(c), bits_bytes = c.chunk / 8;
   const auto own = static_cast<std::size_t>(comm.rank());
   const bool ef = opts_.error_feedback, mean_abs = opts_.scale == OneBitOptions::Scale::mean_abs;
   double* scratch = scale_scratch_.data();

@@ -19,7 +19,7 @@
 //
 // OneBitReducer: the two-phase compressed all-reduce of 1-bit Adam (DeepSpeed's
 // compressed_allreduce), with a scale per destination chunk. A bucket of n elements is padded to
-// N chunks of c elements (N = world size, c a multiple of 8; OneBitChunks), and rank j owns chunk j.
+// N chunks of c elements (N = world size, c a multiple of 8; RankChunks), and rank j owns chunk j.
 //   Phase 1 (worker): each rank compresses each of its N chunks with its worker residual and its
 //     own scale, and an all_to_all brings chunk j of every rank to rank j. DeepSpeed uses one
 //     scale for the whole bucket and all-gathers it; a scale per chunk fits each chunk's own
@@ -72,21 +72,8 @@ inline const char* name_of(OneBitOptions::Scale s) { return enum_name(s); }
 // Bytes holding the signs of n elements.
 constexpr std::size_t onebit_packed_bytes(std::size_t n) { return (n + 7) / 8; }
 
-// How the reducer splits a bucket of n elements over `world` ranks: N chunks of `chunk` elements,
-// the smallest multiple of 8 with N * chunk >= n (so padded() - n < 8N), chunk j starting at
-// j * chunk. The last chunks may be partly or wholly padding.
-struct OneBitChunks {
-  OneBitChunks(std::size_t n, int world);
-  std::size_t n;
-  std::size_t world;
-  std::size_t chunk;
-  std::size_t padded() const { return chunk * world; }
-  std::size_t begin(std::size_t j) const { return j * chunk; }
-  // Elements of chunk j that lie inside the bucket (chunk for all but the last non-empty ones).
-  std::size_t real(std::size_t j) const;
-  // A wire block: the fp32 scale, then the chunk's chunk / 8 bytes of bits.
-  std::size_t block_bytes() const { return sizeof(float) + chunk / 8; }
-};
+// A wire block of chunks c: the fp32 scale, then the chunk's chunk / 8 bytes of bits.
+constexpr std::size_t onebit_block_bytes(const RankChunks& c) { return sizeof(float) + c.chunk / 8; }
 
 // The scale S(x + error) of the header; error empty means zeros (no error feedback).
 float onebit_scale(std::span<const float> x, std::span<const float> error, OneBitOptions::Scale s);
@@ -133,7 +120,7 @@ class OneBitReducer final : public Reducer {
   Residuals& residuals(const BucketLayout& bucket);
   void size_wire(std::size_t n, int world);
   // The two phases with the CUDA codec (reduce() has sized everything).
-  void reduce_cuda(std::span<float> data, Residuals& res, const OneBitChunks& c, Communicator& comm);
+  void reduce_cuda(std::span<float> data, Residuals& res, const RankChunks& c, Communicator& comm);
 
   OneBitOptions opts_;
   std::vector<Residuals> residuals_;  // by bucket id

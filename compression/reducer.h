@@ -51,6 +51,21 @@ struct BucketLayout {
 // One bucket of n elements holding a single 1-D tensor: for callers without a tensor layout.
 BucketLayout flat_bucket(std::size_t n, int id = 0);
 
+// How the two-phase compressed all-reduces (1-bit, the block codecs) split a bucket of n elements
+// over `world` ranks: N chunks of `chunk` elements, the smallest multiple of 8 with N * chunk >= n
+// (so padded() - n < 8N, and a chunk's packed codes start on a byte for any code width), chunk j
+// starting at j * chunk and owned by rank j. The last chunks may be partly or wholly padding.
+struct RankChunks {
+  RankChunks(std::size_t n, int world);
+  std::size_t n;
+  std::size_t world;
+  std::size_t chunk;
+  std::size_t padded() const { return chunk * world; }
+  std::size_t begin(std::size_t j) const { return j * chunk; }
+  // Elements of chunk j that lie inside the bucket (chunk for all but the last non-empty ones).
+  std::size_t real(std::size_t j) const;
+};
+
 // Cumulative counts. The payload is what this rank's encoding contributes to the collectives
 // (before any fan-out by the algorithm): dense values, top-k values and indices, packed sign
 // bits and their scales, PowerSGD's P and Q. compression ratio = input_bytes / payload_bytes().

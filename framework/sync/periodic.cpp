@@ -9,31 +9,155 @@
 
 namespace laconic {
 
+struct PeriodicAveraging::Fragment {
+  explicit Fragment(SgdOptions o) : outer(o) {}
+  std::size_t begin = 0, size = 0;  // elements of the flat parameter buffer
+  ParamStore shadow;                // params() = theta_global of the fragment, grads() = Delta
+  Sgd outer;
+  std::vector<BucketLayout> buckets;
+  Work work;                    // the reduction on the communication thread (tau > 0)
+  bool queued = false;          // work queued and not yet waited for
+  std::int64_t in_flight = -1;  // the step whose sync awaits its merge (tau > 0), else -1
+  std::int64_t outer_step = 0;  // the reducer's step of the sync being reduced
+  double comm_s = 0;            // written by whichever thread reduces; read after the wait
+};
+
+std::vector<std::size_t> fragment_bounds(const ParamStore& store, int fragments) {
+  const auto& views = store.views();
+  LC_CHECK(fragments >= 1 && static_cast<std::size_t>(fragments) <= views.size(), "fragments: expected 1 to ",
+           views.size(), " (the model's tensors), got ", fragments);
+  std::vector<std::size_t> bounds{0};
+  const double total = static_cast<double>(store.size());
+  const auto numel = [&](std::size_t v) { return static_cast<double>(views[v].numel); };
+  std::size_t v = 0;
+  double prefix = 0;  // elements of views [0, v)
+  for (int f = 1; f < fragments; ++f) {
+    const double target = total * f / fragments;
+    const auto later = static_cast<std::size_t>(fragments - f);  // fragments f.. need a tensor each
+    prefix += numel(v++);  // fragment f - 1 gets at least one
+    while (v + later < views.size() && std::abs(prefix + numel(v) - target) < std::abs(prefix - target))
+      prefix += numel(v++);
+    bounds.push_back(v);
+  }
+  bounds.push_back(views.size());
+  return bounds;
+}
+
 PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reducer> reducer)
-    : opts_(opts),
-      reducer_(std::move(reducer)),
-      // weight decay 0: the inner optimizer already decays; Sgd checks momentum and Nesterov.
-      outer_(SgdOptions{opts.outer_momentum, opts.nesterov, 0.0}) {
+    : opts_(std::move(opts)), reducer_(std::move(reducer)) {
   LC_CHECK(opts_.period >= 1, "period ", opts_.period);
   LC_CHECK(opts_.warmup_steps >= 0, "warmup_steps ", opts_.warmup_steps);
   LC_CHECK(opts_.outer_lr > 0.0, "outer_lr ", opts_.outer_lr);
   LC_CHECK(opts_.bucket_mb > 0.0, "bucket_mb ", opts_.bucket_mb);
+  LC_CHECK(opts_.fragments >= 1, "fragments ", opts_.fragments);
+  LC_CHECK(opts_.mixing >= 0.0 && opts_.mixing < 1.0, "mixing ", opts_.mixing, " (expected [0, 1))");
+  LC_CHECK(opts_.overlap_steps >= 0, "overlap_steps ", opts_.overlap_steps);
+  if (opts_.schedule.empty()) opts_.schedule.push_back({0, opts_.period});
+  for (std::size_t j = 0; j < opts_.schedule.size(); ++j) {
+    const PeriodSegment& seg = opts_.schedule[j];
+    const bool last = j + 1 == opts_.schedule.size();
+    LC_CHECK(seg.period >= 1, "period_schedule[", j, "].period ", seg.period);
+    LC_CHECK(seg.steps >= 0 && (seg.steps > 0 || last), "period_schedule[", j, "].steps ", seg.steps,
+             " (only the last segment runs to the end)");
+    LC_CHECK(seg.steps % seg.period == 0, "period_schedule[", j, "].steps ", seg.steps,
+             " is not a multiple of its period ", seg.period);
+    LC_CHECK(opts_.overlap_steps < seg.period, "overlap_steps ", opts_.overlap_steps,
+             " must be below every period (", seg.period, ")");
+  }
   LC_CHECK(reducer_ != nullptr, "PeriodicAveraging needs a reducer");
+  // weight decay 0 in the outer step: the inner optimizer already decays; Sgd checks momentum
+  // and Nesterov.
+  Sgd check(SgdOptions{opts_.outer_momentum, opts_.nesterov, 0.0});
 }
 
-void PeriodicAveraging::prepare(std::int64_t /*first_step*/) {
+PeriodicAveraging::~PeriodicAveraging() {
+  // A step that threw may have left reductions queued that write into the fragments.
+  for (auto& f : fragments_) {
+    if (!f->queued) continue;
+    try {
+      f->work.wait();
+    } catch (...) {
+    }
+  }
+}
+
+std::int64_t PeriodicAveraging::syncs_through(std::int64_t c, int fragment) const {
+  std::int64_t done = 0, base = 0;
+  for (const PeriodSegment& seg : opts_.schedule) {
+    const std::int64_t h = seg.period;
+    const std::int64_t offset = static_cast<std::int64_t>(fragment) * h / opts_.fragments;
+    const std::int64_t first = offset == 0 ? h : offset;  // fragment 0 after a whole period
+    const std::int64_t len = seg.steps == 0 ? c - base : std::min(c - base, seg.steps);
+    if (len >= first) done += (len - first) / h + 1;
+    if (seg.steps == 0 || c - base <= seg.steps) break;
+    base += seg.steps;
+  }
+  return done;
+}
+
+bool PeriodicAveraging::launches(std::int64_t step, int fragment) const {
+  const std::int64_t c = step + 1 - opts_.warmup_steps;
+  return c >= 1 && syncs_through(c, fragment) > syncs_through(c - 1, fragment);
+}
+
+bool PeriodicAveraging::averages_params(std::int64_t step) const {
+  for (int f = 0; f < opts_.fragments; ++f)
+    if (step - opts_.overlap_steps >= opts_.warmup_steps && launches(step - opts_.overlap_steps, f)) return true;
+  return false;
+}
+
+bool PeriodicAveraging::replicas_agree_after(std::int64_t step) const {
+  if (reduces_gradients(step)) return true;
+  if (opts_.mixing > 0) return false;
+  for (int f = 0; f < opts_.fragments; ++f)
+    if (step - opts_.overlap_steps < opts_.warmup_steps || !launches(step - opts_.overlap_steps, f)) return false;
+  return true;
+}
+
+const std::vector<BucketLayout>& PeriodicAveraging::buckets(int fragment) const {
+  return fragments_.at(static_cast<std::size_t>(fragment))->buckets;
+}
+
+std::pair<std::size_t, std::size_t> PeriodicAveraging::fragment_range(int fragment) const {
+  const Fragment& f = *fragments_.at(static_cast<std::size_t>(fragment));
+  return {f.begin, f.begin + f.size};
+}
+
+void PeriodicAveraging::prepare(std::int64_t first_step) {
   const ParamStore& store = this->store();
-  shadow_ = ParamStore();
-  for (const auto& v : store.views()) shadow_.add(v.name, v.shape, v.group);
-  shadow_.finalize();
-  shadow_.to(store.device());  // theta_global and the outer optimizer live beside the parameters
-  for (std::size_t i = 0; i < store.views().size(); ++i)
-    LC_CHECK(shadow_.view(i).offset == store.view(i).offset, "parameter '", store.view(i).name,
-             "' is not where its shape puts it");
+  const auto& views = store.views();
+  const std::vector<std::size_t> bounds = fragment_bounds(store, opts_.fragments);
+  fragments_.clear();
+  std::vector<BucketLayout> all;
+  for (int fi = 0; fi < opts_.fragments; ++fi) {
+    auto f = std::make_unique<Fragment>(SgdOptions{opts_.outer_momentum, opts_.nesterov, 0.0});
+    for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v) f->shadow.add(views[v].name, views[v].shape, views[v].group);
+    f->shadow.finalize();
+    f->shadow.to(store.device());  // theta_global and the outer optimizer live beside the parameters
+    f->begin = views[bounds[fi]].offset;
+    f->size = f->shadow.size();
+    for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v)
+      LC_CHECK(f->shadow.view(v - bounds[fi]).offset + f->begin == views[v].offset, "parameter '", views[v].name,
+               "' is not where its shape puts it");
+    f->outer.prepare(f->shadow);
+    f->buckets = make_buckets(f->shadow, opts_.bucket_mb);
+    const auto first_id = static_cast<int>(all.size());
+    for (BucketLayout& b : f->buckets) {
+      b.id += first_id;
+      all.push_back(b);
+    }
+    fragments_.push_back(std::move(f));
+  }
+  LC_CHECK(fragments_.back()->begin + fragments_.back()->size == store.size(), "fragments do not cover the parameters");
   anchor(store);
-  outer_.prepare(shadow_);
-  buckets_ = make_buckets(store, opts_.bucket_mb);
-  reducer_->prepare(buckets_);
+  reducer_->prepare(all);
+  stats_ = reducer_->stats();
+  if (opts_.overlap_steps > 0) comm().reserve_async(fragments_.size());
+  // A resumed run: a fragment launched in the tau steps before first_step is in flight; its
+  // reduced pseudo-gradient comes from the checkpoint (state()), its merge is still to come.
+  for (int fi = 0; fi < opts_.fragments; ++fi)
+    for (std::int64_t s = std::max(first_step - opts_.overlap_steps, opts_.warmup_steps); s < first_step; ++s)
+      if (opts_.overlap_steps > 0 && launches(s, fi)) fragments_[static_cast<std::size_t>(fi)]->in_flight = s;
 }
 
 void PeriodicAveraging::after_backward(std::int64_t step) {
@@ -49,9 +173,25 @@ bool PeriodicAveraging::after_update(std::int64_t step) {
     anchor(store());
     return false;
   }
-  if (!averages_params(step)) return false;
-  sync((step + 1 - opts_.warmup_steps) / opts_.period - 1);
-  return true;
+  bool changed = false;
+  for (auto& f : fragments_)
+    if (f->in_flight >= 0 && f->in_flight + opts_.overlap_steps == step) {
+      merge(*f, false);
+      changed = true;
+    }
+  for (int fi = 0; fi < opts_.fragments; ++fi) {
+    if (!launches(step, fi)) continue;
+    Fragment& f = *fragments_[static_cast<std::size_t>(fi)];
+    LC_CHECK(f.in_flight < 0, "fragment ", fi, " syncs at step ", step, " while its sync of step ", f.in_flight,
+             " is in flight");
+    f.outer_step = syncs_through(step + 1 - opts_.warmup_steps, fi) - 1;
+    launch(f, step);
+    if (opts_.overlap_steps == 0) {
+      merge(f, false);
+      changed = true;
+    }
+  }
+  return changed;
 }
 
 void PeriodicAveraging::begin(std::int64_t /*step*/) {
@@ -60,56 +200,130 @@ void PeriodicAveraging::begin(std::int64_t /*step*/) {
 }
 
 void PeriodicAveraging::anchor(const ParamStore& store) {
-  copy_bytes(shadow_.params().data(), shadow_.device(), store.params().data(), store.device(),
-             store.params().size_bytes());
+  for (auto& f : fragments_)
+    copy_bytes(f->shadow.params().data(), f->shadow.device(), store.params().data() + f->begin, store.device(),
+               f->size * sizeof(float));
 }
 
 void PeriodicAveraging::finish(std::int64_t step) {
   LC_CHECK(bound(), "PeriodicAveraging::finish before start()");
-  if (step < opts_.warmup_steps || averages_params(step)) return;
-  sync((step + 1 - opts_.warmup_steps) / opts_.period);  // the syncs before this one
+  if (step < opts_.warmup_steps || replicas_agree_after(step)) return;
+  const std::int64_t c = step + 1 - opts_.warmup_steps;
+  for (int fi = 0; fi < opts_.fragments; ++fi) {
+    Fragment& f = *fragments_[static_cast<std::size_t>(fi)];
+    if (f.in_flight >= 0) {
+      merge(f, true);
+    } else if (!(opts_.overlap_steps == 0 && launches(step, fi))) {  // not merged at this step
+      f.outer_step = syncs_through(c, fi);  // the syncs before this one
+      launch(f, -1);
+      merge(f, true);
+    } else if (opts_.mixing > 0) {  // merged at this step with mixing: adopt the anchor
+      copy_bytes(store().params().data() + f.begin, store().device(), f.shadow.params().data(), f.shadow.device(),
+                 f.size * sizeof(float));
+    }
+  }
 }
 
-void PeriodicAveraging::sync(std::int64_t outer_step) {
+void PeriodicAveraging::launch(Fragment& f, std::int64_t step) {
   ParamStore& store = this->store();
-  Communicator& comm = this->comm();
-  const std::span<const float> params = store.params();
-  const std::span<const float> global = shadow_.params();
-  const std::span<float> delta = shadow_.grads();
+  const std::span<const float> params = store.params().subspan(f.begin, f.size);
+  const std::span<float> delta = f.shadow.grads();
   // Delta = theta_global - theta_local, as a copy and an axpy with -1 (g + (-1)p rounds exactly
   // like g - p, fused or not), on whichever device the parameters are.
   const ops::Kernels& k = ops::kernels(store.device());
-  copy_bytes(delta.data(), shadow_.device(), global.data(), shadow_.device(), delta.size_bytes());
+  copy_bytes(delta.data(), f.shadow.device(), f.shadow.params().data(), f.shadow.device(), delta.size_bytes());
   k.axpy(delta.data(), -1.0f, params.data(), delta.size());
+  if (opts_.overlap_steps == 0 || step < 0) return reduce(f);
+  f.in_flight = step;
+  f.queued = true;
+  comm().run_async(f.work, [this, &f] { reduce(f); });
+}
+
+void PeriodicAveraging::reduce(Fragment& f) {
   Stopwatch t;
-  for (const BucketLayout& b : buckets_)
-    reducer_->reduce(delta.subspan(b.begin, b.size), b, outer_step, comm);
-  comm_s_ += t.seconds();
+  const std::span<float> delta = f.shadow.grads();
+  for (const BucketLayout& b : f.buckets) reducer_->reduce(delta.subspan(b.begin, b.size), b, f.outer_step, comm());
+  f.comm_s += t.seconds();
+}
+
+void PeriodicAveraging::wait_in_flight() {
+  for (auto& f : fragments_)
+    if (f->queued) {
+      f->work.wait();
+      f->queued = false;
+    }
+}
+
+void PeriodicAveraging::merge(Fragment& f, bool adopt) {
+  if (f.queued) {
+    f.work.wait();
+    f.queued = false;
+  }
+  comm_s_ += f.comm_s;
+  f.comm_s = 0;
+  if (std::none_of(fragments_.begin(), fragments_.end(), [](const auto& g) { return g->queued; }))
+    stats_ = reducer_->stats();  // no reduction running: safe to read
   // Every rank holds the same anchor and (the reducer guarantees) the same averaged Delta, so the
   // outer step gives every rank the same bits.
-  outer_.step(shadow_, opts_.outer_lr);
-  copy_bytes(store.params().data(), store.device(), global.data(), shadow_.device(), global.size_bytes());
+  f.outer.step(f.shadow, opts_.outer_lr);
+  ParamStore& store = this->store();
+  float* params = store.params().data() + f.begin;
+  const float* global = f.shadow.params().data();
+  if (adopt || opts_.mixing == 0) {
+    copy_bytes(params, store.device(), global, f.shadow.device(), f.size * sizeof(float));
+  } else {
+    const ops::Kernels& k = ops::kernels(store.device());
+    k.scale(params, static_cast<float>(opts_.mixing), f.size);
+    k.axpy(params, static_cast<float>(1.0 - opts_.mixing), global, f.size);
+  }
+  f.in_flight = -1;
 }
 
 std::vector<StateTensor> PeriodicAveraging::state() {
+  wait_in_flight();
   std::vector<StateTensor> out;
-  out.push_back({"periodic.global", shadow_.params(), shadow_.device()});
-  for (const StateTensor& s : outer_.state()) out.push_back({"periodic.outer." + s.name, s.data, s.device});
+  const bool one = fragments_.size() == 1;
+  for (std::size_t i = 0; i < fragments_.size(); ++i) {
+    Fragment& f = *fragments_[i];
+    std::string suffix;
+    if (!one) suffix.append(".").append(std::to_string(i));
+    out.push_back({"periodic.global" + suffix, f.shadow.params(), f.shadow.device()});
+    for (const StateTensor& s : f.outer.state()) {
+      std::string name = "periodic.outer.";
+      name += s.name;
+      name += suffix;
+      out.push_back({std::move(name), s.data, s.device});
+    }
+    if (opts_.overlap_steps > 0) out.push_back({"periodic.delta" + suffix, f.shadow.grads(), f.shadow.device()});
+  }
   for (StateTensor& s : reducer_->state()) out.push_back(std::move(s));
   return out;
 }
 
 std::string PeriodicAveraging::describe() const {
   std::ostringstream os;
-  os << (is_local_sgd() ? "local SGD" : "DiLoCo") << " (every " << opts_.period << " steps";
+  os << (is_local_sgd() ? "local SGD" : is_streaming() ? "streaming DiLoCo" : "DiLoCo") << " (every ";
+  if (opts_.schedule.size() == 1) {
+    os << opts_.schedule[0].period;
+  } else {
+    for (std::size_t j = 0; j < opts_.schedule.size(); ++j)
+      os << (j ? ", then " : "") << opts_.schedule[j].period
+         << (opts_.schedule[j].steps ? " for " + std::to_string(opts_.schedule[j].steps) : std::string());
+  }
+  os << " steps";
   if (opts_.warmup_steps > 0) os << " after " << opts_.warmup_steps << " synchronous steps";
+  if (opts_.fragments > 1) os << ", " << opts_.fragments << " staggered fragments";
+  if (opts_.overlap_steps > 0) os << ", each overlapping " << opts_.overlap_steps << " inner steps";
+  if (opts_.mixing > 0) os << ", mixing " << opts_.mixing;
   if (!is_local_sgd()) {
     os << ", outer SGD lr " << opts_.outer_lr;
     if (opts_.outer_momentum > 0)
       os << (opts_.nesterov ? " Nesterov " : " momentum ") << opts_.outer_momentum;
   }
+  std::size_t buckets = 0;
+  for (const auto& f : fragments_) buckets += f->buckets.size();
   os << ", " << (is_local_sgd() ? "parameter deltas" : "pseudo-gradients") << " by " << reducer_->describe()
-     << ", " << buckets_.size() << " buckets of <= " << opts_.bucket_mb << " MiB)";
+     << ", " << buckets << " buckets of <= " << opts_.bucket_mb << " MiB)";
   return os.str();
 }
 

@@ -23,6 +23,22 @@
 // so a resumed run counts the same): a reducer's own warm-up (PowerSGD's start_iter, top-k's
 // warmup_steps) therefore counts syncs, not optimizer steps.
 //
+// Streaming DiLoCo (Douillard et al. 2025) is the same algorithm on fragments: the parameters are
+// split into F contiguous fragments of whole tensors (balanced by size, fragment_bounds), each with
+// its own anchor and outer momentum, and fragment f syncs on its own staggered schedule, when
+//   (c - f * H / F) mod H == 0,  c = step + 1 - warmup_steps the local steps done, c >= 1
+// (fragment 0 after H steps, fragment f > 0 first after f * H / F), so each sync sends about 1/F
+// of the model and the peak bandwidth falls by about F. With overlap_steps = tau > 0 a fragment's
+// pseudo-gradient is reduced on the communication thread while tau more inner steps run; after
+// step s + tau (s the sync step) the outer step is taken and the fragment mixed back:
+//   theta_f = mixing * theta_f,local + (1 - mixing) * theta_f,global
+// (mixing = alpha = 0: the replica adopts the new anchor, DiLoCo's rule). F = 1, tau = 0, alpha = 0
+// is DiLoCo: the same code path and bits.
+//
+// A period schedule (PeriodSegment list) replaces the single H: segment j runs `steps` local steps
+// with period H_j (a multiple of H_j, so every fragment syncs as often in it; the last may run to
+// the end), and each segment restarts the staggered schedule at its first step.
+//
 // The schedule is a function of the options and the step only, never of what happened before,
 // so every rank (a composite's ranks that never ran this strategy too, and a resumed run) agrees
 // on which steps communicate. A strategy that takes over at step s in a schedule of strategies
@@ -33,12 +49,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/sgd.h"
 
 namespace laconic {
+
+// `steps` local steps synced every `period` steps; steps = 0: to the end (the last segment only).
+struct PeriodSegment {
+  std::int64_t steps = 0;
+  std::int64_t period = 1;
+  bool operator==(const PeriodSegment&) const = default;
+};
 
 struct PeriodicOptions {
   std::int64_t period = 8;        // H: optimizer steps between syncs (>= 1)
@@ -47,70 +71,102 @@ struct PeriodicOptions {
   double outer_momentum = 0.0;
   bool nesterov = false;          // needs outer_momentum > 0
   double bucket_mb = 25.0;        // buckets of Delta handed to the reducer (make_buckets)
+  int fragments = 1;              // F (streaming DiLoCo), at most the number of tensors
+  std::int64_t overlap_steps = 0; // tau: inner steps a fragment's reduction overlaps (< every period)
+  double mixing = 0.0;            // alpha in [0, 1): the local parameters' share after the merge
+  std::vector<PeriodSegment> schedule;  // empty: `period` throughout
 };
+
+// Where fragment f of `store` begins, for f = 0..F (bounds[F] = the number of tensors): contiguous
+// runs of whole tensors, cut where the running size is nearest f / F of the total (each fragment
+// at least one tensor).
+std::vector<std::size_t> fragment_bounds(const ParamStore& store, int fragments);
 
 // The two configurations by name, so every caller maps "local_sgd" and "diloco" the same way.
 // DiLoCo with outer_lr 1, momentum 0 is local SGD (the same options, the same bits).
 inline PeriodicOptions local_sgd_options(std::int64_t period, std::int64_t warmup_steps = 0,
                                          double bucket_mb = 25.0) {
-  return {period, warmup_steps, 1.0, 0.0, false, bucket_mb};
+  PeriodicOptions o;
+  o.period = period;
+  o.warmup_steps = warmup_steps;
+  o.bucket_mb = bucket_mb;
+  return o;
 }
 inline PeriodicOptions diloco_options(std::int64_t period, double outer_lr = 0.7, double outer_momentum = 0.9,
                                       bool nesterov = true, double bucket_mb = 25.0) {
-  return {period, 0, outer_lr, outer_momentum, nesterov, bucket_mb};
+  PeriodicOptions o;
+  o.period = period;
+  o.outer_lr = outer_lr;
+  o.outer_momentum = outer_momentum;
+  o.nesterov = nesterov;
+  o.bucket_mb = bucket_mb;
+  return o;
 }
 
 class PeriodicAveraging final : public SyncStrategy {
  public:
   PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reducer> reducer);
+  ~PeriodicAveraging() override;
   // Warm-up steps only: all-reduces the gradients (average, fp32). Local steps: nothing.
   void after_backward(std::int64_t step) override;
-  // True on sync steps, which overwrite the parameters with the new anchor.
+  // Launches the syncs due at `step` and merges those launched at step - tau; true when a merge
+  // overwrote (part of) the parameters.
   bool after_update(std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return step < opts_.warmup_steps; }
-  bool replicas_agree_after(std::int64_t step) const override {
-    return reduces_gradients(step) || averages_params(step);
-  }
-  bool averages_params(std::int64_t step) const override {
-    return step >= opts_.warmup_steps && (step + 1 - opts_.warmup_steps) % opts_.period == 0;
-  }
+  // Only after a warm-up step or a merge of every fragment at once (F = 1 with mixing 0).
+  bool replicas_agree_after(std::int64_t step) const override;
+  bool averages_params(std::int64_t step) const override;
   // Taking over at `step` from another strategy (replicas identical): the anchor is the parameters.
   void begin(std::int64_t step) override;
-  // Handing over after `step`: syncs once more (an outer step on a shorter period) unless the
-  // replicas are identical already (a warm-up step or a sync step), so the next strategy starts
-  // from identical replicas.
+  // Handing over after `step`: finishes the fragments in flight, then syncs every fragment not
+  // merged at `step` once more (an outer step on a shorter period), all adopting the anchor
+  // (no mixing), so the next strategy starts from identical replicas. Nothing after a warm-up
+  // step or a full merge.
   void finish(std::int64_t step) override;
   std::string describe() const override;
-  ReducerStats reducer_stats() const override { return reducer_->stats(); }
+  // What the reducer did up to the last merge (read on the step loop's thread while a fragment
+  // may be reducing on the communication thread).
+  ReducerStats reducer_stats() const override { return stats_; }
   double comm_seconds() const override { return comm_s_; }
-  // "periodic.global" (the anchor), "periodic.outer.momentum" (when momentum > 0), then the
-  // reducer's buffers. Valid after start(); a loader writes them after start().
-  // (prepare: sets the anchor to the parameters and sizes every buffer (anchor, Delta, outer
-  // momentum, the reducer's state): after_backward / after_update allocate nothing.)
+  // Per fragment (F = 1: no ".<f>"): "periodic.global[.<f>]" (the anchor),
+  // "periodic.outer.momentum[.<f>]" (when momentum > 0), "periodic.delta[.<f>]" (the averaged
+  // pseudo-gradient of a fragment in flight: with tau > 0 only), then the reducer's buffers.
+  // Waits for fragments in flight first, so a checkpoint holds their reduced pseudo-gradient and
+  // a resumed run merges it at the same step. Valid after start(); a loader writes them after.
   std::vector<StateTensor> state() override;
 
   const PeriodicOptions& options() const { return opts_; }
-  const std::vector<BucketLayout>& buckets() const { return buckets_; }
-  // "local SGD" when the outer step is the plain average (outer_lr 1, momentum 0), else "DiLoCo".
+  // Every fragment's buckets, ids unique across fragments, `begin` relative to the fragment.
+  const std::vector<BucketLayout>& buckets(int fragment = 0) const;
+  // [begin, end) of fragment f in the flat parameter buffer (after start()).
+  std::pair<std::size_t, std::size_t> fragment_range(int fragment) const;
+  // "local SGD" when the outer step is the plain average (outer_lr 1, momentum 0), else "DiLoCo"
+  // ("streaming DiLoCo" with fragments or overlap).
   bool is_local_sgd() const { return opts_.outer_lr == 1.0 && opts_.outer_momentum == 0.0; }
+  bool is_streaming() const { return opts_.fragments > 1 || opts_.overlap_steps > 0 || opts_.mixing > 0; }
+  // The schedule: how many syncs fragment f has launched up to and including local step count c
+  // (c = step + 1 - warmup_steps), and whether it launches one at `step`.
+  std::int64_t syncs_through(std::int64_t c, int fragment) const;
+  bool launches(std::int64_t step, int fragment) const;
 
  protected:
   void prepare(std::int64_t first_step) override;
 
  private:
-  // Delta = anchor - params, averaged by the reducer (at outer step `outer_step`), the outer step
-  // on the anchor, params = anchor.
-  void sync(std::int64_t outer_step);
+  struct Fragment;
+  // Delta_f = anchor_f - params_f, then its reduction (on the communication thread when tau > 0).
+  void launch(Fragment& f, std::int64_t step);
+  // Waits for the reduction, takes the outer step, mixes (or, `adopt`, copies) the anchor in.
+  void merge(Fragment& f, bool adopt);
+  void reduce(Fragment& f);  // the reducer over the fragment's buckets (at outer step f.outer_step)
+  void wait_in_flight();
   // theta_global = the replica's parameters.
   void anchor(const ParamStore& store);
 
   PeriodicOptions opts_;
   std::unique_ptr<Reducer> reducer_;
-  Sgd outer_;
-  // The outer optimizer's view of the world: same tensors as the model; params() = theta_global,
-  // grads() = Delta. One flat buffer each, laid out like the model's.
-  ParamStore shadow_;
-  std::vector<BucketLayout> buckets_;
+  std::vector<std::unique_ptr<Fragment>> fragments_;
+  ReducerStats stats_;
   double comm_s_ = 0;
 };
 

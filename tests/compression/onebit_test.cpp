@@ -182,15 +182,15 @@ TEST(OneBitCodec, ErrorFeedbackLosesNothing) {
 
 // ---- chunks and padding ----
 
-TEST(OneBitChunks, PadToAMultipleOf8NAndCoverTheBucketOnce) {
+TEST(RankChunks, PadToAMultipleOf8NAndCoverTheBucketOnce) {
   for (int world = 1; world <= 9; ++world) {
     for (std::size_t n = 0; n <= 300; ++n) {
-      const OneBitChunks c(n, world);
+      const RankChunks c(n, world);
       const auto w = static_cast<std::size_t>(world);
       ASSERT_EQ(c.chunk % 8, 0u);
       ASSERT_GE(c.padded(), n);
       ASSERT_LT(c.padded() - n, 8 * w) << n << " on " << world;
-      ASSERT_EQ(c.block_bytes(), 4 + c.chunk / 8);
+      ASSERT_EQ(onebit_block_bytes(c), 4 + c.chunk / 8);
       std::size_t covered = 0;
       for (std::size_t j = 0; j < w; ++j) {
         ASSERT_EQ(c.begin(j), j * c.chunk);
@@ -200,8 +200,8 @@ TEST(OneBitChunks, PadToAMultipleOf8NAndCoverTheBucketOnce) {
       ASSERT_EQ(covered, n);
     }
   }
-  EXPECT_EQ(OneBitChunks(1000, 3).chunk, 336u);  // ceil(1000 / 24) * 8
-  EXPECT_EQ(OneBitChunks(5, 4).real(1), 0u);     // whole chunks of padding
+  EXPECT_EQ(RankChunks(1000, 3).chunk, 336u);  // ceil(1000 / 24) * 8
+  EXPECT_EQ(RankChunks(5, 4).real(1), 0u);     // whole chunks of padding
 }
 
 // ---- the reducer against a plain simulation ----
@@ -267,7 +267,7 @@ struct Reference {
   std::size_t n;
   int world;
   OneBitOptions opts;
-  OneBitChunks c;
+  RankChunks c;
   std::vector<std::vector<float>> worker, server;  // per rank, like the reducer's state
   std::vector<std::vector<double>> worker_in, worker_out;
   std::vector<double> server_in, server_out;
@@ -368,7 +368,7 @@ TEST_P(OneBitRanks, BytesMatchTheFormula) {
   const int world = GetParam();
   const auto w = static_cast<std::uint64_t>(world);
   const std::size_t n = 1003;
-  const OneBitChunks c(n, world);
+  const RankChunks c(n, world);
   const std::uint64_t block = 4 + c.chunk / 8;
   run_threads(world, [&](Communicator& comm) {
     OneBitReducer red(options(Scale::l2, true, 1));
