@@ -26,20 +26,27 @@ std::vector<std::size_t> fragment_bounds(const ParamStore& store, int fragments)
   const auto& views = store.views();
   LC_CHECK(fragments >= 1 && static_cast<std::size_t>(fragments) <= views.size(), "fragments: expected 1 to ",
            views.size(), " (the model's tensors), got ", fragments);
-  std::vector<std::size_t> bounds{0};
-  const double total = static_cast<double>(store.size());
-  const auto numel = [&](std::size_t v) { return static_cast<double>(views[v].numel); };
-  std::size_t v = 0;
-  double prefix = 0;  // elements of views [0, v)
-  for (int f = 1; f < fragments; ++f) {
-    const double target = total * f / fragments;
-    const auto later = static_cast<std::size_t>(fragments - f);  // fragments f.. need a tensor each
-    prefix += numel(v++);  // fragment f - 1 gets at least one
-    while (v + later < views.size() && std::abs(prefix + numel(v) - target) < std::abs(prefix - target))
-      prefix += numel(v++);
-    bounds.push_back(v);
-  }
-  bounds.push_back(views.size());
+  // The linear partition minimising the largest fragment (the peak bytes of a sync): best[f][i]
+  // = the smallest possible largest fragment when views [0, i) form f fragments. Ties keep the
+  // earliest cut. A model has tens to hundreds of tensors: O(F T^2) is nothing.
+  const std::size_t t = views.size(), F = static_cast<std::size_t>(fragments);
+  std::vector<std::size_t> prefix(t + 1, 0);
+  for (std::size_t v = 0; v < t; ++v) prefix[v + 1] = prefix[v] + views[v].numel;
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::vector<std::vector<std::size_t>> best(F + 1, std::vector<std::size_t>(t + 1, kNone)), cut = best;
+  best[0][0] = 0;
+  for (std::size_t f = 1; f <= F; ++f)
+    for (std::size_t i = f; i <= t; ++i)
+      for (std::size_t j = f - 1; j < i; ++j) {
+        if (best[f - 1][j] == kNone) continue;
+        const std::size_t worst = std::max(best[f - 1][j], prefix[i] - prefix[j]);
+        if (worst < best[f][i]) {
+          best[f][i] = worst;
+          cut[f][i] = j;
+        }
+      }
+  std::vector<std::size_t> bounds(F + 1, t);
+  for (std::size_t f = F; f > 0; --f) bounds[f - 1] = cut[f][bounds[f]];
   return bounds;
 }
 

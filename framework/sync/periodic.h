@@ -24,7 +24,8 @@
 // warmup_steps) therefore counts syncs, not optimizer steps.
 //
 // Streaming DiLoCo (Douillard et al. 2025) is the same algorithm on fragments: the parameters are
-// split into F contiguous fragments of whole tensors (balanced by size, fragment_bounds), each with
+// split into F contiguous fragments of whole tensors (the largest as small as possible,
+// fragment_bounds), each with
 // its own anchor and outer momentum, and fragment f syncs on its own staggered schedule, when
 //   (c - f * H / F) mod H == 0,  c = step + 1 - warmup_steps the local steps done, c >= 1
 // (fragment 0 after H steps, fragment f > 0 first after f * H / F), so each sync sends about 1/F
@@ -78,8 +79,8 @@ struct PeriodicOptions {
 };
 
 // Where fragment f of `store` begins, for f = 0..F (bounds[F] = the number of tensors): contiguous
-// runs of whole tensors, cut where the running size is nearest f / F of the total (each fragment
-// at least one tensor).
+// runs of whole tensors (each at least one), cut so that the largest fragment, which sets a sync's
+// peak bytes, is as small as the tensors allow.
 std::vector<std::size_t> fragment_bounds(const ParamStore& store, int fragments);
 
 // The two configurations by name, so every caller maps "local_sgd" and "diloco" the same way.

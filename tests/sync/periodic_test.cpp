@@ -15,6 +15,7 @@
 #include <set>
 #include <vector>
 
+#include "collectives/nominal_bytes.h"
 #include "collectives/threads/threads_communicator.h"
 #include "compression/reducer.h"
 #include "compression/topk.h"
@@ -492,6 +493,219 @@ TEST(PeriodicAveraging, RejectsBadOptions) {
   o.outer_lr = 0;
   EXPECT_THROW(make(o), Error);
   EXPECT_THROW(PeriodicAveraging(PeriodicOptions{}, nullptr), Error);
+}
+
+
+// ---- streaming DiLoCo: fragments, staggered syncs, overlap, mixing, a period schedule ----
+
+PeriodicOptions streaming_options(int fragments, std::int64_t period, std::int64_t tau, double mixing) {
+  PeriodicOptions o = diloco_options(period);
+  o.fragments = fragments;
+  o.overlap_steps = tau;
+  o.mixing = mixing;
+  return o;
+}
+
+TEST(StreamingDiloco, FragmentsAreBalancedRunsOfWholeTensors) {
+  const ParamStore s = small_store();  // 30, 5, 24, 4, 7
+  EXPECT_EQ(fragment_bounds(s, 1), (std::vector<std::size_t>{0, 5}));
+  EXPECT_EQ(fragment_bounds(s, 2), (std::vector<std::size_t>{0, 2, 5}));  // 35 | 35
+  EXPECT_EQ(fragment_bounds(s, 3), (std::vector<std::size_t>{0, 1, 3, 5}));  // 30 | 29 | 11: peak 30
+  ParamStore skewed;  // a large tensor last: the split minimises the largest fragment
+  for (const int n : {10, 10, 10, 10, 60}) skewed.add("t" + std::to_string(skewed.views().size()), {n}, ParamGroup::decay);
+  skewed.finalize();
+  EXPECT_EQ(fragment_bounds(skewed, 2), (std::vector<std::size_t>{0, 4, 5}));  // 40 | 60
+  EXPECT_EQ(fragment_bounds(s, 5), (std::vector<std::size_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_THROW(fragment_bounds(s, 6), Error);
+}
+
+// One fragment, no overlap, no mixing: DiLoCo's bits, rank by rank, step by step; and a schedule
+// of one segment is the plain period.
+TEST(StreamingDiloco, OneFragmentWithoutOverlapIsDiloco) {
+  const SgdOptions inner{0.9, true, 1e-3};
+  const auto diloco = train(3, 13, periodic(diloco_options(4)), inner);
+  PeriodicOptions one = streaming_options(1, 4, 0, 0.0);
+  const auto streaming = train(3, 13, periodic(one), inner);
+  one.schedule = {{0, 4}};
+  const auto scheduled = train(3, 13, periodic(one), inner);
+  for (int r = 0; r < 3; ++r)
+    for (int t = 0; t < 13; ++t) {
+      EXPECT_TRUE(same_bits(diloco[r].params[t], streaming[r].params[t])) << "rank " << r << ", step " << t;
+      EXPECT_TRUE(same_bits(diloco[r].params[t], scheduled[r].params[t])) << "rank " << r << ", step " << t;
+      EXPECT_EQ(diloco[r].step_sent[t], streaming[r].step_sent[t]);
+    }
+}
+
+// F = 2, H = 4: fragment 0 (a.*, 35 floats) syncs after steps 3, 7, 11, fragment 1 (b.*, c: 35)
+// after 1, 5, 9, each with a ring all-reduce of its own 35 floats; DiLoCo sends all 70 at once,
+// so the peak per sync halves while the total stays.
+TEST(StreamingDiloco, StaggeredFragmentsSendTheirShareAndHalveThePeak) {
+  const int world = 3, steps = 12;
+  const auto diloco = train(world, steps, periodic(diloco_options(4)));
+  const auto streaming = train(world, steps, periodic(streaming_options(2, 4, 0, 0.0)));
+  for (int r = 0; r < world; ++r) {
+    std::uint64_t peak_d = 0, peak_s = 0;
+    for (int t = 0; t < steps; ++t) {
+      const bool f0 = t == 3 || t == 7 || t == 11, f1 = t == 1 || t == 5 || t == 9;
+      EXPECT_EQ(streaming[r].changed[t], f0 || f1) << "step " << t;
+      const std::uint64_t want = (f0 || f1) ? nominal::all_reduce(35, DType::f32, r, world).sent : 0;
+      EXPECT_EQ(streaming[r].step_sent[t], want) << "rank " << r << ", step " << t;
+      peak_d = std::max(peak_d, diloco[r].step_sent[t]);
+      peak_s = std::max(peak_s, streaming[r].step_sent[t]);
+    }
+    EXPECT_EQ(peak_d, nominal::all_reduce(70, DType::f32, r, world).sent);
+    EXPECT_GE(static_cast<double>(peak_d) / static_cast<double>(peak_s), 2.0 / 1.2) << "rank " << r;
+  }
+  // After a fragment's sync its range is identical on every rank, the other fragment's is not.
+  const auto range = [&](int r, int t, std::size_t b, std::size_t e) {
+    return std::vector<float>(streaming[r].params[t].begin() + b, streaming[r].params[t].begin() + e);
+  };
+  for (int r = 1; r < world; ++r) {
+    EXPECT_EQ(range(r, 3, 0, 35), range(0, 3, 0, 35));
+    EXPECT_NE(range(r, 3, 35, 70), range(0, 3, 35, 70));
+    EXPECT_EQ(range(r, 5, 35, 70), range(0, 5, 35, 70));
+  }
+}
+
+// tau = 1: the reduction launched after step s runs on the communication thread during step
+// s + 1, and the outer step lands after s + 1; with mixing 0 the fragment then equals the anchor
+// on every rank, which is the anchor the tau = 0 run computes at s (same pseudo-gradient).
+TEST(StreamingDiloco, OverlappedSyncMergesTauStepsLater) {
+  const int world = 2, steps = 8;
+  const auto now = train(world, steps, periodic(streaming_options(2, 4, 0, 0.0)));
+  const auto later = train(world, steps, periodic(streaming_options(2, 4, 1, 0.0)));
+  const PeriodicAveraging p(streaming_options(2, 4, 1, 0.0), std::make_unique<DenseReducer>());
+  for (int t = 0; t < steps; ++t) {
+    EXPECT_EQ(later[0].changed[t], t == 2 || t == 4 || t == 6) << "step " << t;  // merges of 1, 3, 5
+    EXPECT_EQ(p.averages_params(t), later[0].changed[t]) << "step " << t;
+  }
+  for (int r = 0; r < world; ++r) {
+    // Fragment 1 (35..70) launched after step 1: merged after step 2 to the anchor of step 1.
+    const std::vector<float> got(later[r].params[2].begin() + 35, later[r].params[2].end());
+    const std::vector<float> want(now[r].params[1].begin() + 35, now[r].params[1].end());
+    EXPECT_EQ(got, want) << "rank " << r;
+  }
+}
+
+// Mixing alpha: after the merge theta_f = alpha * theta_local + (1 - alpha) * theta_global, so the
+// replicas differ by alpha times what they differed by before (with a common anchor): at
+// alpha = 0.5, half the spread.
+TEST(StreamingDiloco, MixingKeepsAlphaOfTheLocalParameters) {
+  const int world = 2, steps = 2;  // fragment 1 syncs after step 1
+  const auto mixed = train(world, steps, periodic(streaming_options(2, 4, 0, 0.5)));
+  const auto local = train(world, steps, periodic(streaming_options(2, 1000, 0, 0.0)));  // never syncs
+  for (std::size_t i = 35; i < 70; ++i) {
+    const double spread_local = local[1].params[1][i] - local[0].params[1][i];
+    const double spread_mixed = mixed[1].params[1][i] - mixed[0].params[1][i];
+    EXPECT_NEAR(spread_mixed, 0.5 * spread_local, 1e-6) << i;
+  }
+  for (std::size_t i = 0; i < 35; ++i) EXPECT_EQ(mixed[0].params[1][i], local[0].params[1][i]);  // not synced yet
+}
+
+// A period schedule: H = 2 for the first 4 local steps, then H = 4: syncs after steps 1, 3, 7, 11,
+// and the reducer sees outer steps 0, 1, 2, 3.
+TEST(StreamingDiloco, PeriodScheduleChangesHAtItsBoundaries) {
+  PeriodicOptions o = diloco_options(8);
+  o.schedule = {{4, 2}, {0, 4}};
+  std::vector<std::int64_t> seen;
+  std::vector<bool> changed;
+  run_threads(1, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    PeriodicAveraging sync(o, std::make_unique<RecordingReducer>(&seen));
+    Sgd opt({});
+    sync.start(s, comm);
+    for (std::int64_t step = 0; step < 12; ++step) changed.push_back(step_once(sync, s, opt, comm, step));
+  });
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{0, 1, 2, 3}));
+  for (int t = 0; t < 12; ++t) EXPECT_EQ(changed[t], t == 1 || t == 3 || t == 7 || t == 11) << "step " << t;
+  o.schedule = {{5, 2}, {0, 4}};  // 5 steps are not whole periods of 2
+  EXPECT_THROW(PeriodicAveraging(o, std::make_unique<DenseReducer>()), Error);
+  o = streaming_options(2, 4, 4, 0.0);  // tau must be below the period
+  EXPECT_THROW(PeriodicAveraging(o, std::make_unique<DenseReducer>()), Error);
+}
+
+// finish() with a fragment in flight completes it and syncs the other one: identical replicas.
+TEST(StreamingDiloco, FinishLeavesIdenticalReplicasWithAFragmentInFlight) {
+  const int world = 3;
+  std::vector<std::vector<float>> last(world);
+  run_threads(world, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    init_params(s, comm.rank());
+    PeriodicAveraging sync(streaming_options(2, 4, 1, 0.5), std::make_unique<DenseReducer>());
+    Sgd opt({});
+    sync.start(s, comm);
+    for (std::int64_t step = 0; step < 6; ++step) step_once(sync, s, opt, comm, step);  // 5 launched fragment 1
+    EXPECT_FALSE(sync.replicas_agree_after(5));
+    sync.finish(5);
+    last[static_cast<std::size_t>(comm.rank())].assign(s.params().begin(), s.params().end());
+  });
+  for (int r = 1; r < world; ++r) EXPECT_TRUE(same_bits(last[r], last[0])) << "rank " << r;
+}
+
+// A checkpoint taken after step 5, while fragment 1's sync of step 5 is in flight (tau = 2), and
+// loaded into a fresh strategy continues bit for bit: state() waits for the reduction and saves
+// the reduced pseudo-gradient, which the resumed run merges after step 7. With mixing, top-k's
+// residuals and outer momentum per fragment.
+TEST(StreamingDiloco, ResumingWithAFragmentInFlightContinuesBitForBit) {
+  const int world = 2, steps = 14, cut = 6;
+  const auto make = [] {
+    PeriodicOptions o = streaming_options(2, 4, 2, 0.25);
+    return std::make_unique<PeriodicAveraging>(o, std::make_unique<TopKReducer>(TopKOptions{0.5}));
+  };
+  const auto straight = train(world, steps, make);
+  run_threads(world, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    init_params(s, comm.rank());
+    Sgd opt({});
+    std::vector<std::vector<float>> saved;
+    std::set<std::string> names;
+    {
+      auto sync = make();
+      sync->start(s, comm);
+      for (std::int64_t step = 0; step < cut; ++step) step_once(*sync, s, opt, comm, step);
+      for (const auto& t : sync->state()) {
+        saved.emplace_back(t.data.begin(), t.data.end());
+        names.insert(t.name);
+      }
+    }
+    // The replicas differ mid-period: each rank's checkpoint shard holds its own parameters,
+    // loaded after start() (whose broadcast then changes nothing that stays).
+    const std::vector<float> mine(s.params().begin(), s.params().end());
+    EXPECT_TRUE(names.count("periodic.delta.1") && names.count("periodic.global.0") &&
+                names.count("periodic.outer.momentum.1"));
+    auto sync = make();
+    sync->start(s, comm, cut);
+    std::copy(mine.begin(), mine.end(), s.params().begin());
+    const auto st = sync->state();
+    ASSERT_EQ(st.size(), saved.size());
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      ASSERT_EQ(st[i].data.size(), saved[i].size());
+      std::copy(saved[i].begin(), saved[i].end(), st[i].data.begin());
+    }
+    for (std::int64_t step = cut; step < steps; ++step) {
+      step_once(*sync, s, opt, comm, step);
+      EXPECT_TRUE(same_bits(s.params(), straight[static_cast<std::size_t>(comm.rank())].params[step]))
+          << "rank " << comm.rank() << ", step " << step;
+    }
+  });
+}
+
+// Overlapped syncs allocate nothing either (the queue is reserved, the closure fits std::function).
+TEST(StreamingDiloco, NoAllocationInOverlappedSteps) {
+  if (!new_counter::in_use()) GTEST_SKIP() << "another operator new replacement is linked in";
+  std::vector<long> news(2, -1);
+  run_threads(2, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    PeriodicAveraging sync(streaming_options(2, 4, 1, 0.5), std::make_unique<DenseReducer>());
+    Sgd opt({0.9, true, 0.0});
+    sync.start(s, comm);
+    for (std::int64_t step = 0; step < 5; ++step) step_once(sync, s, opt, comm, step);
+    news[static_cast<std::size_t>(comm.rank())] = new_counter::during([&] {
+      for (std::int64_t step = 5; step < 13; ++step) step_once(sync, s, opt, comm, step);
+    });
+  });
+  EXPECT_EQ(news[0], 0);
+  EXPECT_EQ(news[1], 0);
 }
 
 }  // namespace
