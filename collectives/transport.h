@@ -88,8 +88,13 @@ class Transport {
   virtual void do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                            std::size_t recv_bytes, int from) = 0;
 
-  // The tracer of this transport's messages: none for a wrapper showing its inner's ledger.
-  Tracer* message_tracer() const { return counts_ ? tracer_ : nullptr; }
+  // The tracer of this transport's messages: none for a wrapper showing its inner's ledger, or
+  // one whose messages its parent records (forwards_messages()).
+  Tracer* message_tracer() const { return counts_ && !forwards_ ? tracer_ : nullptr; }
+  // For a view that sends through another transport's send()/recv() (a subset of its ranks):
+  // that transport records each message, with world ranks, so this one's tracer traces only its
+  // async queue (set_tracer).
+  void forwards_messages() { forwards_ = true; }
 
   // Runs before every blocking call from a caller (a communicator waits for its queue there).
   virtual void before_blocking() {}
@@ -113,6 +118,7 @@ class Transport {
 
   std::shared_ptr<Ledger> ledger_;
   bool counts_ = true;  // false for a wrapper showing its inner's ledger
+  bool forwards_ = false;
   Tracer* tracer_ = nullptr;
 };
 

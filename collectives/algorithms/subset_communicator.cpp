@@ -9,6 +9,7 @@ SubsetCommunicator::SubsetCommunicator(Transport& parent, std::span<const int> m
   for (std::size_t i = 0; i < members.size(); ++i)
     if (members[i] == parent.rank()) rank_ = static_cast<int>(i);
   LC_CHECK(rank_ >= 0, "rank ", parent.rank(), " is not a member of this subset communicator");
+  forwards_messages();
 }
 
 void SubsetCommunicator::do_send(const void* data, std::size_t bytes, int peer) {

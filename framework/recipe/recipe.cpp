@@ -376,6 +376,42 @@ struct Codec<SyncPhases> {
   }
 };
 
+// A period schedule: an array of inline tables {steps = N, period = H}, steps a multiple of its
+// period (>= 1) except in the last segment, which may omit steps (or give 0): it runs to the end.
+template <>
+struct Codec<PeriodSchedule> {
+  static std::string expected(const Bound&) {
+    return "an array of segments like [{steps = 200, period = 10}, {period = 50}] (period >= 1; steps a "
+           "multiple of the period, >= 1 except in the last segment)";
+  }
+  static std::optional<PeriodSchedule> read(const toml::node& node, const Bound&) {
+    const auto* a = node.as_array();
+    if (!a) return std::nullopt;
+    PeriodSchedule out;
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const auto* t = (*a)[i].as_table();
+      if (!t || !t->contains("period")) return std::nullopt;
+      PeriodSegment seg;
+      for (const auto& [key, value] : *t) {
+        const bool steps = key.str() == "steps";
+        if (!steps && key.str() != "period") return std::nullopt;
+        const auto n = Codec<std::int64_t>::read(value, at_least(steps ? 0 : 1));
+        if (!n) return std::nullopt;
+        (steps ? seg.steps : seg.period) = *n;
+      }
+      if ((seg.steps == 0 && i + 1 < a->size()) || seg.steps % seg.period != 0) return std::nullopt;
+      out.segments.push_back(seg);
+    }
+    return out;
+  }
+  static std::string write(const PeriodSchedule& v) {
+    return "[" + join(v.segments, ", ", [](const PeriodSegment& p) {
+             return "{ " + (p.steps > 0 ? "steps = " + Codec<std::int64_t>::write(p.steps) + ", " : std::string()) +
+                    "period = " + Codec<std::int64_t>::write(p.period) + " }";
+           }) + "]";
+  }
+};
+
 // ---- the schema ----
 
 struct Field {
@@ -410,6 +446,22 @@ struct SectionBuilder {
     return *this;
   }
 };
+
+// DiLoCo's keys, shared by [sync.diloco] and [sync.streaming_diloco] (whose config extends it).
+template <typename Builder>
+Builder&& add_diloco_keys(Builder&& b) {
+  b.template add<&DilocoConfig::period>("period", at_least(1))
+      .template add<&DilocoConfig::warmup_steps>("warmup_steps", at_least(0))
+      .template add<&DilocoConfig::outer_lr>("outer_lr", above(0))
+      .template add<&DilocoConfig::outer_momentum>("outer_momentum", half_open(0, 1))
+      .template add<&DilocoConfig::nesterov>("nesterov")
+      .template add<&DilocoConfig::reducer>("reducer")
+      .template add<&DilocoConfig::dtype>("dtype")
+      .template add<&DilocoConfig::block>("block", at_least(1))
+      .template add<&DilocoConfig::error_feedback>("error_feedback")
+      .template add<&DilocoConfig::period_schedule>("period_schedule");
+  return std::forward<Builder>(b);
+}
 
 // Every recipe key, in the order to_toml() prints them. Ranges are the ones documented in recipe.h.
 const std::vector<Field>& schema() {
@@ -499,14 +551,30 @@ const std::vector<Field>& schema() {
     SectionBuilder<&Recipe::sync, &SyncConfig::local_sgd>{"sync.local_sgd", f}
         .add<&LocalSgdConfig::period>("period", at_least(1))
         .add<&LocalSgdConfig::warmup_steps>("warmup_steps", at_least(0))
-        .add<&LocalSgdConfig::reducer>("reducer");
-    SectionBuilder<&Recipe::sync, &SyncConfig::diloco>{"sync.diloco", f}
-        .add<&DilocoConfig::period>("period", at_least(1))
-        .add<&DilocoConfig::warmup_steps>("warmup_steps", at_least(0))
-        .add<&DilocoConfig::outer_lr>("outer_lr", above(0))
-        .add<&DilocoConfig::outer_momentum>("outer_momentum", half_open(0, 1))
-        .add<&DilocoConfig::nesterov>("nesterov")
-        .add<&DilocoConfig::reducer>("reducer");
+        .add<&LocalSgdConfig::reducer>("reducer")
+        .add<&LocalSgdConfig::dtype>("dtype")
+        .add<&LocalSgdConfig::block>("block", at_least(1))
+        .add<&LocalSgdConfig::error_feedback>("error_feedback")
+        .add<&LocalSgdConfig::period_schedule>("period_schedule");
+    add_diloco_keys(SectionBuilder<&Recipe::sync, &SyncConfig::diloco>{"sync.diloco", f});
+    add_diloco_keys(SectionBuilder<&Recipe::sync, &SyncConfig::streaming_diloco>{"sync.streaming_diloco", f})
+        .add<&StreamingDilocoConfig::fragments>("fragments", closed(1, 1 << 20))
+        .add<&StreamingDilocoConfig::overlap_steps>("overlap_steps", at_least(0))
+        .add<&StreamingDilocoConfig::mixing>("mixing", half_open(0, 1));
+    SectionBuilder<&Recipe::sync, &SyncConfig::sparseloco>{"sync.sparseloco", f}
+        .add<&SparseLocoConfig::period>("period", at_least(1))
+        .add<&SparseLocoConfig::warmup_steps>("warmup_steps", at_least(0))
+        .add<&SparseLocoConfig::outer_lr>("outer_lr", above(0))
+        .add<&SparseLocoConfig::ratio>("ratio", Bound{.lo = 0, .hi = 1, .lo_open = true})
+        .add<&SparseLocoConfig::chunk>("chunk", closed(2, 1 << 24))
+        .add<&SparseLocoConfig::beta>("beta", closed(0, 1))
+        .add<&SparseLocoConfig::dtype>("dtype")
+        .add<&SparseLocoConfig::period_schedule>("period_schedule");
+    SectionBuilder<&Recipe::sync, &SyncConfig::demo>{"sync.demo", f}
+        .add<&DemoConfig::chunk>("chunk", closed(2, 4096))
+        .add<&DemoConfig::topk>("topk", at_least(1))
+        .add<&DemoConfig::beta>("beta", half_open(0, 1))
+        .add<&DemoConfig::dtype>("dtype");
     SectionBuilder<&Recipe::network>{"network", f}
         .add<&NetworkConfig::groups>("groups", closed(0, 1024))
         .add<&NetworkConfig::intra_bandwidth>("intra_bandwidth", above(0))
@@ -736,13 +804,62 @@ void check_cross_fields(const Draft& d) {
     LC_INPUT_ERROR(locate(d, {"sync.intra", "network.groups"}),
                    ": sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups (the groups are the "
                    "network's), got network.groups = ", r.network.groups);
-  const auto periodic = [](SyncKind k) { return k == SyncKind::local_sgd || k == SyncKind::diloco; };
-  bool any_periodic = periodic(r.sync.strategy) && r.sync.phases.phases.empty();
-  for (const auto& p : r.sync.phases.phases) any_periodic = any_periodic || periodic(p.strategy);
-  if (r.sync.momentum > 0 && any_periodic)
+  // The strategies the run uses (sync.strategy, or every phase's).
+  std::vector<SyncKind> used;
+  if (r.sync.phases.phases.empty()) used.push_back(r.sync.strategy);
+  for (const auto& p : r.sync.phases.phases) used.push_back(p.strategy);
+  const auto uses = [&](SyncKind k) { return std::find(used.begin(), used.end(), k) != used.end(); };
+  const bool any_periodic = uses(SyncKind::local_sgd) || uses(SyncKind::diloco) ||
+                            uses(SyncKind::streaming_diloco) || uses(SyncKind::sparseloco);
+  if (r.sync.momentum > 0 && (any_periodic || uses(SyncKind::demo)))
     LC_INPUT_ERROR(locate(d, {"sync.momentum", "sync.strategy", "sync.phases"}),
-                   ": sync.momentum: expected 0 with local_sgd or diloco (momentum correction applies to gradient "
-                   "strategies; give the inner optimizer its momentum), got ", format_float(r.sync.momentum));
+                   ": sync.momentum: expected 0 with ",
+                   any_periodic ? "local_sgd, diloco, streaming_diloco or sparseloco" : "demo",
+                   " (momentum correction applies to gradient strategies; ",
+                   any_periodic ? "give the inner optimizer its momentum" : "demo keeps its own, sync.demo.beta",
+                   "), got ", format_float(r.sync.momentum));
+  // A codec other than fp32 replaces the dense reducer, and runs on host buffers.
+  const auto check_codec = [&](const std::string& section, const OuterCodecConfig& c, ReducerKind reducer) {
+    if (c.dtype != laconic::Codec::fp32 && reducer != ReducerKind::allreduce)
+      LC_INPUT_ERROR(locate(d, {section + ".dtype", section + ".reducer"}), ": ", section,
+                     ".dtype: expected \"fp32\" with reducer = \"", name_of(reducer),
+                     "\" (a codec replaces the dense reducer), got \"", name_of(c.dtype), "\"");
+  };
+  check_codec("sync.local_sgd", r.sync.local_sgd, r.sync.local_sgd.reducer);
+  check_codec("sync.diloco", r.sync.diloco, r.sync.diloco.reducer);
+  check_codec("sync.streaming_diloco", r.sync.streaming_diloco, r.sync.streaming_diloco.reducer);
+  if (r.distributed.device == DeviceKind::cuda) {
+    const auto host_only = [&](SyncKind k, bool codec, const char* what) {
+      if (uses(k) && codec)
+        LC_INPUT_ERROR(locate(d, {"distributed.device", "sync.strategy", "sync.phases"}),
+                       ": distributed.device: expected \"cpu\" with ", what, " (it runs on host buffers), got \"cuda\"");
+    };
+    host_only(SyncKind::local_sgd, r.sync.local_sgd.dtype != laconic::Codec::fp32, "sync.local_sgd.dtype other than fp32");
+    host_only(SyncKind::diloco, r.sync.diloco.dtype != laconic::Codec::fp32, "sync.diloco.dtype other than fp32");
+    host_only(SyncKind::streaming_diloco, r.sync.streaming_diloco.dtype != laconic::Codec::fp32,
+              "sync.streaming_diloco.dtype other than fp32");
+    host_only(SyncKind::sparseloco, true, "sparseloco");
+    host_only(SyncKind::demo, true, "demo");
+  }
+  const StreamingDilocoConfig& sd = r.sync.streaming_diloco;
+  std::int64_t shortest = sd.period;
+  if (!sd.period_schedule.segments.empty()) {
+    shortest = sd.period_schedule.segments.front().period;
+    for (const auto& seg : sd.period_schedule.segments) shortest = std::min(shortest, seg.period);
+  }
+  if (sd.overlap_steps >= shortest)
+    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.period",
+                              "sync.streaming_diloco.period_schedule"}),
+                   ": sync.streaming_diloco.overlap_steps: expected below the shortest period (", shortest,
+                   "), got ", sd.overlap_steps);
+  if (uses(SyncKind::demo) && (r.optimizer.name != OptimizerKind::sgd || r.optimizer.momentum != 0))
+    LC_INPUT_ERROR(locate(d, {"optimizer.name", "optimizer.momentum", "sync.strategy"}),
+                   ": optimizer: expected name = \"sgd\" with momentum = 0 for sync.strategy = \"demo\" (DeMo keeps "
+                   "the momentum and hands the optimizer sign steps), got name = \"", name_of(r.optimizer.name),
+                   "\", momentum = ", format_float(r.optimizer.momentum));
+  if (r.sync.demo.topk > r.sync.demo.chunk)
+    LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk"}),
+                   ": sync.demo.topk: expected at most sync.demo.chunk = ", r.sync.demo.chunk, ", got ", r.sync.demo.topk);
   if (r.fault.kind != FaultKind::none && r.fault.rank >= world)
     LC_INPUT_ERROR(locate(d, {"fault.rank", "distributed.world_size"}),
                    ": fault.rank: expected a rank below distributed.world_size = ", world, ", got ", r.fault.rank);

@@ -16,7 +16,9 @@
 #include "collectives/netsim/topology.h"
 #include "compression/onebit.h"
 #include "compression/powersgd.h"
+#include "compression/quantize.h"
 #include "compression/topk.h"
+#include "framework/sync/periodic.h"
 #include "framework/models/mlp.h"
 #include "optimizers/schedule.h"
 
@@ -57,8 +59,9 @@ struct AutoBool {
 };
 enum class DeviceKind { cpu, cuda };
 // How ranks synchronise: gradients every step, exactly (allreduce) or compressed with error
-// feedback (topk, powersgd, onebit); or parameters every H steps (local_sgd, diloco).
-enum class SyncKind { allreduce, topk, powersgd, onebit, local_sgd, diloco };
+// feedback (topk, powersgd, onebit); or parameters every H steps (local_sgd, diloco,
+// streaming_diloco, sparseloco); or DeMo's decoupled momentum every step (demo).
+enum class SyncKind { allreduce, topk, powersgd, onebit, local_sgd, diloco, streaming_diloco, sparseloco, demo };
 // The reducer that local_sgd and diloco average through (the strategies' own [sync.X] settings).
 enum class ReducerKind { allreduce, topk, powersgd, onebit };
 // Hierarchical composition: none = the strategy spans all ranks; allreduce = ranks of one
@@ -161,8 +164,25 @@ struct AllReduceConfig {
   bool operator==(const AllReduceConfig&) const = default;
 };
 
+// A period schedule: [{steps = N, period = H}, ...] (periodic.h's PeriodSegment); empty = `period`.
+struct PeriodSchedule {
+  std::vector<PeriodSegment> segments;
+  bool operator==(const PeriodSchedule&) const = default;
+};
+
+// What every periodic strategy's section holds besides its period: the pseudo-gradient's codec
+// (compression/quantize.h; fp32 = the `reducer`, dense by default, else the block codec's
+// two-phase all-reduce) and the H schedule.
+struct OuterCodecConfig {
+  Codec dtype = Codec::fp32;
+  std::int64_t block = 256;           // elements per fp32 scale
+  bool error_feedback = false;        // the codec's residuals carried to the next sync
+  PeriodSchedule period_schedule;
+  bool operator==(const OuterCodecConfig&) const = default;
+};
+
 // [sync.local_sgd] (Lin et al. 2020, post-local SGD): H local steps, then parameters averaged.
-struct LocalSgdConfig {
+struct LocalSgdConfig : OuterCodecConfig {
   std::int64_t period = 8;            // H
   std::int64_t warmup_steps = 0;      // average gradients every step before this step
   ReducerKind reducer = ReducerKind::allreduce;
@@ -171,7 +191,7 @@ struct LocalSgdConfig {
 
 // [sync.diloco] (Douillard et al. 2023): H inner steps of the [optimizer], then the averaged
 // pseudo-gradient theta_global - theta_local drives an outer SGD step on theta_global.
-struct DilocoConfig {
+struct DilocoConfig : OuterCodecConfig {
   std::int64_t period = 50;           // H (the paper: 500; INTELLECT-1: 100)
   std::int64_t warmup_steps = 0;      // average gradients every step before this step
   double outer_lr = 0.7;
@@ -179,6 +199,44 @@ struct DilocoConfig {
   bool nesterov = true;
   ReducerKind reducer = ReducerKind::allreduce;
   bool operator==(const DilocoConfig&) const = default;
+};
+
+// [sync.streaming_diloco] (Douillard et al. 2025): DiLoCo's keys, on F staggered fragments whose
+// outer all-reduce overlaps tau inner steps and is mixed back with alpha (periodic.h).
+struct StreamingDilocoConfig : DilocoConfig {
+  int fragments = 2;                  // F
+  std::int64_t overlap_steps = 1;     // tau (< every period)
+  double mixing = 0.5;                // alpha in [0, 1)
+  bool operator==(const StreamingDilocoConfig&) const = default;
+};
+
+// [sync.sparseloco] (Sarfi et al. 2025): every H inner steps each rank folds its pseudo-gradient
+// into an error-feedback accumulator e = beta * e + Delta (in place of outer momentum), sends the
+// top-k of every chunk of e, its values quantized (`dtype`, one scale per chunk), keeps what it
+// did not send in e, and the averaged sparse update moves theta_global by outer_lr
+// (compression/sparse.h).
+struct SparseLocoConfig {
+  std::int64_t period = 50;           // H
+  std::int64_t warmup_steps = 0;
+  double outer_lr = 1.0;
+  double ratio = 1.0 / 64;            // kept per chunk (the paper: 1-3%)
+  std::int64_t chunk = 4096;          // elements per top-k chunk: log2(chunk) bits per index
+  double beta = 0.95;                 // the accumulator's decay
+  Codec dtype = Codec::int2;          // the kept values (the paper: 2 bits)
+  PeriodSchedule period_schedule;
+  bool operator==(const SparseLocoConfig&) const = default;
+};
+
+// [sync.demo] (Peng, Quesnelle & Kingma 2024): every step each rank folds its gradient into its
+// own momentum m = beta * m + g, sends the `topk` largest DCT-II coefficients of every chunk of m
+// (and removes them from m), and the sign of the decoded average is the gradient the [optimizer]
+// (sgd without momentum: theta -= lr * (sign + weight_decay * theta)) applies.
+struct DemoConfig {
+  std::int64_t chunk = 64;            // elements per DCT chunk
+  std::int64_t topk = 4;              // coefficients sent per chunk
+  double beta = 0.999;                // momentum decay
+  Codec dtype = Codec::fp32;          // the coefficients' values on the wire
+  bool operator==(const DemoConfig&) const = default;
 };
 
 // One phase of a strategy schedule: `strategy` for `steps` optimizer steps (0 = to the end).
@@ -206,6 +264,9 @@ struct SyncConfig {
   OneBitOptions onebit{.warmup_steps = 100};
   LocalSgdConfig local_sgd;
   DilocoConfig diloco;
+  StreamingDilocoConfig streaming_diloco;
+  SparseLocoConfig sparseloco;
+  DemoConfig demo;
   IntraKind intra = IntraKind::none;
   SyncPhases phases;  // e.g. [{strategy = "allreduce", steps = 500}, {strategy = "powersgd"}]
 
@@ -288,7 +349,8 @@ inline constexpr std::array kDataNames{"fashion_mnist", "text"};
 inline constexpr std::array kOptimizerNames{"sgd", "adamw", "lars", "lamb"};
 inline constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 inline constexpr std::array kDeviceNames{"cpu", "cuda"};
-inline constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco"};
+inline constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd",
+                                       "diloco", "streaming_diloco", "sparseloco", "demo"};
 inline constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
 inline constexpr std::array kIntraNames{"none", "allreduce"};
 inline constexpr std::array kNonfiniteNames{"abort", "skip"};

@@ -37,6 +37,9 @@ void Hierarchical::prepare(std::int64_t first_step) {
   across_.reset();
   if (group_members_.front() == comm.rank()) {
     across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);
+    // Async work between leaders (streaming DiLoCo's overlapped syncs) is traced like the
+    // world's: its messages are the world communicator's, its operations on this one's queue.
+    across_->set_tracer(comm.tracer());
     // start, not bind: its broadcast among the leaders repeats the world's (kept so that the
     // goldens' byte counts stand; see issue 13's note).
     inter_->start(store, *across_, first_step);

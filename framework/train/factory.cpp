@@ -1,11 +1,16 @@
 #include "framework/train/factory.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "compression/onebit.h"
 #include "compression/powersgd.h"
 #include "compression/topk.h"
 #include "framework/sync/composite.h"
+#include "compression/quantize.h"
+#include "compression/sparse.h"
+#include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
 #include "framework/core/check.h"
 #include "framework/data/text_corpus.h"
@@ -171,6 +176,23 @@ static_assert(static_cast<int>(SyncKind::allreduce) == static_cast<int>(ReducerK
               static_cast<int>(SyncKind::powersgd) == static_cast<int>(ReducerKind::powersgd) &&
               static_cast<int>(SyncKind::onebit) == static_cast<int>(ReducerKind::onebit));
 
+// A periodic strategy's pseudo-gradient reducer: its `reducer` when the codec is fp32, else the
+// block codec's two-phase all-reduce.
+std::unique_ptr<Reducer> make_outer_reducer(const OuterCodecConfig& o, ReducerKind kind, const SyncConfig& c,
+                                            Device device) {
+  if (o.dtype == Codec::fp32) return make_reducer(kind, c, device);
+  return std::make_unique<QuantizedReducer>(
+      QuantizeOptions{o.dtype, static_cast<std::size_t>(o.block), o.error_feedback, device});
+}
+
+// DiLoCo's options from its section (and streaming DiLoCo's, which extends it).
+PeriodicOptions diloco(const DilocoConfig& d, const SyncConfig& c, std::int64_t first_step) {
+  PeriodicOptions o = diloco_options(d.period, d.outer_lr, d.outer_momentum, d.nesterov, c.bucket_mb);
+  o.warmup_steps = first_step + d.warmup_steps;
+  o.schedule = d.period_schedule.segments;
+  return o;
+}
+
 // `first_step`: where the strategy's phase begins; periodic strategies count their periods from
 // there (their warm-up is shifted by it; steps before it are another phase's).
 std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, bool overlap,
@@ -182,15 +204,37 @@ std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, 
     case SyncKind::onebit:  // the gradient strategies share their names with their reducers
       return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap, c.momentum},
                                             make_reducer(static_cast<ReducerKind>(kind), c, device));
-    case SyncKind::local_sgd:
+    case SyncKind::local_sgd: {
+      PeriodicOptions o = local_sgd_options(c.local_sgd.period, first_step + c.local_sgd.warmup_steps, c.bucket_mb);
+      o.schedule = c.local_sgd.period_schedule.segments;
+      return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(c.local_sgd, c.local_sgd.reducer, c, device));
+    }
+    case SyncKind::diloco:
+      return std::make_unique<PeriodicAveraging>(diloco(c.diloco, c, first_step),
+                                                 make_outer_reducer(c.diloco, c.diloco.reducer, c, device));
+    case SyncKind::streaming_diloco: {
+      const StreamingDilocoConfig& s = c.streaming_diloco;
+      PeriodicOptions o = diloco(s, c, first_step);
+      o.fragments = s.fragments;
+      o.overlap_steps = s.overlap_steps;
+      o.mixing = s.mixing;
+      return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(s, s.reducer, c, device));
+    }
+    case SyncKind::sparseloco: {
+      const SparseLocoConfig& s = c.sparseloco;
+      PeriodicOptions o = diloco_options(s.period, s.outer_lr, 0.0, false, c.bucket_mb);  // e replaces momentum
+      o.warmup_steps = first_step + s.warmup_steps;
+      o.schedule = s.period_schedule.segments;
+      const auto chunk = static_cast<std::size_t>(s.chunk);
+      const auto k = static_cast<std::size_t>(std::clamp<double>(std::round(s.ratio * static_cast<double>(chunk)), 1.0,
+                                                                 static_cast<double>(chunk)));
       return std::make_unique<PeriodicAveraging>(
-          local_sgd_options(c.local_sgd.period, first_step + c.local_sgd.warmup_steps, c.bucket_mb),
-          make_reducer(c.local_sgd.reducer, c, device));
-    case SyncKind::diloco: {
-      PeriodicOptions o = diloco_options(c.diloco.period, c.diloco.outer_lr, c.diloco.outer_momentum,
-                                         c.diloco.nesterov, c.bucket_mb);
-      o.warmup_steps = first_step + c.diloco.warmup_steps;
-      return std::make_unique<PeriodicAveraging>(o, make_reducer(c.diloco.reducer, c, device));
+          o, std::make_unique<SparseLocoReducer>(SparseLocoOptions{{chunk, k, s.dtype}, s.beta}));
+    }
+    case SyncKind::demo: {
+      const DemoConfig& d = c.demo;
+      return std::make_unique<Demo>(DemoOptions{static_cast<std::size_t>(d.chunk), static_cast<std::size_t>(d.topk),
+                                                d.beta, d.dtype});
     }
   }
   LC_CHECK(false, "unknown sync strategy");

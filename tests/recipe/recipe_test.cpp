@@ -165,7 +165,8 @@ TEST_F(RecipeTest, UnknownSection) {
   const std::string path = write("[train]\nsteps = 1\n\n[trian]\nsteps = 2\n");
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
-                                   "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, network, checkpoint, guards, fault)");
+                                   "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, "
+                         "sync.streaming_diloco, sync.sparseloco, sync.demo, network, checkpoint, guards, fault)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
@@ -194,7 +195,7 @@ TEST_F(RecipeTest, IntegerWhereNumberExpectedIsAccepted) {
 
 TEST_F(RecipeTest, BadEnumListsTheChoices) {
   const std::string path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"allreduc\"\n");
-  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", got \"allreduc\"");
+  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", got \"allreduc\"");
   const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"nccl\"\n", "b.toml");
   EXPECT_EQ(error_of(b),
             b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", \"mpi\", got \"nccl\"");
@@ -230,7 +231,7 @@ TEST_F(RecipeTest, OutOfRangeValuesAreRejected) {
       {"schedule", "min_lr_ratio = 1.5", "schedule.min_lr_ratio: expected a number in [0, 1], got 1.5"},
       {"sync", "bucket_mb = 0", "sync.bucket_mb: expected a number > 0, got 0"},
       {"sync", "strategy = \"dgc\"",
-       "sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", got \"dgc\""},
+       "sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", got \"dgc\""},
       {"sync.diloco", "period = 0", "sync.diloco.period: expected an integer >= 1, got 0"},
       {"sync.diloco", "reducer = \"diloco\"",
        "sync.diloco.reducer: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"diloco\""},
@@ -341,7 +342,7 @@ TEST_F(RecipeTest, BadOverrides) {
   EXPECT_EQ(error_of(path, {"train.micro_batch=1.5"}),
             "--train.micro_batch=1.5: expected an integer >= 1, got 1.5");
   EXPECT_EQ(error_of(path, {"sync.strategy=allreduc"}),
-            "--sync.strategy=allreduc: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", got \"allreduc\"");
+            "--sync.strategy=allreduc: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", got \"allreduc\"");
   EXPECT_EQ(error_of(path, {"train.nosuch=1"}),
             std::string("--train.nosuch=1: unknown key 'train.nosuch' (valid keys in [train]: ") +
                 kTrainKeys + ")");
@@ -367,8 +368,12 @@ Recipe unusual_recipe() {
             {1.0 / 3.0, false, TopKOptions::Selection::sampled, 0.125, 7},
             {3, 9, 1.5, false, false},
             {11, false, OneBitOptions::Scale::mean_abs},
-            {13, 5, ReducerKind::onebit},
-            {77, 3, 0.25, 0.5, false, ReducerKind::powersgd},
+            {{laconic::Codec::fp32, 32, true, {{{8, 4}, {0, 2}}}}, 13, 5, ReducerKind::onebit},
+            {{laconic::Codec::bf16, 64, false, {}}, 77, 3, 0.25, 0.5, false, ReducerKind::allreduce},
+            {{{laconic::Codec::fp8_e4m3, 16, true, {{{0, 5}}}}, 40, 2, 0.5, 0.25, true, ReducerKind::allreduce}, 4, 3,
+             0.75},
+            {30, 2, 0.8, 0.03, 1024, 0.9, laconic::Codec::int4, {{{60, 30}, {0, 10}}}},
+            {32, 3, 0.9, laconic::Codec::bf16},
             IntraKind::allreduce,
             {{{SyncKind::allreduce, 500}, {SyncKind::topk, 0}}}};
   // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
@@ -402,7 +407,7 @@ TEST_F(RecipeTest, SubsectionErrorsNameTheFullPath) {
   path = write("[train]\nsteps = 1\n[sync]\ntopk = 0.1\n");
   EXPECT_EQ(error_of(path), path + ":4:1: sync.topk: expected a table, got 0.1");
   path = write("[train]\nsteps = 1\n[sync]\nratio = 0.1\n");
-  EXPECT_EQ(error_of(path), path + ":4:1: unknown key 'sync.ratio' (did you mean 'sync.topk.ratio'? valid keys in "
+  EXPECT_EQ(error_of(path), path + ":4:1: unknown key 'sync.ratio' (did you mean 'sync.sparseloco.ratio'? valid keys in "
                                    "[sync]: strategy, bucket_mb, overlap, momentum, intra, phases)");
   path = write("[train]\nsteps = 1\n");
   EXPECT_EQ(error_of(path, {"sync.topk.rank=2"}).substr(0, 50), "--sync.topk.rank=2: unknown key 'sync.topk.rank' (");
@@ -466,7 +471,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 99u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 132u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);
