@@ -272,6 +272,7 @@ QuantizedReducer::Residuals* QuantizedReducer::residuals(const BucketLayout& buc
 
 void QuantizedReducer::size_wire(std::size_t n, int world) {
   if (world == world_ && n <= wire_n_) return;
+  for (const Residuals& r : residuals_) n = std::max(n, r.worker.size());
   const RankChunks c(n, world);
   const std::size_t nb = quantize_bytes(opts_.codec, opts_.block, c.chunk);
   blocks_.assign(c.world * nb, 0);
@@ -306,7 +307,8 @@ void QuantizedReducer::reduce(std::span<float> data, const BucketLayout& bucket,
   // Phase 1: chunk j, with this rank's worker residual, to rank j.
   for (std::size_t j = 0; j < c.world; ++j)
     quantize_encode(part(data, j), error(res ? &res->worker : nullptr, j), codec, block, wire(blocks_, j));
-  comm.all_to_all(CBuf{blocks_.data(), blocks_.size(), DType::u8}, Buf{received_.data(), received_.size(), DType::u8});
+  const std::size_t wire_bytes = c.world * nb;  // the buffers are sized for the largest bucket
+  comm.all_to_all(CBuf{blocks_.data(), wire_bytes, DType::u8}, Buf{received_.data(), wire_bytes, DType::u8});
 
   // Phase 2: the owned chunk's average over the ranks in rank order, encoded again and shared.
   const std::span<float> average = std::span<float>(average_).first(c.real(own));
@@ -314,7 +316,7 @@ void QuantizedReducer::reduce(std::span<float> data, const BucketLayout& bucket,
   const float w = 1.0f / static_cast<float>(c.world);
   for (std::size_t i = 0; i < c.world; ++i) quantize_decode_add(wire(received_, i), codec, block, w, average);
   quantize_encode(average, error(res ? &res->server : nullptr, own), codec, block, wire(blocks_, own));
-  comm.all_gather(CBuf{blocks_.data() + own * nb, nb, DType::u8}, Buf{blocks_.data(), blocks_.size(), DType::u8});
+  comm.all_gather(CBuf{blocks_.data() + own * nb, nb, DType::u8}, Buf{blocks_.data(), wire_bytes, DType::u8});
   for (std::size_t j = 0; j < c.world; ++j) quantize_decode(wire(blocks_, j), codec, block, part(data, j));
 
   ReducerStats stats;

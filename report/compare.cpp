@@ -490,6 +490,7 @@ Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double
     row.final_loss = r.final_loss;
     row.bytes_sent = r.bytes_sent;
     row.bytes_inter = r.bytes_inter;
+    row.peak_inter_bytes_per_s = peak_inter_rate(r.metrics);
     row.compression_ratio = r.compression_ratio;
     row.time_s = c.clock == CompareClock::simulated ? r.sim_time_s : r.wall_s;
     row.hit = time_to_target(r.metrics, c.series, c.clock, c.target);
@@ -559,7 +560,7 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
   std::vector<std::string> head{"run"};
   if (any_eval) head.insert(head.end(), {"eval loss", "eval acc"});
   head.insert(head.end(), {"train loss", "sent/rank"});
-  if (c.simulated_network) head.push_back("inter-group");
+  if (c.simulated_network) head.insert(head.end(), {"inter-group", "peak inter-group"});
   head.insert(head.end(), {"compression", clock_word, "time to target", "steps to target",
                            "speedup", "bytes vs baseline"});
   os << "| " << join(head, " | ") << " |\n|";
@@ -569,7 +570,10 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
     std::vector<std::string> cells{row.name};
     if (any_eval) cells.insert(cells.end(), {fmt_loss(row.eval_loss), fmt_percent(row.eval_accuracy)});
     cells.insert(cells.end(), {fmt_loss(row.final_loss), fmt_bytes(row.bytes_sent)});
-    if (c.simulated_network) cells.push_back(fmt_bytes(row.bytes_inter));
+    if (c.simulated_network)
+      cells.insert(cells.end(), {fmt_bytes(row.bytes_inter), std::isnan(row.peak_inter_bytes_per_s)
+                                                                 ? kNone
+                                                                 : format_bandwidth(row.peak_inter_bytes_per_s)});
     cells.push_back(fmt_ratio(row.compression_ratio));
     cells.push_back(fmt_seconds(row.time_s));
     if (row.hit) {
@@ -584,7 +588,9 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
   }
   os << "\n"
      << "- *sent/rank*: bytes rank 0 sent over the whole run";
-  if (c.simulated_network) os << "; *inter-group*: the part of them that crossed between `[network]` groups";
+  if (c.simulated_network)
+    os << "; *inter-group*: the part of them that crossed between `[network]` groups; *peak inter-group*: the "
+          "most of those bytes in one log interval over its simulated time, the bandwidth the link must provision";
   os << "\n"
      << "- *compression*: fp32 gradient bytes / bytes of their encoding\n"
      << "- *time to target*, *steps to target*: where the " << series_word
@@ -643,6 +649,7 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
     r["final_loss"] = row.final_loss;
     r["bytes_sent"] = row.bytes_sent;
     r["bytes_inter"] = row.bytes_inter;
+    r["peak_inter_bytes_per_s"] = row.peak_inter_bytes_per_s;
     r["compression_ratio"] = row.compression_ratio;
     r["time_s"] = row.time_s;
     r["target_reached"] = row.hit.has_value();

@@ -85,6 +85,7 @@ struct CompareRow {
   std::string name;
   double eval_loss = kAbsent, eval_accuracy = kAbsent, final_loss = kAbsent;
   double bytes_sent = 0, bytes_inter = kAbsent, compression_ratio = kAbsent;
+  double peak_inter_bytes_per_s = kAbsent;  // peak_inter_rate of the run's records (metrics.h)
   double time_s = kAbsent;                // total time on the comparison's clock
   std::optional<TargetHit> hit;        // nullopt: target not reached
   double speedup = kAbsent;               // baseline time-to-target / this run's (NaN: either missed)

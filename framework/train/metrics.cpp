@@ -1,5 +1,6 @@
 #include "framework/train/metrics.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -88,6 +89,22 @@ std::vector<MetricsRecord> read_metrics(const std::string& path) {
     out.push_back(parse_metrics_record(line, path + ":" + std::to_string(n)));
   }
   return out;
+}
+
+double peak_inter_rate(const std::vector<MetricsRecord>& records) {
+  double peak = kAbsent, t = 0;
+  std::uint64_t bytes = 0;
+  for (const MetricsRecord& m : records) {
+    if (!m.bytes_inter || std::isnan(m.sim_time_s)) continue;
+    const double dt = m.sim_time_s - t;
+    if (dt > 0) {
+      const double rate = static_cast<double>(*m.bytes_inter - std::min(bytes, *m.bytes_inter)) / dt;
+      if (std::isnan(peak) || rate > peak) peak = rate;
+    }
+    t = m.sim_time_s;
+    bytes = *m.bytes_inter;
+  }
+  return peak;
 }
 
 }  // namespace laconic

@@ -74,6 +74,10 @@ struct RunSummary {
   double compression_ratio = 1;    // fp32 gradient bytes / payload bytes
   double comm_s = 0, exposed_comm_s = 0, compute_s = 0, wall_s = 0;
   double sim_time_s = kAbsent;     // optional, [network]
+  // optional, [network]: the most bytes this rank (rank 0) sent over the inter tier in one window
+  // between metrics records (train.log_every steps), divided by the window's simulated time: the
+  // bandwidth the slow link must provision (peak_inter_rate).
+  double peak_inter_bytes_per_s = kAbsent;
 
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
@@ -89,8 +93,14 @@ struct RunSummary {
     f("compute_s", s.compute_s, false);
     f("wall_s", s.wall_s, false);
     f("sim_time_s", s.sim_time_s, true);
+    f("peak_inter_bytes_per_s", s.peak_inter_bytes_per_s, true);
   }
 };
+
+// The largest (bytes_inter[k] - bytes_inter[k-1]) / (sim_time_s[k] - sim_time_s[k-1]) over
+// consecutive records (the first window from step 0, bytes 0, time 0); NaN without inter-tier
+// bytes or simulated times.
+double peak_inter_rate(const std::vector<MetricsRecord>& records);
 
 // One JSON line (no newline); NaN of a required field is written as null.
 std::string to_json_line(const MetricsRecord& r);

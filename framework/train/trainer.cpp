@@ -534,6 +534,10 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                 << e.what() << std::endl;
     }
   }
+  if (spec.simulate && !opts.run_dir.empty()) {
+    summary.peak_inter_bytes_per_s = peak_inter_rate(read_metrics(opts.run_dir + "/metrics.jsonl"));
+    write_summary();
+  }
   return summary;
 }
 

@@ -189,5 +189,27 @@ TEST(QuantizedReducer, EveryRankEndsWithTheSameAverageAndTheWireCarriesTheFormul
   }
 }
 
+// Buckets of different sizes through one reducer: the wire is sized for the largest, each call
+// sends only its own bucket's blocks.
+TEST(QuantizedReducer, ASmallerBucketAfterALargerOneSendsItsOwnSize) {
+  const int world = 3;
+  std::vector<std::vector<float>> got(world);
+  run_threads(world, [&](Communicator& comm) {
+    QuantizedReducer red(QuantizeOptions{.codec = Codec::int8, .block = 32});
+    const BucketLayout big = flat_bucket(600, 0), small = flat_bucket(50, 1);
+    const BucketLayout both[] = {big, small};
+    red.prepare(both);
+    std::vector<float> a = wave(600, comm.rank()), b = wave(50, comm.rank() + 5);
+    red.reduce(a, big, 0, comm);
+    const ByteCounters before = comm.bytes();
+    red.reduce(b, small, 0, comm);
+    EXPECT_EQ((comm.bytes() - before).sent, 2u * (world - 1) * quantize_bytes(Codec::int8, 32, RankChunks(50, world).chunk));
+    got[static_cast<std::size_t>(comm.rank())] = b;
+  });
+  for (int r = 1; r < world; ++r) EXPECT_EQ(got[r], got[0]);
+  for (std::size_t i = 0; i < 50; ++i)
+    EXPECT_NEAR(got[0][i], (wave(50, 5)[i] + wave(50, 6)[i] + wave(50, 7)[i]) / 3, 3e-5) << i;
+}
+
 }  // namespace
 }  // namespace laconic

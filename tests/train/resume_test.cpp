@@ -56,6 +56,19 @@ Recipe small(SyncKind kind) {
   r.sync.topk.ratio = 0.1;
   r.sync.local_sgd.period = 3;  // N = 8 is mid-period: replicas differ at the checkpoint
   r.sync.diloco.period = 3;
+  // Streaming: fragment 0 launches after step 7 and merges after 9, so the checkpoint of step 8
+  // holds it in flight.
+  r.sync.streaming_diloco.period = 4;
+  r.sync.streaming_diloco.overlap_steps = 2;
+  r.sync.streaming_diloco.dtype = Codec::int4;
+  r.sync.streaming_diloco.error_feedback = true;
+  r.sync.streaming_diloco.block = 16;
+  r.sync.sparseloco.period = 3;
+  r.sync.sparseloco.chunk = 64;
+  r.sync.sparseloco.ratio = 0.1;
+  r.sync.demo.chunk = 8;
+  r.sync.demo.topk = 2;
+  if (kind == SyncKind::demo) r.optimizer.momentum = 0;
   r.checkpoint.every = 8;
   return r;
 }
@@ -67,9 +80,10 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
 TEST_F(Resume, EveryStrategyResumesBitForBit) {
   const TrainData data = synthetic();
   for (const SyncKind kind : {SyncKind::allreduce, SyncKind::topk, SyncKind::powersgd, SyncKind::onebit,
-                              SyncKind::local_sgd, SyncKind::diloco}) {
+                              SyncKind::local_sgd, SyncKind::diloco, SyncKind::streaming_diloco, SyncKind::sparseloco,
+                              SyncKind::demo}) {
     for (const bool momentum_correction : {false, true}) {
-      if (momentum_correction && (kind == SyncKind::local_sgd || kind == SyncKind::diloco)) continue;
+      if (momentum_correction && kind >= SyncKind::local_sgd) continue;  // periodic strategies and DeMo: no
       SCOPED_TRACE(::testing::Message() << name_of(kind) << (momentum_correction ? " with momentum correction" : ""));
       Recipe r = small(kind);
       if (momentum_correction) {
