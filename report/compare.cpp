@@ -241,6 +241,7 @@ void write_network_comparisons(const std::vector<RunResult>& runs, const ReportC
       const Simulation sim = simulate_run(r.dir, so);
       r.sim_time_s = sim.time_s;
       r.bytes_inter = static_cast<double>(sim.bytes_inter);
+      r.peak_inter_bytes_per_s = sim.peak_inter_bytes_per_s;
       for (MetricPoint& m : r.metrics) m.sim_time_s = sim.time_at_step(m.step);
       if (opts.log) *opts.log << "compare: " << r.name << " on " << name << ": " << sim.time_s << " s simulated" << std::endl;
     }
@@ -408,6 +409,8 @@ RunResult run_result(const std::string& dir, const std::string& name, const RunS
   r.compression_ratio = summary.compression_ratio;
   r.wall_s = summary.wall_s;
   r.sim_time_s = summary.sim_time_s;
+  r.peak_inter_bytes_per_s = summary.peak_inter_bytes_per_s;
+  if (summary.bytes_inter_start) r.bytes_inter_start = static_cast<double>(*summary.bytes_inter_start);
   r.metrics = std::move(metrics);
   if (!r.metrics.empty() && r.metrics.back().bytes_inter)  // summary.json does not carry the tiers
     r.bytes_inter = static_cast<double>(*r.metrics.back().bytes_inter);
@@ -490,7 +493,8 @@ Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double
     row.final_loss = r.final_loss;
     row.bytes_sent = r.bytes_sent;
     row.bytes_inter = r.bytes_inter;
-    row.peak_inter_bytes_per_s = peak_inter_rate(r.metrics);
+    row.peak_inter_bytes_per_s = r.peak_inter_bytes_per_s;
+    row.bytes_inter_training = r.bytes_inter - r.bytes_inter_start;  // NaN when either is unknown
     row.compression_ratio = r.compression_ratio;
     row.time_s = c.clock == CompareClock::simulated ? r.sim_time_s : r.wall_s;
     row.hit = time_to_target(r.metrics, c.series, c.clock, c.target);
@@ -560,7 +564,7 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
   std::vector<std::string> head{"run"};
   if (any_eval) head.insert(head.end(), {"eval loss", "eval acc"});
   head.insert(head.end(), {"train loss", "sent/rank"});
-  if (c.simulated_network) head.insert(head.end(), {"inter-group", "peak inter-group"});
+  if (c.simulated_network) head.insert(head.end(), {"inter-group", "in training", "peak inter-group"});
   head.insert(head.end(), {"compression", clock_word, "time to target", "steps to target",
                            "speedup", "bytes vs baseline"});
   os << "| " << join(head, " | ") << " |\n|";
@@ -571,7 +575,9 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
     if (any_eval) cells.insert(cells.end(), {fmt_loss(row.eval_loss), fmt_percent(row.eval_accuracy)});
     cells.insert(cells.end(), {fmt_loss(row.final_loss), fmt_bytes(row.bytes_sent)});
     if (c.simulated_network)
-      cells.insert(cells.end(), {fmt_bytes(row.bytes_inter), std::isnan(row.peak_inter_bytes_per_s)
+      cells.insert(cells.end(), {fmt_bytes(row.bytes_inter),
+                                 fmt_bytes(row.bytes_inter_training),
+                                 std::isnan(row.peak_inter_bytes_per_s)
                                                                  ? kNone
                                                                  : format_bandwidth(row.peak_inter_bytes_per_s)});
     cells.push_back(fmt_ratio(row.compression_ratio));
@@ -589,7 +595,8 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
   os << "\n"
      << "- *sent/rank*: bytes rank 0 sent over the whole run";
   if (c.simulated_network)
-    os << "; *inter-group*: the part of them that crossed between `[network]` groups; *peak inter-group*: the "
+    os << "; *inter-group*: the part of them that crossed between `[network]` groups; *in training*: "
+          "less the start's broadcast of the parameters (once per run, before step 0); *peak inter-group*: the "
           "most of those bytes in one log interval over its simulated time, the bandwidth the link must provision";
   os << "\n"
      << "- *compression*: fp32 gradient bytes / bytes of their encoding\n"
@@ -650,6 +657,7 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
     r["bytes_sent"] = row.bytes_sent;
     r["bytes_inter"] = row.bytes_inter;
     r["peak_inter_bytes_per_s"] = row.peak_inter_bytes_per_s;
+    r["bytes_inter_training"] = row.bytes_inter_training;
     r["compression_ratio"] = row.compression_ratio;
     r["time_s"] = row.time_s;
     r["target_reached"] = row.hit.has_value();

@@ -54,6 +54,8 @@ struct RunResult {
   double final_loss = kAbsent, eval_loss = kAbsent, eval_accuracy = kAbsent;
   double bytes_sent = 0, bytes_inter = kAbsent;  // bytes_inter: from the last metrics record
   double compression_ratio = kAbsent, wall_s = kAbsent, sim_time_s = kAbsent;
+  double peak_inter_bytes_per_s = kAbsent;  // summary.json's (or the replay's on another network)
+  double bytes_inter_start = kAbsent;       // summary.json's: inter-tier bytes of the start
   std::vector<MetricPoint> metrics;
   // From recipe.resolved.toml: every key flattened ("sync.topk.ratio" -> "0.01"), empty if absent.
   std::vector<std::pair<std::string, std::string>> recipe;
@@ -85,7 +87,8 @@ struct CompareRow {
   std::string name;
   double eval_loss = kAbsent, eval_accuracy = kAbsent, final_loss = kAbsent;
   double bytes_sent = 0, bytes_inter = kAbsent, compression_ratio = kAbsent;
-  double peak_inter_bytes_per_s = kAbsent;  // peak_inter_rate of the run's records (metrics.h)
+  double peak_inter_bytes_per_s = kAbsent;  // metrics.h
+  double bytes_inter_training = kAbsent;    // bytes_inter less the start's broadcast
   double time_s = kAbsent;                // total time on the comparison's clock
   std::optional<TargetHit> hit;        // nullopt: target not reached
   double speedup = kAbsent;               // baseline time-to-target / this run's (NaN: either missed)

@@ -368,6 +368,7 @@ class Engine {
         case TraceKind::step:
           k.out.step_begin.push_back(t0);
           k.out.step_exposed.push_back(k.out.exposed_s);
+          k.out.step_inter_sent.push_back(k.out.tiers[1].sent);
           ++segment;
           break;
         case TraceKind::span_begin: span_kind = e.sub; break;
@@ -453,7 +454,8 @@ std::string serialise(const ReplayResult& r) {
   j["steps"] = r.steps;
   for (const RankReplay& k : r.ranks)
     j["ranks"].push_back({{"end_s", k.end_s}, {"exposed_s", k.exposed_s}, {"compute_s", k.compute_s},
-                          {"tiers", {to_json(k.tiers[0]), to_json(k.tiers[1])}}, {"step_begin", k.step_begin}, {"step_exposed", k.step_exposed}});
+                          {"tiers", {to_json(k.tiers[0]), to_json(k.tiers[1])}}, {"step_begin", k.step_begin}, {"step_exposed", k.step_exposed},
+                          {"step_inter_sent", k.step_inter_sent}});
   j["timeline"] = nlohmann::json::array();
   for (const TimelineSpan& s : r.timeline) j["timeline"].push_back({s.rank, s.track, s.name, s.t0, s.t1});
   return j.dump();
@@ -475,6 +477,7 @@ ReplayResult deserialise(const std::string& text) {
     x.tiers[1] = counters_from(k["tiers"][1]);
     x.step_begin = k["step_begin"].get<std::vector<double>>();
     x.step_exposed = k["step_exposed"].get<std::vector<double>>();
+    x.step_inter_sent = k["step_inter_sent"].get<std::vector<std::uint64_t>>();
     r.ranks.push_back(std::move(x));
   }
   for (const auto& s : j["timeline"]) r.timeline.push_back({s[0], s[1], s[2], s[3], s[4]});

@@ -62,6 +62,7 @@ struct RankReplay {
   ByteCounters tiers[2];   // bytes sent / received per link tier (topology tiers; 0 with a file)
   std::vector<double> step_begin;  // time of each step mark, in trace order
   std::vector<double> step_exposed;  // exposed_s at each step mark
+  std::vector<std::uint64_t> step_inter_sent;  // tiers[1].sent at each step mark (messages done by then, both lanes)
 };
 
 struct ReplayResult {

@@ -852,11 +852,13 @@ void check_cross_fields(const Draft& d) {
                               "sync.streaming_diloco.period_schedule"}),
                    ": sync.streaming_diloco.overlap_steps: expected below the shortest period (", shortest,
                    "), got ", sd.overlap_steps);
-  if (uses(SyncKind::demo) && (r.optimizer.name != OptimizerKind::sgd || r.optimizer.momentum != 0))
-    LC_INPUT_ERROR(locate(d, {"optimizer.name", "optimizer.momentum", "sync.strategy"}),
-                   ": optimizer: expected name = \"sgd\" with momentum = 0 for sync.strategy = \"demo\" (DeMo keeps "
-                   "the momentum and hands the optimizer sign steps), got name = \"", name_of(r.optimizer.name),
-                   "\", momentum = ", format_float(r.optimizer.momentum));
+  if (uses(SyncKind::demo) &&
+      (r.optimizer.name != OptimizerKind::sgd || r.optimizer.momentum != 0 || r.optimizer.grad_clip != 0))
+    LC_INPUT_ERROR(locate(d, {"optimizer.name", "optimizer.momentum", "optimizer.grad_clip", "sync.strategy"}),
+                   ": optimizer: expected name = \"sgd\", momentum = 0 and grad_clip = 0 for sync.strategy = \"demo\" "
+                   "(DeMo keeps the momentum and hands the optimizer sign steps, whose norm is sqrt(parameters)), got "
+                   "name = \"", name_of(r.optimizer.name), "\", momentum = ", format_float(r.optimizer.momentum),
+                   ", grad_clip = ", format_float(r.optimizer.grad_clip));
   if (r.sync.demo.topk > r.sync.demo.chunk)
     LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk"}),
                    ": sync.demo.topk: expected at most sync.demo.chunk = ", r.sync.demo.chunk, ", got ", r.sync.demo.topk);

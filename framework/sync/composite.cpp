@@ -162,6 +162,11 @@ double Phased::comm_seconds() const {
   return s;
 }
 
+void Phased::drain() {
+  for (std::size_t i = 0; i < phases_.size(); ++i)
+    if (bound_[i]) phases_[i].strategy->drain();
+}
+
 std::vector<StateTensor> Phased::state() {
   std::vector<StateTensor> out;
   for (std::size_t i = 0; i < phases_.size(); ++i)

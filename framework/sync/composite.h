@@ -31,6 +31,9 @@ class Hierarchical final : public SyncStrategy {
   ReducerStats reducer_stats() const override { return inter_->reducer_stats(); }
   double comm_seconds() const override { return comm_s_; }
   std::vector<StateTensor> state() override { return inter_->state(); }
+  void drain() override {
+    if (across_) inter_->drain();
+  }
 
  protected:
   void prepare(std::int64_t first_step) override;
@@ -63,6 +66,7 @@ class Phased final : public SyncStrategy {
   std::string describe() const override;
   ReducerStats reducer_stats() const override;
   double comm_seconds() const override;
+  void drain() override;
   // The state of the phases bound so far ("phase<i>.<name>").
   std::vector<StateTensor> state() override;
 

@@ -92,13 +92,12 @@ std::vector<MetricsRecord> read_metrics(const std::string& path) {
 }
 
 double peak_inter_rate(const std::vector<MetricsRecord>& records) {
-  double peak = kAbsent, t = 0;
+  double peak = kAbsent, t = kAbsent;
   std::uint64_t bytes = 0;
   for (const MetricsRecord& m : records) {
     if (!m.bytes_inter || std::isnan(m.sim_time_s)) continue;
-    const double dt = m.sim_time_s - t;
-    if (dt > 0) {
-      const double rate = static_cast<double>(*m.bytes_inter - std::min(bytes, *m.bytes_inter)) / dt;
+    if (!std::isnan(t) && m.sim_time_s > t) {
+      const double rate = static_cast<double>(*m.bytes_inter - std::min(bytes, *m.bytes_inter)) / (m.sim_time_s - t);
       if (std::isnan(peak) || rate > peak) peak = rate;
     }
     t = m.sim_time_s;

@@ -75,9 +75,13 @@ struct RunSummary {
   double comm_s = 0, exposed_comm_s = 0, compute_s = 0, wall_s = 0;
   double sim_time_s = kAbsent;     // optional, [network]
   // optional, [network]: the most bytes this rank (rank 0) sent over the inter tier in one window
-  // between metrics records (train.log_every steps), divided by the window's simulated time: the
-  // bandwidth the slow link must provision (peak_inter_rate).
+  // between consecutive metrics records (train.log_every steps), divided by the window's simulated
+  // time: the bandwidth the slow link must provision (peak_inter_rate).
   double peak_inter_bytes_per_s = kAbsent;
+  // optional, [network]: the inter-tier bytes this rank had sent when the step loop began (the
+  // start's broadcast of the parameters, once per process): metrics' bytes_inter minus this is
+  // what training itself sent across.
+  std::optional<std::uint64_t> bytes_inter_start;
 
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
@@ -94,12 +98,14 @@ struct RunSummary {
     f("wall_s", s.wall_s, false);
     f("sim_time_s", s.sim_time_s, true);
     f("peak_inter_bytes_per_s", s.peak_inter_bytes_per_s, true);
+    f("bytes_inter_start", s.bytes_inter_start, true);
   }
 };
 
 // The largest (bytes_inter[k] - bytes_inter[k-1]) / (sim_time_s[k] - sim_time_s[k-1]) over
-// consecutive records (the first window from step 0, bytes 0, time 0); NaN without inter-tier
-// bytes or simulated times.
+// consecutive records: the steady state. The first record is only the base: its interval holds
+// the run's start, whose broadcast of the parameters crosses the link once. NaN without two
+// records with inter-tier bytes and simulated times.
 double peak_inter_rate(const std::vector<MetricsRecord>& records);
 
 // One JSON line (no newline); NaN of a required field is written as null.

@@ -63,6 +63,7 @@ std::string summary_json(const Simulation& s, const Recipe& r) {
   j["sim_comm_s"] = s.exposed_s;
   j["bytes_intra"] = s.bytes_intra;
   j["bytes_inter"] = s.bytes_inter;
+  j["peak_inter_bytes_per_s"] = s.peak_inter_bytes_per_s;
   double compute = 0;
   for (const RankReplay& k : s.replay.ranks) compute = std::max(compute, k.compute_s);
   j["compute_s"] = compute;
@@ -137,6 +138,16 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   if (!s.time_at.empty()) {
     s.time_s = s.time_at.back();
     s.exposed_s = s.exposed_at.back();
+  }
+  const std::vector<std::uint64_t>& inter = s.replay.ranks[0].step_inter_sent;
+  std::size_t prev = s.steps.size();  // the last mark at a multiple of log_every
+  for (std::size_t i = 0; i < s.steps.size() && i < inter.size(); ++i) {
+    if (s.steps[i] % r.train.log_every != 0) continue;
+    if (prev < s.steps.size() && s.time_at[i] > s.time_at[prev]) {
+      const double rate = static_cast<double>(inter[i] - inter[prev]) / (s.time_at[i] - s.time_at[prev]);
+      if (std::isnan(s.peak_inter_bytes_per_s) || rate > s.peak_inter_bytes_per_s) s.peak_inter_bytes_per_s = rate;
+    }
+    prev = i;
   }
   s.bytes_intra = s.replay.ranks[0].tiers[0].sent;
   s.bytes_inter = s.replay.ranks[0].tiers[1].sent;

@@ -9,6 +9,7 @@
 
 #include "collectives/netsim/topology.h"
 #include "framework/recipe/recipe.h"
+#include "framework/train/metrics.h"
 #include "sim/replay.h"
 
 namespace laconic {
@@ -36,6 +37,10 @@ struct Simulation {
   double time_s = 0;          // at the last step mark
   double exposed_s = 0;       // rank 0's, at the last step mark
   std::uint64_t bytes_intra = 0, bytes_inter = 0;  // rank 0's sent per tier
+  // The most inter-tier bytes rank 0 sent between two step marks train.log_every steps apart
+  // (multiples of it), over the simulated time between them: metrics.h's peak_inter_bytes_per_s,
+  // with each message placed where the replay completes it. NaN with fewer than two such marks.
+  double peak_inter_bytes_per_s = kAbsent;
   std::string out_dir;
 
   // The time at step mark `step` (NaN if the trace has none).

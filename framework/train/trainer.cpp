@@ -152,6 +152,7 @@ class Worker {
     check_same_recipe();
     start_trace();
     sync_->start(loop_.store(), data_comm(), resume_ ? resume_->step : 0);
+    inter_at_start_ = comm_.tier_bytes(1).sent;
     ready_.emplace(loop_.store(), *sync_);
     make_hooks();
     if (resume_) {
@@ -162,6 +163,7 @@ class Worker {
     std::int64_t step = loop_.first_step;
     try {
       for (; step < spec_.plan.steps; ++step) run_step(step);
+      sync_->drain();
       finish_trace();
     } catch (const InputError&) {
       throw;
@@ -325,6 +327,7 @@ class Worker {
     s.compute_s = loop_.compute_s;
     s.wall_s = loop_.wall.seconds();
     if (sim_) s.sim_time_s = sim_->clock();
+    if (spec_.simulate) s.bytes_inter_start = inter_at_start_;
     for (auto& h : hooks_) h->finish(s);
     if (comm_.rank() == 0) {
       const ParamStore& store = loop_.store();
@@ -385,6 +388,7 @@ class Worker {
   Checkpointer* checkpointer_ = nullptr;
   RunCounters resumed_;   // the totals of the checkpoint resumed from (zero when fresh)
   RunCounters at_start_;  // after a resume: this process's counts when the loop started
+  std::uint64_t inter_at_start_ = 0;  // inter-tier bytes sent by start()
   Batch batch_;
 };
 
@@ -517,6 +521,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
       const Simulation sim = simulate_run(opts.run_dir, SimulateOptions{});
       apply_simulation(opts.run_dir, sim);
       summary.sim_time_s = sim.time_s;
+      summary.peak_inter_bytes_per_s = sim.peak_inter_bytes_per_s;
       write_summary();
       if (opts.log) {
         *opts.log << "laconic: replayed on " << sim.replay.engine << ": " << std::defaultfloat << std::setprecision(4)
@@ -534,7 +539,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                 << e.what() << std::endl;
     }
   }
-  if (spec.simulate && !opts.run_dir.empty()) {
+  if (spec.simulate && !opts.run_dir.empty() && std::isnan(summary.peak_inter_bytes_per_s)) {
+    // Not replayed: the live counters' estimate (async bytes fall in the interval they were sent in).
     summary.peak_inter_bytes_per_s = peak_inter_rate(read_metrics(opts.run_dir + "/metrics.jsonl"));
     write_summary();
   }

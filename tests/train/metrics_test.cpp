@@ -172,3 +172,25 @@ TEST_F(Metrics, BytesDoNotDependOnLoggingChecksOrCheckpoints) {
 
 }  // namespace
 }  // namespace laconic
+
+namespace laconic {
+namespace {
+
+// The live estimate of the peak inter-tier rate: windows between consecutive records, the first
+// record only the base (its interval holds the start's broadcast).
+TEST(PeakInterRate, IsTheBusiestWindowAfterTheFirstRecord) {
+  std::vector<MetricsRecord> r(4);
+  const std::uint64_t bytes[] = {1000000, 1000600, 1000600, 1001000};
+  const double t[] = {0.5, 1.5, 2.5, 3.0};
+  for (std::size_t i = 0; i < 4; ++i) {
+    r[i].step = static_cast<std::int64_t>(10 * (i + 1));
+    r[i].bytes_inter = bytes[i];
+    r[i].sim_time_s = t[i];
+  }
+  EXPECT_DOUBLE_EQ(peak_inter_rate(r), 800.0);  // 400 bytes in 0.5 s; the first window (1e6 in 0.5 s) is not one
+  r.resize(1);
+  EXPECT_TRUE(std::isnan(peak_inter_rate(r)));
+}
+
+}  // namespace
+}  // namespace laconic
