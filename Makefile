@@ -42,11 +42,15 @@ test: build
 #   cli.real_link                times training steps across a rate-limited link against their
 #                                replay; a sanitizer's slowdown is not what it measures. Its code
 #                                (trace, replay) runs under both in tests/sim.
-ASAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link)
-TSAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link)
+#   cli.outer_convergence        6 strategies x 300 steps of 8 workers across two datacenters: under
+#                                a minute in Release; the strategies' code runs under both
+#                                sanitizers in tests/compression, tests/sync and tests/train.
+#   cli.cross_dc_study           the cross-datacenter study at 4 steps: 10 BERT runs' start-up.
+ASAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study)
+TSAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study)
 # CI (.ci/run) runs the ASan suite after `make test`, leaving out also the four slowest end-to-end
 # runs under ASan (2-6 minutes together on 2 cores): their code is the unit suites', which run.
-ASAN_CI_EXCLUDE = ^cli\.(compression_convergence|real_link|collbench_sweep|lamb_bert_smoke|mpi_train|train_smoke)
+ASAN_CI_EXCLUDE = ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|collbench_sweep|lamb_bert_smoke|mpi_train|train_smoke)
 
 test-asan:
 	@$(MAKE) --no-print-directory test BUILD=build-asan \

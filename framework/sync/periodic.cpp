@@ -253,6 +253,11 @@ void PeriodicAveraging::reduce(Fragment& f) {
   f.comm_s += t.seconds();
 }
 
+void PeriodicAveraging::drain() {
+  for (auto& f : fragments_)
+    if (f->in_flight >= 0) merge(*f, false);
+}
+
 void PeriodicAveraging::wait_in_flight() {
   for (auto& f : fragments_)
     if (f->queued) {

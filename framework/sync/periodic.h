@@ -124,7 +124,9 @@ class PeriodicAveraging final : public SyncStrategy {
   // (no mixing), so the next strategy starts from identical replicas. Nothing after a warm-up
   // step or a full merge.
   void finish(std::int64_t step) override;
-  void drain() override { wait_in_flight(); }
+  // The run ends: fragments in flight are merged now (their remaining overlap steps cut short),
+  // so the bytes their reduction cost reach the final parameters.
+  void drain() override;
   std::string describe() const override;
   // What the reducer did up to the last merge (read on the step loop's thread while a fragment
   // may be reducing on the communication thread).

@@ -48,9 +48,9 @@ class SyncStrategy {
   // identical replicas: periodic strategies average one last time).
   virtual void begin(std::int64_t /*step*/) {}
   virtual void finish(std::int64_t /*step*/) {}
-  // The run ends: waits for communication still in flight (streaming DiLoCo's last fragment,
-  // whose merge would come after the last step and never does), so nothing runs after the step
-  // loop and the trace holds every operation it issued.
+  // The run ends: finishes communication still in flight (streaming DiLoCo merges a fragment
+  // whose merge was due after the last step), so nothing runs after the step loop and the trace
+  // holds every operation it issued.
   virtual void drain() {}
   virtual std::string describe() const = 0;
   // What the strategy's reducers were handed and what they put on the wire (compression ratio).

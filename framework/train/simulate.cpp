@@ -70,7 +70,8 @@ std::string summary_json(const Simulation& s, const Recipe& r) {
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < s.steps.size(); ++i)
     if (s.steps[i] % r.train.log_every == 0 || i + 1 == s.steps.size())
-      steps.push_back({{"step", s.steps[i]}, {"sim_time_s", s.time_at[i]}, {"sim_comm_s", s.exposed_at[i]}});
+      steps.push_back({{"step", s.steps[i]}, {"sim_time_s", s.time_at[i]}, {"sim_comm_s", s.exposed_at[i]},
+                       {"bytes_inter", s.inter_at[i]}});
   j["steps"] = std::move(steps);
   return j.dump(2) + "\n";
 }
@@ -134,14 +135,17 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
     s.time_at.push_back(t);
     const RankReplay& lead = s.replay.ranks[0];
     s.exposed_at.push_back(i < lead.step_exposed.size() ? lead.step_exposed[i] : 0.0);
+    s.inter_at.push_back(i < lead.step_inter_sent.size() ? lead.step_inter_sent[i] : 0);
   }
   if (!s.time_at.empty()) {
     s.time_s = s.time_at.back();
     s.exposed_s = s.exposed_at.back();
   }
-  const std::vector<std::uint64_t>& inter = s.replay.ranks[0].step_inter_sent;
+  const std::vector<std::uint64_t>& inter = s.inter_at;
   std::size_t prev = s.steps.size();  // the last mark at a multiple of log_every
-  for (std::size_t i = 0; i < s.steps.size() && i < inter.size(); ++i) {
+  // The last mark is the run's end: its interval holds the drain of syncs launched in its last
+  // steps, without the inner steps they would have overlapped. Not a steady-state window.
+  for (std::size_t i = 0; i + 1 < s.steps.size(); ++i) {
     if (s.steps[i] % r.train.log_every != 0) continue;
     if (prev < s.steps.size() && s.time_at[i] > s.time_at[prev]) {
       const double rate = static_cast<double>(inter[i] - inter[prev]) / (s.time_at[i] - s.time_at[prev]);

@@ -34,12 +34,15 @@ struct Simulation {
   // rank 0's exposed communication so far.
   std::vector<std::int64_t> steps;
   std::vector<double> time_at, exposed_at;
+  std::vector<std::uint64_t> inter_at;  // rank 0's inter-tier bytes sent by then (as the replay completes them)
   double time_s = 0;          // at the last step mark
   double exposed_s = 0;       // rank 0's, at the last step mark
   std::uint64_t bytes_intra = 0, bytes_inter = 0;  // rank 0's sent per tier
   // The most inter-tier bytes rank 0 sent between two step marks train.log_every steps apart
   // (multiples of it), over the simulated time between them: metrics.h's peak_inter_bytes_per_s,
-  // with each message placed where the replay completes it. NaN with fewer than two such marks.
+  // with each message placed where the replay completes it. The interval ending at the run's last
+  // mark is left out (it holds the end's drain of syncs launched in its last steps). NaN with
+  // fewer than two such marks.
   double peak_inter_bytes_per_s = kAbsent;
   std::string out_dir;
 

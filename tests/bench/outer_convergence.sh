@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The 2025 outer-loop family against all-reduce across two simulated datacenters (the CI-sized
+# version of docs/cross_dc): recipes/mlp_fmnist.toml, three hidden layers of 384 (so two fragments of
+# whole layers can be near halves), with WORLD workers in 2 groups, dense
+# all-reduce inside each, the strategy between the group leaders, same seeds and data: DiLoCo
+# (fp32 and int8 pseudo-gradients with error feedback), streaming DiLoCo (F = 2, tau = 1,
+# alpha = 0.5), SparseLoCo and DeMo. The [network] describes a slow device (device_tflops) so a
+# log interval's time is its compute and the peak inter-datacenter rate is what the strategy
+# needs, not what the 1 Gbit/s link caps. Prints a markdown table: held-out loss and its
+# difference to all-reduce, inter-datacenter bytes of training (the start's broadcast excluded),
+# how many times fewer than fp32 DiLoCo, the peak inter-datacenter rate and how many times lower
+# than DiLoCo's.
+#
+#   tests/bench/outer_convergence.sh [BUILD_DIR]     (default: build; needs its trainer)
+# Environment: WORLD (default 8), STEPS (default 300), OUT (run directories; default a temp dir),
+# TRAINER (the trainer binary, instead of BUILD_DIR/trainer),
+# CHECK=1: exit 1 unless every strategy's held-out loss is within MAX_LOSS_PCT (default 2) % of
+# all-reduce's, int8 DiLoCo sends >= 3.9x and SparseLoCo >= 20x fewer inter-datacenter bytes
+# than fp32 DiLoCo, and streaming DiLoCo's peak rate is >= F / 1.2 = 1.67x lower (cli test).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+world="${WORLD:-8}"
+steps="${STEPS:-300}"
+out="${OUT:-$(mktemp -d)}"
+mkdir -p "$out"
+trainer="${TRAINER:-${1:-$repo/build}/trainer}"
+[[ -x "$trainer" ]] || { echo "error: $trainer missing (cmake --build build --target trainer)" >&2; exit 2; }
+
+common=(--recipe "$repo/recipes/mlp_fmnist.toml" --distributed.world_size="$world" --distributed.backend=threads
+        --model.hidden=[384,384,384]
+        --train.steps="$steps" --train.log_every=5 --train.eval_every=0
+        --network.groups=2 --network.compute=modeled --network.device_tflops=0.005 --sync.intra=allreduce
+        --sync.diloco.period=10 --sync.diloco.outer_momentum=0.5
+        --sync.streaming_diloco.period=10 --sync.streaming_diloco.outer_momentum=0.5
+        --sync.sparseloco.period=10 --sync.sparseloco.chunk=1024 --sync.sparseloco.ratio=0.03125
+        --sync.sparseloco.outer_lr=1.5)
+declare -A extra=(
+  [allreduce]="--sync.strategy=allreduce"
+  [diloco]="--sync.strategy=diloco"
+  [diloco_int8]="--sync.strategy=diloco --sync.diloco.dtype=int8 --sync.diloco.error_feedback=true"
+  [streaming_diloco]="--sync.strategy=streaming_diloco"
+  [sparseloco]="--sync.strategy=sparseloco"
+  [demo]="--sync.strategy=demo --optimizer.momentum=0 --optimizer.lr=0.002 --optimizer.weight_decay=0"
+)
+names=(allreduce diloco diloco_int8 streaming_diloco sparseloco demo)
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores; $world workers in 2 groups, $steps steps of Fashion-MNIST"
+for s in "${names[@]}"; do
+  # shellcheck disable=SC2086
+  "$trainer" "${common[@]}" ${extra[$s]} --out "$out/$s" >"$out/$s.log" 2>&1 || { cat "$out/$s.log" >&2; exit 1; }
+done
+
+python3 - "$out" "${CHECK:-0}" "${MAX_LOSS_PCT:-2}" "${names[@]}" <<'PY'
+import json, sys
+out, check, max_pct, names = sys.argv[1], sys.argv[2] == "1", float(sys.argv[3]), sys.argv[4:]
+runs = {s: json.load(open(f"{out}/{s}/summary.json")) for s in names}
+def inter(s):
+    last = [json.loads(l) for l in open(f"{out}/{s}/metrics.jsonl") if l.strip()][-1]
+    return last["bytes_inter"] - runs[s]["bytes_inter_start"]
+base, dil = runs["allreduce"], runs["diloco"]
+print("| strategy | held-out loss | vs all-reduce | inter-DC bytes (training) | fewer than DiLoCo | peak inter-DC rate | lower than DiLoCo |")
+print("|---|---|---|---|---|---|---|")
+failures = []
+for s in names:
+    r = runs[s]
+    pct = 100 * (r["eval_loss"] - base["eval_loss"]) / base["eval_loss"]
+    fewer = inter("diloco") / max(1, inter(s))
+    lower = dil["peak_inter_bytes_per_s"] / r["peak_inter_bytes_per_s"] if r.get("peak_inter_bytes_per_s") else float("nan")
+    print(f"| {s} | {r['eval_loss']:.4f} | {pct:+.2f}% | {inter(s) / 1e6:.2f} MB | {fewer:.1f}x | "
+          f"{8 * r.get('peak_inter_bytes_per_s', float('nan')) / 1e6:.2f} Mbit/s | {lower:.2f}x |")
+    if s != "allreduce" and s != "diloco" and pct > max_pct:
+        failures.append(f"{s}: held-out loss {pct:+.2f}% from all-reduce's (at most {max_pct}%)")
+    need = {"diloco_int8": 3.9, "sparseloco": 20.0}.get(s)
+    if need and fewer < need:
+        failures.append(f"{s}: {fewer:.2f}x fewer inter-datacenter bytes than fp32 DiLoCo (at least {need}x)")
+    if s == "streaming_diloco" and not lower >= 2 / 1.2:
+        failures.append(f"{s}: peak inter-datacenter rate {lower:.2f}x lower than DiLoCo's (at least 1.67x)")
+for f in failures:
+    print("FAIL", f, file=sys.stderr)
+sys.exit(1 if check and failures else 0)
+PY
