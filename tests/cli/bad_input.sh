@@ -81,6 +81,10 @@ done
 expect bad_override "" "^trainer: error: --optimizer\.lr=-1: expected a number > 0, got -1$" \
   --recipe "$good" --optimizer.lr=-1 --out run_out
 
+# More streaming DiLoCo fragments than the model has tensors (known once the model is built).
+expect too_many_fragments "" "sync\.streaming_diloco\.fragments: expected at most 6 \(the model's tensors: a fragment is a run of whole tensors\), got 7$" \
+  --recipe "$good" --sync.strategy=streaming_diloco --sync.streaming_diloco.fragments=7 --out run_out
+
 # Data that cannot be read: missing, a file where a folder is expected, a folder with no text,
 # a binary file as text.
 expect data_missing "" "/nonexistent/fashion: no such directory" \

@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <set>
 #include <vector>
@@ -413,16 +414,14 @@ TEST(PeriodicAveraging, StateNamesAreUniqueAndSized) {
   });
 }
 
-// A checkpoint taken at a sync (replicas identical) and loaded into a fresh strategy after start()
-// continues bit for bit: the outer momentum travels in state(), the outer step is derived from
-// the step, and start()'s broadcast of identical replicas changes nothing.
-TEST(PeriodicAveraging, ResumingAtASyncContinuesBitForBit) {
-  const int world = 2, steps = 12, cut = 6;  // H = 3: syncs at 2, 5, 8, 11
-  const auto make = [] {
-    return std::make_unique<PeriodicAveraging>(diloco_options(3),
-                                               std::make_unique<TopKReducer>(TopKOptions{0.5}));
-  };
+// Runs `steps` steps straight, and `cut` steps, a checkpoint (each rank's parameters and the
+// strategy's state(), loaded after start() as the trainer does), then the rest in a fresh
+// strategy: every step after the cut must match the straight run bit for bit. Returns the
+// checkpoint's state names.
+std::set<std::string> expect_resume_bit_for_bit(int world, int steps, int cut, const MakeStrategy& make) {
   const auto straight = train(world, steps, make);
+  std::set<std::string> names;
+  std::mutex mu;
   run_threads(world, [&](Communicator& comm) {
     ParamStore s = small_store();
     init_params(s, comm.rank());
@@ -432,10 +431,18 @@ TEST(PeriodicAveraging, ResumingAtASyncContinuesBitForBit) {
       auto sync = make();
       sync->start(s, comm);
       for (std::int64_t step = 0; step < cut; ++step) step_once(*sync, s, opt, comm, step);
-      for (const auto& t : sync->state()) saved.emplace_back(t.data.begin(), t.data.end());
+      std::lock_guard lock(mu);
+      for (const auto& t : sync->state()) {
+        saved.emplace_back(t.data.begin(), t.data.end());
+        names.insert(t.name);
+      }
     }
+    // Replicas may differ mid-period: each rank's shard holds its own parameters, loaded after
+    // start() (whose broadcast then changes nothing that stays).
+    const std::vector<float> mine(s.params().begin(), s.params().end());
     auto sync = make();
-    sync->start(s, comm);
+    sync->start(s, comm, cut);
+    std::copy(mine.begin(), mine.end(), s.params().begin());
     const auto st = sync->state();
     ASSERT_EQ(st.size(), saved.size());
     for (std::size_t i = 0; i < st.size(); ++i) {
@@ -447,6 +454,17 @@ TEST(PeriodicAveraging, ResumingAtASyncContinuesBitForBit) {
       EXPECT_TRUE(same_bits(s.params(), straight[static_cast<std::size_t>(comm.rank())].params[step]))
           << "rank " << comm.rank() << ", step " << step;
     }
+  });
+  return names;
+}
+
+// A checkpoint taken at a sync (replicas identical) and loaded into a fresh strategy after start()
+// continues bit for bit: the outer momentum travels in state(), the outer step is derived from
+// the step, and start()'s broadcast of identical replicas changes nothing.
+TEST(PeriodicAveraging, ResumingAtASyncContinuesBitForBit) {
+  // H = 3: syncs at 2, 5, 8, 11; the checkpoint after step 5.
+  expect_resume_bit_for_bit(2, 12, 6, [] {
+    return std::make_unique<PeriodicAveraging>(diloco_options(3), std::make_unique<TopKReducer>(TopKOptions{0.5}));
   });
 }
 
@@ -648,47 +666,12 @@ TEST(StreamingDiloco, FinishLeavesIdenticalReplicasWithAFragmentInFlight) {
 // the reduced pseudo-gradient, which the resumed run merges after step 7. With mixing, top-k's
 // residuals and outer momentum per fragment.
 TEST(StreamingDiloco, ResumingWithAFragmentInFlightContinuesBitForBit) {
-  const int world = 2, steps = 14, cut = 6;
-  const auto make = [] {
+  const std::set<std::string> names = expect_resume_bit_for_bit(2, 14, 6, [] {
     PeriodicOptions o = streaming_options(2, 4, 2, 0.25);
     return std::make_unique<PeriodicAveraging>(o, std::make_unique<TopKReducer>(TopKOptions{0.5}));
-  };
-  const auto straight = train(world, steps, make);
-  run_threads(world, [&](Communicator& comm) {
-    ParamStore s = small_store();
-    init_params(s, comm.rank());
-    Sgd opt({});
-    std::vector<std::vector<float>> saved;
-    std::set<std::string> names;
-    {
-      auto sync = make();
-      sync->start(s, comm);
-      for (std::int64_t step = 0; step < cut; ++step) step_once(*sync, s, opt, comm, step);
-      for (const auto& t : sync->state()) {
-        saved.emplace_back(t.data.begin(), t.data.end());
-        names.insert(t.name);
-      }
-    }
-    // The replicas differ mid-period: each rank's checkpoint shard holds its own parameters,
-    // loaded after start() (whose broadcast then changes nothing that stays).
-    const std::vector<float> mine(s.params().begin(), s.params().end());
-    EXPECT_TRUE(names.count("periodic.delta.1") && names.count("periodic.global.0") &&
-                names.count("periodic.outer.momentum.1"));
-    auto sync = make();
-    sync->start(s, comm, cut);
-    std::copy(mine.begin(), mine.end(), s.params().begin());
-    const auto st = sync->state();
-    ASSERT_EQ(st.size(), saved.size());
-    for (std::size_t i = 0; i < st.size(); ++i) {
-      ASSERT_EQ(st[i].data.size(), saved[i].size());
-      std::copy(saved[i].begin(), saved[i].end(), st[i].data.begin());
-    }
-    for (std::int64_t step = cut; step < steps; ++step) {
-      step_once(*sync, s, opt, comm, step);
-      EXPECT_TRUE(same_bits(s.params(), straight[static_cast<std::size_t>(comm.rank())].params[step]))
-          << "rank " << comm.rank() << ", step " << step;
-    }
   });
+  EXPECT_TRUE(names.count("periodic.delta.1") && names.count("periodic.global.0") &&
+              names.count("periodic.outer.momentum.1"));
 }
 
 // Overlapped syncs allocate nothing either (the queue is reserved, the closure fits std::function).

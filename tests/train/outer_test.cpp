@@ -58,17 +58,21 @@ class Outer : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+Recipe streaming_recipe(int fragments, std::int64_t overlap_steps, double mixing) {
+  Recipe r = two_datacenters(SyncKind::streaming_diloco);
+  r.sync.streaming_diloco.fragments = fragments;
+  r.sync.streaming_diloco.overlap_steps = overlap_steps;
+  r.sync.streaming_diloco.mixing = mixing;
+  return r;
+}
+
 bool same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST_F(Outer, StreamingWithOneFragmentAndNoOverlapIsDiloco) {
   const TrainSummary diloco = run(two_datacenters(SyncKind::diloco), "diloco");
-  Recipe r = two_datacenters(SyncKind::streaming_diloco);
-  r.sync.streaming_diloco.fragments = 1;
-  r.sync.streaming_diloco.overlap_steps = 0;
-  r.sync.streaming_diloco.mixing = 0;
-  const TrainSummary streaming = run(r, "streaming");
+  const TrainSummary streaming = run(streaming_recipe(1, 0, 0.0), "streaming");
   EXPECT_TRUE(same(diloco.final_params, streaming.final_params));
   EXPECT_EQ(diloco.final_loss, streaming.final_loss);
   EXPECT_EQ(diloco.bytes_sent, streaming.bytes_sent);
@@ -76,11 +80,7 @@ TEST_F(Outer, StreamingWithOneFragmentAndNoOverlapIsDiloco) {
 
 TEST_F(Outer, FragmentsLowerThePeakInterDatacenterBandwidth) {
   const TrainSummary diloco = run(two_datacenters(SyncKind::diloco), "diloco");
-  Recipe r = two_datacenters(SyncKind::streaming_diloco);
-  r.sync.streaming_diloco.fragments = 2;
-  r.sync.streaming_diloco.overlap_steps = 1;
-  r.sync.streaming_diloco.mixing = 0.5;
-  const TrainSummary streaming = run(r, "streaming");
+  const TrainSummary streaming = run(streaming_recipe(2, 1, 0.5), "streaming");
   ASSERT_FALSE(std::isnan(diloco.peak_inter_bytes_per_s));
   ASSERT_FALSE(std::isnan(streaming.peak_inter_bytes_per_s));
   const double ratio = diloco.peak_inter_bytes_per_s / streaming.peak_inter_bytes_per_s;
