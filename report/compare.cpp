@@ -132,6 +132,21 @@ std::string fmt_seconds(double s) {
   return fixed(s, 0) + " s";
 }
 
+// A link rate in bit/s, three significant digits ("185 Mbit/s").
+std::string fmt_rate(double bytes_per_s) {
+  if (std::isnan(bytes_per_s)) return kNone;
+  double v = 8 * bytes_per_s;
+  const char* unit = "bit/s";
+  for (const char* u : {"kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"}) {
+    if (v < 1000) break;
+    v /= 1000;
+    unit = u;
+  }
+  std::ostringstream os;
+  os << std::setprecision(3) << v << " " << unit;
+  return os.str();
+}
+
 // Ratios span orders of magnitude (top-k sends ~1% of the bytes): three significant digits.
 std::string fmt_ratio(double x) {
   if (std::isnan(x) || std::isinf(x)) return kNone;
@@ -577,9 +592,7 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
     if (c.simulated_network)
       cells.insert(cells.end(), {fmt_bytes(row.bytes_inter),
                                  fmt_bytes(row.bytes_inter_training),
-                                 std::isnan(row.peak_inter_bytes_per_s)
-                                                                 ? kNone
-                                                                 : format_bandwidth(row.peak_inter_bytes_per_s)});
+                                 fmt_rate(row.peak_inter_bytes_per_s)});
     cells.push_back(fmt_ratio(row.compression_ratio));
     cells.push_back(fmt_seconds(row.time_s));
     if (row.hit) {

@@ -33,6 +33,12 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   if (streaming && static_cast<std::size_t>(r.sync.streaming_diloco.fragments) > tensors)
     LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.fragments: expected at most ", tensors,
                    " (the model's tensors: a fragment is a run of whole tensors), got ", r.sync.streaming_diloco.fragments);
+  // MPI is initialised MPI_THREAD_SERIALIZED: an outer all-reduce still running on the
+  // communication thread while the next steps run would meet the step loop's own MPI calls
+  // (the loss, the group all-reduce). Within a step (bucket overlap) that cannot happen.
+  if (streaming && r.sync.streaming_diloco.overlap_steps > 0 && resolve_backend(r) == BackendKind::mpi)
+    LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.overlap_steps: expected 0 with the mpi backend (an outer "
+                   "all-reduce across steps needs the threads backend), got ", r.sync.streaming_diloco.overlap_steps);
   return p;
 }
 
