@@ -11,6 +11,7 @@
 // Re-record (only for a deliberate change of the numbers, with the reason in the commit message):
 //   LACONIC_GOLDEN_RECORD=1 ./build/test_train --gtest_filter='Golden*'
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -113,7 +114,8 @@ TEST_P(Golden, RecipeMatchesItsGoldenRun) {
   r.distributed.backend = BackendKind::threads;  // auto would pick MPI under mpirun; these run in-process
   if (!data_installed(r)) GTEST_SKIP() << name << ": its data set is not installed (scripts/install-deps)";
 
-  const fs::path tmp = fs::temp_directory_path() / ("laconic_golden_" + name);
+  // The pid: two build trees testing at once must not share a directory.
+  const fs::path tmp = fs::temp_directory_path() / ("laconic_golden_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(tmp);
   LoadOptions load;
   load.cache_dir = (fs::path(LACONIC_BINARY_DIR) / "golden-cache").string();  // the tokenizer, trained once

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 
 #include "framework/train/metrics.h"
 #include "framework/train/trainer.h"
@@ -46,10 +47,11 @@ class Outer : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("laconic_outer_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("laconic_outer_" + std::to_string(::getpid()) + "_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::remove_all(dir_);
   }
-  void TearDown() override { if (!std::getenv("KEEP")) std::filesystem::remove_all(dir_); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
   TrainSummary run(const Recipe& r, const std::string& name) {
     TrainOptions o;
     o.run_dir = (dir_ / name).string();
