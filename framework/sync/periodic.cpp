@@ -125,11 +125,6 @@ const std::vector<BucketLayout>& PeriodicAveraging::buckets(int fragment) const 
   return fragments_.at(static_cast<std::size_t>(fragment))->buckets;
 }
 
-std::pair<std::size_t, std::size_t> PeriodicAveraging::fragment_range(int fragment) const {
-  const Fragment& f = *fragments_.at(static_cast<std::size_t>(fragment));
-  return {f.begin, f.begin + f.size};
-}
-
 void PeriodicAveraging::prepare(std::int64_t first_step) {
   const ParamStore& store = this->store();
   const auto& views = store.views();

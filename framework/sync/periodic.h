@@ -50,7 +50,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "framework/sync/sync_strategy.h"
@@ -142,8 +141,6 @@ class PeriodicAveraging final : public SyncStrategy {
   const PeriodicOptions& options() const { return opts_; }
   // Every fragment's buckets, ids unique across fragments, `begin` relative to the fragment.
   const std::vector<BucketLayout>& buckets(int fragment = 0) const;
-  // [begin, end) of fragment f in the flat parameter buffer (after start()).
-  std::pair<std::size_t, std::size_t> fragment_range(int fragment) const;
   // "local SGD" when the outer step is the plain average (outer_lr 1, momentum 0), else "DiLoCo"
   // ("streaming DiLoCo" with fragments or overlap).
   bool is_local_sgd() const { return opts_.outer_lr == 1.0 && opts_.outer_momentum == 0.0; }
