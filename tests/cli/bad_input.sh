@@ -85,11 +85,6 @@ expect bad_override "" "^trainer: error: --optimizer\.lr=-1: expected a number >
 expect too_many_fragments "" "sync\.streaming_diloco\.fragments: expected at most 6 \(the model's tensors: a fragment is a run of whole tensors\), got 7$" \
   --recipe "$good" --sync.strategy=streaming_diloco --sync.streaming_diloco.fragments=7 --out run_out
 
-# An outer all-reduce overlapping steps under MPI (initialised MPI_THREAD_SERIALIZED); a build
-# without MPI refuses the backend itself.
-expect overlap_under_mpi "" "(sync\.streaming_diloco\.overlap_steps: expected 0 with the mpi backend|this build has no MPI)" \
-  --recipe "$good" --distributed.backend=mpi --sync.strategy=streaming_diloco --out run_out
-
 # Data that cannot be read: missing, a file where a folder is expected, a folder with no text,
 # a binary file as text.
 expect data_missing "" "/nonexistent/fashion: no such directory" \

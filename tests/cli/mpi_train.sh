@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The same recipe under mpirun (one rank per process) trains exactly like the threads backend:
 # with our ring over MPI point-to-point the losses are bitwise equal; with native MPI_Allreduce
-# they agree to rounding. A world size that differs from the recipe is refused with exit code 2.
+# they agree to rounding. A world size that differs from the recipe is refused with exit code 2,
+# and so is streaming DiLoCo's overlap (MPI is initialised MPI_THREAD_SERIALIZED).
 # usage: mpi_train.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$1
@@ -39,4 +40,11 @@ set -e
 grep -q "world_size = 2 but the MPI launcher started 3 ranks" "$tmp/err" || { cat "$tmp/err"; exit 1; }
 [ $rc -ne 0 ] || { echo "world-size mismatch was accepted"; exit 1; }
 [ ! -e "$tmp/bad" ] || { echo "refused run left files"; exit 1; }
-echo "mpi training matches threads"
+
+set +e
+"${mpi[@]}" -np 2 "$trainer" "${common[@]}" --sync.strategy=streaming_diloco --out "$tmp/overlap" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+grep -q "sync.streaming_diloco.overlap_steps: expected 0 with the mpi backend" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+[ $rc -ne 0 ] || { echo "streaming overlap under MPI was accepted"; exit 1; }
+echo "mpi training matches threads; refusals ok"
