@@ -385,6 +385,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
   return tok;
 }
 
+std::string Tokenizer::cache_path(const std::string& dir, std::span<const std::string> documents,
+                                  const TokenizerOptions& options) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fingerprint(documents, options)));
+  return (fs::path(dir) / ("tokenizer-" + std::to_string(options.vocab_size) + "-" + hex + ".txt")).string();
+}
+
 Tokenizer Tokenizer::load_or_train(const std::string& cache_path, std::span<const std::string> documents,
                                    const TokenizerOptions& options, std::string* note) {
   const std::uint64_t want = fingerprint(documents, options);

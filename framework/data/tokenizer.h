@@ -60,6 +60,11 @@ class Tokenizer {
   // Throws InputError naming the file (and the line) when it is missing or not such a file.
   static Tokenizer load(const std::string& path);
 
+  // Where the cache of the tokenizer of (documents, options) lives under `dir`:
+  // DIR/tokenizer-<vocab_size>-<16 hex digits of the fingerprint>.txt, so that caches of other
+  // corpora or options sit beside it instead of replacing it.
+  static std::string cache_path(const std::string& dir, std::span<const std::string> documents,
+                                const TokenizerOptions& options);
   // The tokenizer cached at `cache_path` when its fingerprint matches (documents, options);
   // otherwise one trained now and saved there. A missing, stale or unreadable cache is replaced,
   // since it only holds derived data. `note`, when given, says which happened (for the run log).

@@ -40,7 +40,7 @@ TrainData load_text(const Recipe& r, const LoadOptions& opts) {
   std::string note;
   Tokenizer tok = [&] {
     if (opts.cache_dir.empty()) return Tokenizer::train(docs, to);
-    const std::string cache = opts.cache_dir + "/tokenizer-" + std::to_string(r.data.vocab_size) + ".txt";
+    const std::string cache = Tokenizer::cache_path(opts.cache_dir, docs, to);
     if (!opts.write_cache && !std::filesystem::exists(cache)) return Tokenizer::train(docs, to);
     if (opts.write_cache) std::filesystem::create_directories(opts.cache_dir);
     return Tokenizer::load_or_train(cache, docs, to, &note);

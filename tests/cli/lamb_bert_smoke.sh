@@ -19,7 +19,7 @@ cd "$tmp"
 grep -q "unigram baseline" "$tmp/log"
 grep -q "peak lr 0.02" "$tmp/log"
 grep -q "effective_lr" "$tmp/run/recipe.resolved.toml"
-[ -s "$tmp/cache/tokenizer-1000.txt" ] || { echo "tokenizer was not cached"; exit 1; }
+ls "$tmp"/cache/tokenizer-1000-????????????????.txt >/dev/null 2>&1 || { echo "tokenizer was not cached (keyed by its corpus)"; ls "$tmp/cache"; exit 1; }
 python3 - "$tmp/run" <<'PY'
 import json, math, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))

@@ -1,6 +1,8 @@
 #include "framework/data/tokenizer.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <unistd.h>
 
 #include <filesystem>
@@ -198,6 +200,20 @@ TEST_F(TokenizerFiles, CorruptFilesAreInputErrors) {
 
   write(good);
   EXPECT_NO_THROW(Tokenizer::load(path()));
+}
+
+// Caches of other corpora or options live beside each other: the file name carries the vocabulary
+// size and the fingerprint (today's runs/ held one tokenizer-4000.txt, replaced by every corpus).
+TEST(TokenizerCache, PathIsKeyedByCorpusAndOptions) {
+  const Docs docs = sample_corpus(20);
+  const TokenizerOptions opts{.vocab_size = 300};
+  const std::string p = Tokenizer::cache_path("runs", docs, opts);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Tokenizer::fingerprint(docs, opts)));
+  EXPECT_EQ(p, std::string("runs/tokenizer-300-") + hex + ".txt");
+  EXPECT_EQ(Tokenizer::cache_path("runs", docs, opts), p);
+  EXPECT_NE(Tokenizer::cache_path("runs", sample_corpus(21), opts), p);
+  EXPECT_NE(Tokenizer::cache_path("runs", docs, {.vocab_size = 301}), p);
 }
 
 TEST_F(TokenizerFiles, FingerprintDetectsStaleCaches) {
