@@ -804,11 +804,7 @@ void check_cross_fields(const Draft& d) {
     LC_INPUT_ERROR(locate(d, {"sync.intra", "network.groups"}),
                    ": sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups (the groups are the "
                    "network's), got network.groups = ", r.network.groups);
-  // The strategies the run uses (sync.strategy, or every phase's).
-  std::vector<SyncKind> used;
-  if (r.sync.phases.phases.empty()) used.push_back(r.sync.strategy);
-  for (const auto& p : r.sync.phases.phases) used.push_back(p.strategy);
-  const auto uses = [&](SyncKind k) { return std::find(used.begin(), used.end(), k) != used.end(); };
+  const auto uses = [&](SyncKind k) { return uses_strategy(r.sync, k); };
   const bool any_periodic = uses(SyncKind::local_sgd) || uses(SyncKind::diloco) ||
                             uses(SyncKind::streaming_diloco) || uses(SyncKind::sparseloco);
   if (r.sync.momentum > 0 && (any_periodic || uses(SyncKind::demo)))
@@ -873,6 +869,12 @@ void check_cross_fields(const Draft& d) {
 }
 
 }  // namespace
+
+bool uses_strategy(const SyncConfig& sync, SyncKind kind) {
+  if (sync.phases.phases.empty()) return sync.strategy == kind;
+  return std::any_of(sync.phases.phases.begin(), sync.phases.phases.end(),
+                     [&](const SyncPhase& p) { return p.strategy == kind; });
+}
 
 Recipe parse_recipe(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides) {

@@ -371,6 +371,9 @@ constexpr std::span<const char* const> names(NonfiniteKind) { return kNonfiniteN
 constexpr std::span<const char* const> names(FaultKind) { return kFaultNames; }
 constexpr std::span<const char* const> names(ComputeKind) { return kComputeNames; }
 
+// Whether the run uses `kind`: sync.strategy, or one of sync.phases when there are phases.
+bool uses_strategy(const SyncConfig& sync, SyncKind kind);
+
 // Reads and validates a recipe, then applies CLI overrides of the form "section.key=value"
 // (value in TOML syntax, bare strings allowed: "sync.strategy=allreduce", "model.hidden=[256,128]").
 // Throws InputError with a one-line message: "FILE:LINE:COL: KEY: expected WHAT, got GOT

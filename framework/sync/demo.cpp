@@ -27,11 +27,18 @@ void Demo::prepare(std::int64_t /*first_step*/) {
   offsets_.clear();
   block_bytes_ = 0;
   std::size_t largest = 0;
+  per_step_ = {};
+  per_step_.calls = 1;
+  per_step_.input_bytes = n * sizeof(float);
   for (const ParamView& v : store.views()) {
     dct_.prepare(v.numel);
     offsets_.push_back(block_bytes_);
     block_bytes_ += wire_.bytes(v.numel);
     largest = std::max(largest, v.numel);
+    const std::size_t scales = quantize_scale_bytes(wire_.codec, wire_.k, wire_.kept(v.numel));
+    per_step_.scale_bytes += scales;
+    per_step_.value_bytes += wire_.value_bytes(v.numel) - scales;
+    per_step_.index_bytes += wire_.index_bytes(v.numel);
   }
   scratch_.size_for(wire_, largest);
   gathered_.assign(static_cast<std::size_t>(comm().size()) * block_bytes_, 0);
@@ -74,16 +81,7 @@ void Demo::after_backward(std::int64_t /*step*/) {
     dct_.inverse(std::span<const float>(coef_).subspan(v.offset, v.numel), g.subspan(v.offset, v.numel));
   for (float& x : g) x = x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x;  // NaN stays: the guard sees it
 
-  ReducerStats s;
-  s.calls = 1;
-  s.input_bytes = g.size_bytes();
-  for (const ParamView& v : views) {
-    const std::size_t scales = quantize_scale_bytes(wire_.codec, wire_.k, wire_.kept(v.numel));
-    s.scale_bytes += scales;
-    s.value_bytes += wire_.value_bytes(v.numel) - scales;
-    s.index_bytes += wire_.index_bytes(v.numel);
-  }
-  stats_ += s;
+  stats_ += per_step_;
 }
 
 std::string Demo::describe() const {

@@ -52,6 +52,7 @@ class Demo final : public SyncStrategy {
   std::vector<float> momentum_, coef_, sent_, spatial_;
   std::vector<std::uint8_t> gathered_;
   ChunkTopKScratch scratch_;
+  ReducerStats per_step_;  // what every step encodes (fixed by the layout; prepare)
   ReducerStats stats_;
   double comm_s_ = 0;
 };

@@ -20,6 +20,12 @@ struct PeriodicAveraging::Fragment {
   std::int64_t in_flight = -1;  // the step whose sync awaits its merge (tau > 0), else -1
   std::int64_t outer_step = 0;  // the reducer's step of the sync being reduced
   double comm_s = 0;            // written by whichever thread reduces; read after the wait
+  // Waits for the queued reduction, if any (rethrows its failure).
+  void wait() {
+    if (!queued) return;
+    queued = false;
+    work.wait();
+  }
 };
 
 std::vector<std::size_t> fragment_bounds(const ParamStore& store, int fragments) {
@@ -80,9 +86,8 @@ PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reduc
 PeriodicAveraging::~PeriodicAveraging() {
   // A step that threw may have left reductions queued that write into the fragments.
   for (auto& f : fragments_) {
-    if (!f->queued) continue;
     try {
-      f->work.wait();
+      f->wait();
     } catch (...) {
     }
   }
@@ -109,7 +114,7 @@ bool PeriodicAveraging::launches(std::int64_t step, int fragment) const {
 
 bool PeriodicAveraging::averages_params(std::int64_t step) const {
   for (int f = 0; f < opts_.fragments; ++f)
-    if (step - opts_.overlap_steps >= opts_.warmup_steps && launches(step - opts_.overlap_steps, f)) return true;
+    if (launches(step - opts_.overlap_steps, f)) return true;
   return false;
 }
 
@@ -117,7 +122,7 @@ bool PeriodicAveraging::replicas_agree_after(std::int64_t step) const {
   if (reduces_gradients(step)) return true;
   if (opts_.mixing > 0) return false;
   for (int f = 0; f < opts_.fragments; ++f)
-    if (step - opts_.overlap_steps < opts_.warmup_steps || !launches(step - opts_.overlap_steps, f)) return false;
+    if (!launches(step - opts_.overlap_steps, f)) return false;
   return true;
 }
 
@@ -158,8 +163,8 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
   // A resumed run: a fragment launched in the tau steps before first_step is in flight; its
   // reduced pseudo-gradient comes from the checkpoint (state()), its merge is still to come.
   for (int fi = 0; fi < opts_.fragments; ++fi)
-    for (std::int64_t s = std::max(first_step - opts_.overlap_steps, opts_.warmup_steps); s < first_step; ++s)
-      if (opts_.overlap_steps > 0 && launches(s, fi)) fragments_[static_cast<std::size_t>(fi)]->in_flight = s;
+    for (std::int64_t s = first_step - opts_.overlap_steps; s < first_step; ++s)
+      if (launches(s, fi)) fragments_[static_cast<std::size_t>(fi)]->in_flight = s;
 }
 
 void PeriodicAveraging::after_backward(std::int64_t step) {
@@ -257,18 +262,11 @@ void PeriodicAveraging::drain() {
 }
 
 void PeriodicAveraging::wait_in_flight() {
-  for (auto& f : fragments_)
-    if (f->queued) {
-      f->work.wait();
-      f->queued = false;
-    }
+  for (auto& f : fragments_) f->wait();
 }
 
 void PeriodicAveraging::merge(Fragment& f, bool adopt) {
-  if (f.queued) {
-    f.work.wait();
-    f.queued = false;
-  }
+  f.wait();
   comm_s_ += f.comm_s;
   f.comm_s = 0;
   if (std::none_of(fragments_.begin(), fragments_.end(), [](const auto& g) { return g->queued; }))

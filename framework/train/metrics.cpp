@@ -91,19 +91,25 @@ std::vector<MetricsRecord> read_metrics(const std::string& path) {
   return out;
 }
 
-double peak_inter_rate(const std::vector<MetricsRecord>& records) {
-  double peak = kAbsent, t = kAbsent;
-  std::uint64_t bytes = 0;
-  for (const MetricsRecord& m : records) {
-    if (!m.bytes_inter || std::isnan(m.sim_time_s)) continue;
-    if (!std::isnan(t) && m.sim_time_s > t) {
-      const double rate = static_cast<double>(*m.bytes_inter - std::min(bytes, *m.bytes_inter)) / (m.sim_time_s - t);
-      if (std::isnan(peak) || rate > peak) peak = rate;
-    }
-    t = m.sim_time_s;
-    bytes = *m.bytes_inter;
+double peak_rate(std::span<const double> t, std::span<const std::uint64_t> bytes) {
+  double peak = kAbsent;
+  for (std::size_t k = 1; k < t.size() && k < bytes.size(); ++k) {
+    if (!(t[k] > t[k - 1])) continue;
+    const double rate = static_cast<double>(bytes[k] - std::min(bytes[k - 1], bytes[k])) / (t[k] - t[k - 1]);
+    if (std::isnan(peak) || rate > peak) peak = rate;
   }
   return peak;
+}
+
+double peak_inter_rate(const std::vector<MetricsRecord>& records) {
+  std::vector<double> t;
+  std::vector<std::uint64_t> bytes;
+  for (const MetricsRecord& m : records) {
+    if (!m.bytes_inter || std::isnan(m.sim_time_s)) continue;
+    t.push_back(m.sim_time_s);
+    bytes.push_back(*m.bytes_inter);
+  }
+  return peak_rate(t, bytes);
 }
 
 }  // namespace laconic

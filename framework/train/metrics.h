@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,11 @@ struct RunSummary {
     f("bytes_inter_start", s.bytes_inter_start, true);
   }
 };
+
+// The largest (bytes[k] - bytes[k-1]) / (t[k] - t[k-1]) over consecutive points with t rising
+// (bytes cumulative); NaN with fewer than two. The one computation of a peak link rate: from
+// records (below) and from the replay's step marks (framework/train/simulate.h).
+double peak_rate(std::span<const double> t, std::span<const std::uint64_t> bytes);
 
 // The largest (bytes_inter[k] - bytes_inter[k-1]) / (sim_time_s[k] - sim_time_s[k-1]) over
 // consecutive records: the steady state. The first record is only the base: its interval holds

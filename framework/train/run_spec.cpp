@@ -27,8 +27,7 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   const auto model = make_model(r, data);
   p.parameters = static_cast<std::int64_t>(model->params().size());
   p.model = model->describe();
-  bool streaming = r.sync.phases.phases.empty() && r.sync.strategy == SyncKind::streaming_diloco;
-  for (const SyncPhase& ph : r.sync.phases.phases) streaming = streaming || ph.strategy == SyncKind::streaming_diloco;
+  const bool streaming = uses_strategy(r.sync, SyncKind::streaming_diloco);
   const std::size_t tensors = model->params().views().size();
   if (streaming && static_cast<std::size_t>(r.sync.streaming_diloco.fragments) > tensors)
     LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.fragments: expected at most ", tensors,

@@ -141,18 +141,16 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
     s.time_s = s.time_at.back();
     s.exposed_s = s.exposed_at.back();
   }
-  const std::vector<std::uint64_t>& inter = s.inter_at;
-  std::size_t prev = s.steps.size();  // the last mark at a multiple of log_every
-  // The last mark is the run's end: its interval holds the drain of syncs launched in its last
-  // steps, without the inner steps they would have overlapped. Not a steady-state window.
-  for (std::size_t i = 0; i + 1 < s.steps.size(); ++i) {
-    if (s.steps[i] % r.train.log_every != 0) continue;
-    if (prev < s.steps.size() && s.time_at[i] > s.time_at[prev]) {
-      const double rate = static_cast<double>(inter[i] - inter[prev]) / (s.time_at[i] - s.time_at[prev]);
-      if (std::isnan(s.peak_inter_bytes_per_s) || rate > s.peak_inter_bytes_per_s) s.peak_inter_bytes_per_s = rate;
+  // Marks at multiples of log_every, without the last: the run's end, whose interval holds the
+  // drain of syncs launched in its last steps, without the inner steps they would have overlapped.
+  std::vector<double> window_t;
+  std::vector<std::uint64_t> window_bytes;
+  for (std::size_t i = 0; i + 1 < s.steps.size(); ++i)
+    if (s.steps[i] % r.train.log_every == 0) {
+      window_t.push_back(s.time_at[i]);
+      window_bytes.push_back(s.inter_at[i]);
     }
-    prev = i;
-  }
+  s.peak_inter_bytes_per_s = peak_rate(window_t, window_bytes);
   s.bytes_intra = s.replay.ranks[0].tiers[0].sent;
   s.bytes_inter = s.replay.ranks[0].tiers[1].sent;
   s.out_dir = opts.out_dir.empty() ? (fs::path(run_dir) / "simulated").string() : opts.out_dir;
