@@ -8,6 +8,7 @@
 //                   [--target-loss X] [--section.key=value ...]     (variants, one after another)
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
+//   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
 //
 // Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "collectives/netsim/plan.h"
 #include "collectives/netsim/topology.h"
 #include "framework/core/check.h"
+#include "framework/data/token_files.h"
 #include "framework/recipe/recipe.h"
 #include "report/compare.h"
 #include "framework/train/faults.h"
@@ -214,6 +216,26 @@ int run_simulate(const SimulateArgs& a) {
   return 0;
 }
 
+void add_tokenize_options(CLI::App& tok, laconic::TokenizeOptions& o) {
+  tok.add_option("--input", o.inputs, "text files or folders (a folder's files with --extensions)")->required();
+  tok.add_option("--vocab-size", o.vocab_size, "BPE vocabulary, special and byte tokens included (<= 65536)")->capture_default_str();
+  tok.add_option("--out", o.out_dir, "folder for train.bin, val.bin and tokenizer.txt")->required();
+  tok.add_option("--eval-fraction", o.eval_fraction, "share of documents held out to val.bin")->capture_default_str();
+  tok.add_option("--extensions", o.extensions, "the files read inside a folder (\"\" = no extension)")->delimiter(',')->capture_default_str();
+}
+
+int run_tokenize(const laconic::TokenizeOptions& o) {
+  const laconic::TokenizeReport r = laconic::tokenize_to_files(o);
+  std::cout << "tokenize: " << r.documents << " documents, vocabulary " << r.vocab << "\n"
+            << "tokenize: wrote " << r.train_file << " (" << r.train_tokens << " tokens)";
+  if (!r.val_file.empty()) std::cout << ", " << r.val_file << " (" << r.val_tokens << " tokens)";
+  std::cout << " and " << r.tokenizer_file << "\n"
+            << "tokenize: train on them with [data] name = \"tokens\", train_path = \"" << r.train_file << "\", "
+            << (r.val_file.empty() ? "" : "val_path = \"" + r.val_file + "\", ") << "vocab_size = " << r.vocab
+            << " and [model] name = \"gpt\"\n";
+  return 0;
+}
+
 int run(int argc, char** argv, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
@@ -241,11 +263,15 @@ int run(int argc, char** argv, bool& quiet_errors) {
   CLI::App* simulate = app.add_subcommand("simulate", "replay a finished run's event trace on a (other) network "
                                                       "with SimGrid, without retraining");
   add_simulate_options(*simulate, simulate_args);
+  laconic::TokenizeOptions tokenize_args;
+  CLI::App* tokenize = app.add_subcommand("tokenize", "train Laconic's BPE on text and write llm.c token files "
+                                                      "(train.bin, val.bin) with the tokenizer beside them");
+  add_tokenize_options(*tokenize, tokenize_args);
   std::vector<const char*> args{argv[0]};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(args.size()), args.data());
-    if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && recipe_path.empty())
+    if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && !tokenize->parsed() && recipe_path.empty())
       throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -255,6 +281,10 @@ int run(int argc, char** argv, bool& quiet_errors) {
   }
   if (plan->parsed()) return run_plan(plan_args);
   if (compare->parsed()) return run_compare(compare_args, overrides, argc, argv);
+  if (tokenize->parsed()) {
+    if (!overrides.empty()) LC_INPUT_ERROR("tokenize: --", overrides.front(), ": recipe overrides do not apply");
+    return run_tokenize(tokenize_args);
+  }
   if (simulate->parsed()) {
     if (!overrides.empty()) LC_INPUT_ERROR("simulate: --", overrides.front(), ": recipe overrides do not apply (use --network)");
     return run_simulate(simulate_args);

@@ -151,6 +151,10 @@ double unigram_entropy(const TokenDataset& d) {
     ++counts[static_cast<std::size_t>(id)];
     ++total;
   }
+  return count_entropy(counts, total);
+}
+
+double count_entropy(std::span<const std::int64_t> counts, std::int64_t total) {
   if (total == 0) return 0.0;
   double h = 0;
   for (const std::int64_t c : counts) {

@@ -78,5 +78,7 @@ std::uint64_t mlm_eval_key(std::uint64_t seed, std::int64_t batch_index);
 // Entropy in nats of the distribution of ordinary tokens in d: the MLM loss of the best model
 // that ignores context (it can only predict unigram frequencies), printed as a baseline.
 double unigram_entropy(const TokenDataset& d);
+// -sum p log p (nats) of the distribution counts / total (0 for total 0).
+double count_entropy(std::span<const std::int64_t> counts, std::int64_t total);
 
 }  // namespace laconic

@@ -76,18 +76,45 @@ void split_documents(std::string_view text, std::vector<std::string>& out) {
   flush();
 }
 
-// Regular, non-symlink files under dir, in sorted path order.
-std::vector<fs::path> text_files_under(const fs::path& dir) {
-  std::vector<fs::path> files;
+bool has_extension(const fs::path& file, const std::vector<std::string>& extensions) {
+  const std::string ext = file.extension().string();  // "" for "fortunes", ".txt" for "a.txt"
+  return std::find(extensions.begin(), extensions.end(), ext) != extensions.end();
+}
+
+// Regular, non-symlink files under dir with one of the extensions, in sorted path order; hidden
+// entries, run directories and the excluded folders are not entered.
+std::vector<fs::path> text_files_under(const fs::path& dir, const TextCorpusOptions& options) {
+  std::vector<fs::path> excluded;
   std::error_code ec;
+  for (const std::string& e : options.exclude) {
+    const fs::path p = fs::weakly_canonical(e, ec);
+    if (!ec) excluded.push_back(p);
+  }
+  std::vector<fs::path> files;
   // Directory symlinks are not followed (the iterator's default), so a link cannot loop.
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
-    files.push_back(it->path());
+  fs::recursive_directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    const bool hidden = p.filename().string().starts_with('.');
+    if (it->is_directory(ec) && !it->is_symlink(ec)) {
+      const fs::path canonical = fs::weakly_canonical(p, ec);
+      const bool skip = hidden || fs::exists(p / "recipe.resolved.toml", ec) ||
+                        std::find(excluded.begin(), excluded.end(), canonical) != excluded.end();
+      if (skip) it.disable_recursion_pending();
+      continue;
+    }
+    if (hidden || it->is_symlink(ec) || !it->is_regular_file(ec) || !has_extension(p, options.extensions)) continue;
+    files.push_back(p);
   }
   if (ec) LC_INPUT_ERROR(dir.string(), ": cannot list folder: ", ec.message());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+std::string extension_list(const std::vector<std::string>& extensions) {
+  std::string out;
+  for (const std::string& e : extensions) out += (out.empty() ? "" : ", ") + (e.empty() ? std::string("none") : e);
+  return out;
 }
 
 }  // namespace
@@ -118,7 +145,7 @@ std::string normalize_whitespace(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> load_text_corpus(const std::string& path) {
+std::vector<std::string> load_text_corpus(const std::string& path, const TextCorpusOptions& options) {
   const fs::path root(path);
   std::error_code ec;
   const fs::file_status status = fs::status(root, ec);
@@ -126,11 +153,14 @@ std::vector<std::string> load_text_corpus(const std::string& path) {
 
   std::vector<std::string> docs;
   if (fs::is_directory(status)) {
-    for (const fs::path& file : text_files_under(root)) {
+    for (const fs::path& file : text_files_under(root, options)) {
       const std::string bytes = read_file(file);
       if (!is_binary(bytes)) split_documents(bytes, docs);
     }
-    if (docs.empty()) LC_INPUT_ERROR(path, ": no text documents in this folder (binary files and symlinks are skipped); ", kInstallHint);
+    if (docs.empty())
+      LC_INPUT_ERROR(path, ": no text documents in files with extension ", extension_list(options.extensions),
+                     " in this folder (data.extensions; \"\" = none, as fortune databases; binary files, symlinks, "
+                     "hidden and run folders are skipped)");
   } else {
     const std::string bytes = read_file(root);
     if (is_binary(bytes)) LC_INPUT_ERROR(path, ": not a text file (it holds NUL bytes)");

@@ -15,15 +15,25 @@ namespace laconic {
 
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
+struct TextCorpusOptions {
+  // Inside a folder, the files read: those whose name ends with one of these ("" = files without
+  // an extension, which is how fortune databases are named). Files given directly are always read.
+  std::vector<std::string> extensions = {".txt"};
+  // Folders never entered (a run's output folder, the tokenizer cache), besides the ones always
+  // skipped: hidden ones (".git") and run directories (holding recipe.resolved.toml).
+  std::vector<std::string> exclude;
+};
+
 // Documents of `path`, a text file or a folder searched recursively (files in sorted path order,
 // so the corpus and everything derived from it are the same on every machine). Inside a folder,
-// symlinks (fortune's NAME.u8 aliases) and binary files (holding a NUL byte, e.g. NAME.dat) are
+// only files with one of options.extensions are read, and symlinks (fortune's NAME.u8 aliases),
+// binary files (holding a NUL byte), hidden entries, run directories and options.exclude are
 // skipped. A file that has a line consisting of "%" is a fortune database: each %-separated
 // entry is one document; any other file is split into paragraphs at blank lines. Each document
 // is normalised by normalize_whitespace and empty ones are dropped.
 // Throws InputError (one line naming the path): no such path (with the install hint), a path
 // given directly that is not text, an unreadable file, or no document at all.
-std::vector<std::string> load_text_corpus(const std::string& path);
+std::vector<std::string> load_text_corpus(const std::string& path, const TextCorpusOptions& options = {});
 
 // Collapses every run of whitespace to one space and trims both ends. Terminal overstrikes
 // (X BACKSPACE Y, how old fortunes spell bold and underline) keep only Y, as `col -b` would; other

@@ -1,7 +1,6 @@
 #include "framework/models/bert.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <span>
 #include <sstream>
 
@@ -259,17 +258,9 @@ double Bert::flops_per_example() const {
 }
 
 std::string Bert::describe() const {
-  const double n = static_cast<double>(params_.size());
-  char count[32];
-  if (n >= 1e6)
-    std::snprintf(count, sizeof count, "%.1fM", n / 1e6);
-  else if (n >= 1e3)
-    std::snprintf(count, sizeof count, "%.1fk", n / 1e3);
-  else
-    std::snprintf(count, sizeof count, "%zu", params_.size());
   std::ostringstream os;
   os << "bert L" << opts_.layers << " d" << opts_.dim << " h" << opts_.heads << " ffn" << opts_.ffn
-     << " vocab " << opts_.vocab << " seq " << opts_.seq_len << " (" << count << " params)";
+     << " vocab " << opts_.vocab << " seq " << opts_.seq_len << " (" << param_count_text(params_.size()) << " params)";
   return os.str();
 }
 

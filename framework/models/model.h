@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,19 @@ class GradsReadyListener {
   virtual ~GradsReadyListener() = default;
   virtual void grads_ready(std::size_t from) = 0;
 };
+
+// A parameter count for describe(): "940", "12.3k", "1.2M".
+inline std::string param_count_text(std::size_t count) {
+  const double n = static_cast<double>(count);
+  char text[32];
+  if (n >= 1e6)
+    std::snprintf(text, sizeof text, "%.1fM", n / 1e6);
+  else if (n >= 1e3)
+    std::snprintf(text, sizeof text, "%.1fk", n / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%zu", count);
+  return text;
+}
 
 class Model {
  public:

@@ -62,7 +62,12 @@ const float* MultiHeadSelfAttention::forward(const float* x, int batch, int seq,
   // S[T, T] = Q[T, D] K[T, D]^T / sqrt(D), for each (b, h)
   float* p = grow(probs_, dev, n_probs);
   k.gemm_strided_batched(p, q, kh, seq, seq, d, false, true, scale_, 0.0f, bh, tt, td, td);
-  k.softmax_rows_forward(p, p, bh * seq, seq);
+  // Causal: the masked probabilities are exact zeros, so the backward below (softmax's, through
+  // the saved P) gives their scores a zero gradient with no mask of its own.
+  if (opts_.causal)
+    k.softmax_causal_forward(p, p, bh * seq, seq);
+  else
+    k.softmax_rows_forward(p, p, bh * seq, seq);
   dropped_ = drop_.forward(p, static_cast<int>(n_probs), step);
 
   // C[T, D] = Drop(P)[T, T] V[T, D]

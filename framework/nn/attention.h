@@ -1,9 +1,10 @@
 // Multi-head self-attention (Vaswani et al. 2017, "Attention is all you need", section 3.2),
-// bidirectional (no causal mask) and without a padding mask: sequences are packed full.
+// bidirectional (BERT) or causal (GPT: query t attends to keys 0..t only), without a padding
+// mask: sequences are packed full.
 //
 //   [Q | K | V] = x Wqkv^T + bqkv                 x: [B*T, dim] -> [B*T, 3*dim] (one fused GEMM)
 //   per (b, h):  S = Q_bh K_bh^T / sqrt(D)        Q_bh, K_bh, V_bh: [T, D], D = dim / heads
-//                P = softmax_rows(S)              [T, T]
+//                P = softmax_rows(S)              [T, T]  (causal: P[t, u] = 0 for u > t)
 //                C_bh = Drop(P) V_bh              [T, D]  (dropout on the probabilities, as BERT)
 //   y = C Wo^T + bo                               C: heads merged back to [B*T, dim]
 //
@@ -28,6 +29,7 @@ struct MultiHeadSelfAttentionOptions {
   int heads = 1;               // must divide dim
   float dropout = 0.0f;        // on the attention probabilities, in [0, 1)
   std::uint64_t layer_id = 0;  // the probability dropout's mask key (as nn::Dropout's layer_id)
+  bool causal = false;         // mask the scores of later positions (decoder self-attention)
 };
 
 class MultiHeadSelfAttention {

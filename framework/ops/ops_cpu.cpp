@@ -370,15 +370,29 @@ void merge_heads(float* out, const float* in, int batch, int seq, int heads, int
                        [&](std::size_t ho, std::size_t ro) { std::memcpy(out + ro, in + ho, bytes); });
 }
 
-void softmax_rows_forward(float* y, const float* x, int rows, int cols) {
+namespace {
+// Row r softmaxed over its first width(r) columns; the rest are set to 0.
+template <typename Width>
+void softmax_rows_prefix(float* y, const float* x, int rows, int cols, Width width) {
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<std::size_t>(r) * cols;
     float* yr = y + static_cast<std::size_t>(r) * cols;
-    const float mx = vec::row_max(xr, cols);  // exp(x - max) <= 1: no overflow
-    for (int c = 0; c < cols; ++c) yr[c] = vec::exp_nonpositive(xr[c] - mx);
-    const float inv = 1.0f / vec::row_sum(yr, cols);
-    for (int c = 0; c < cols; ++c) yr[c] *= inv;
+    const int w = width(r);
+    const float mx = vec::row_max(xr, w);  // exp(x - max) <= 1: no overflow
+    for (int c = 0; c < w; ++c) yr[c] = vec::exp_nonpositive(xr[c] - mx);
+    const float inv = 1.0f / vec::row_sum(yr, w);
+    for (int c = 0; c < w; ++c) yr[c] *= inv;
+    std::fill(yr + w, yr + cols, 0.0f);
   }
+}
+}  // namespace
+
+void softmax_rows_forward(float* y, const float* x, int rows, int cols) {
+  softmax_rows_prefix(y, x, rows, cols, [cols](int) { return cols; });
+}
+
+void softmax_causal_forward(float* y, const float* x, int rows, int cols) {
+  softmax_rows_prefix(y, x, rows, cols, [cols](int r) { return r % cols + 1; });
 }
 
 void softmax_rows_backward(float* dx, const float* dy, const float* y, int rows, int cols) {

@@ -3,6 +3,7 @@
 // picks a Codec that knows how to read, check, print and describe that kind of value, so adding a
 // key is one line in schema() and nothing else.
 #include "framework/recipe/recipe.h"
+#include "framework/data/tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -242,6 +243,23 @@ struct Codec<std::vector<int>> {
   static std::string write(const std::vector<int>& v) {
     return "[" + join(v, ", ", Codec<int>::write) + "]";
   }
+};
+
+template <>
+struct Codec<std::vector<std::string>> {
+  static std::string expected(const Bound&) { return "a non-empty array of strings"; }
+  static std::optional<std::vector<std::string>> read(const toml::node& node, const Bound&) {
+    const auto* a = node.as_array();
+    if (!a || a->empty()) return std::nullopt;
+    std::vector<std::string> out;
+    for (const auto& item : *a) {
+      const auto* s = item.as_string();
+      if (!s) return std::nullopt;
+      out.push_back(s->get());
+    }
+    return out;
+  }
+  static std::string write(const std::vector<std::string>& v) { return "[" + join(v, ", ", quote) + "]"; }
 };
 
 template <>
@@ -485,9 +503,13 @@ const std::vector<Field>& schema() {
         .add<&DataConfig::name>("name")
         .add<&DataConfig::path>("path")
         .add<&DataConfig::seq_len>("seq_len", closed(2, 4096))
-        .add<&DataConfig::vocab_size>("vocab_size", closed(261, 1 << 20))
+        .add<&DataConfig::vocab_size>("vocab_size", closed(1, 1 << 20))
         .add<&DataConfig::eval_fraction>("eval_fraction", half_open(0, 1))
-        .add<&DataConfig::mask_prob>("mask_prob", Bound{.lo = 0, .hi = 1, .lo_open = true, .hi_open = true});
+        .add<&DataConfig::mask_prob>("mask_prob", Bound{.lo = 0, .hi = 1, .lo_open = true, .hi_open = true})
+        .add<&DataConfig::extensions>("extensions")
+        .add<&DataConfig::train_path>("train_path")
+        .add<&DataConfig::val_path>("val_path")
+        .add<&DataConfig::token_format>("token_format");
     SectionBuilder<&Recipe::train>{"train", f}
         .add<&TrainConfig::steps>("steps", at_least(0))
         .add<&TrainConfig::epochs>("epochs", at_least(0))
@@ -784,13 +806,24 @@ void check_cross_fields(const Draft& d) {
                    ": optimizer.nesterov: expected optimizer.momentum > 0 with nesterov = true, got "
                    "optimizer.momentum = ",
                    format_float(r.optimizer.momentum));
-  if (r.model.name == ModelKind::bert && r.model.dim % r.model.heads != 0)
+  if (r.model.name != ModelKind::mlp && r.model.dim % r.model.heads != 0)
     LC_INPUT_ERROR(locate(d, {"model.heads", "model.dim"}), ": model.heads: expected a divisor of model.dim = ",
                    r.model.dim, ", got ", r.model.heads);
-  if ((r.model.name == ModelKind::bert) != (r.data.name == DataKind::text))
+  const bool data_fits = r.data.name == DataKind::fashion_mnist ? r.model.name == ModelKind::mlp
+                         : r.data.name == DataKind::text        ? r.model.name != ModelKind::mlp
+                                                                : r.model.name == ModelKind::gpt;
+  if (!data_fits)
     LC_INPUT_ERROR(locate(d, {"model.name", "data.name"}), ": model.name: expected ",
-                   r.data.name == DataKind::text ? "\"bert\" for data.name = \"text\"" : "\"mlp\" for data.name = \"fashion_mnist\"",
+                   r.data.name == DataKind::text     ? "\"bert\" or \"gpt\" for data.name = \"text\""
+                   : r.data.name == DataKind::tokens ? "\"gpt\" for data.name = \"tokens\""
+                                                     : "\"mlp\" for data.name = \"fashion_mnist\"",
                    ", got \"", name_of(r.model.name), "\"");
+  if (r.data.name == DataKind::text && r.data.vocab_size < kFirstMergeToken)
+    LC_INPUT_ERROR(locate(d, {"data.vocab_size", "data.name"}), ": data.vocab_size: expected at least ", kFirstMergeToken,
+                   " for data.name = \"text\" (the BPE's special and byte tokens), got ", r.data.vocab_size);
+  if (r.data.name == DataKind::tokens && r.data.train_path.path.empty())
+    LC_INPUT_ERROR(locate(d, {"data.train_path", "data.name"}),
+                   ": data.train_path: expected a file or glob pattern of token files for data.name = \"tokens\", got none");
   if (r.optimizer.trust_max > 0 && r.optimizer.trust_max < r.optimizer.trust_min)
     LC_INPUT_ERROR(locate(d, {"optimizer.trust_max", "optimizer.trust_min"}),
                    ": optimizer.trust_max: expected 0 (no clamp) or >= optimizer.trust_min = ",

@@ -19,13 +19,14 @@
 #include "compression/quantize.h"
 #include "compression/topk.h"
 #include "framework/sync/periodic.h"
+#include "framework/data/token_files.h"
 #include "framework/models/mlp.h"
 #include "optimizers/schedule.h"
 
 namespace laconic {
 
-enum class ModelKind { mlp, bert };
-enum class DataKind { fashion_mnist, text };
+enum class ModelKind { mlp, bert, gpt };
+enum class DataKind { fashion_mnist, text, tokens };
 enum class OptimizerKind { sgd, adamw, lars, lamb };
 enum class BackendKind { auto_, threads, mpi };
 enum class ComputeKind { measured, modeled };
@@ -83,7 +84,7 @@ struct ModelConfig {
   MlpActivation activation = MlpActivation::relu;
   float dropout = 0.0f;                   // mlp: after each hidden activation; bert: everywhere
   bool layernorm = false;                 // mlp: layernorm after each hidden linear
-  // bert: encoder width, blocks, attention heads, feed-forward width
+  // bert, gpt: width, blocks, attention heads, feed-forward width
   int dim = 128;
   int layers = 2;
   int heads = 4;
@@ -95,11 +96,18 @@ struct ModelConfig {
 struct DataConfig {
   DataKind name = DataKind::fashion_mnist;
   std::string path = "default";  // "default": the dataset's Debian location (fashion-mnist, fortunes)
-  // text (masked language modelling):
-  int seq_len = 128;             // tokens per sequence, [CLS] included
-  int vocab_size = 4000;         // subword vocabulary (special and byte tokens included)
-  double eval_fraction = 0.05;   // documents held out for evaluation
-  double mask_prob = 0.15;       // positions predicted (80% [MASK], 10% random, 10% kept)
+  // text (bert: masked language modelling; gpt: next-token prediction) and tokens (gpt):
+  int seq_len = 128;             // tokens per sequence ([CLS] included for bert; the context for gpt)
+  int vocab_size = 4000;         // text: the BPE vocabulary to learn; tokens: the files' vocabulary
+  double eval_fraction = 0.05;   // text: documents held out for evaluation
+  double mask_prob = 0.15;       // bert: positions predicted (80% [MASK], 10% random, 10% kept)
+  // text: the files read inside a folder ("" = no extension; data.path = "default", the fortune
+  // databases, always reads those). Hidden folders, run directories and run.out_dir are skipped.
+  std::vector<std::string> extensions = {".txt"};
+  // tokens: pre-tokenized files, glob patterns (framework/data/token_files.h); val_path "" = no evaluation
+  FilePath train_path;
+  FilePath val_path;
+  TokenFormat token_format = TokenFormat::llmc;  // llm.c's header, or "u16": headerless uint16 (nanoGPT)
 
   bool operator==(const DataConfig&) const = default;
 };
@@ -344,8 +352,8 @@ struct Recipe {
 
 // The recipe's own enums' spellings (framework/core/enum_names.h), indexed by value.
 
-inline constexpr std::array kModelNames{"mlp", "bert"};
-inline constexpr std::array kDataNames{"fashion_mnist", "text"};
+inline constexpr std::array kModelNames{"mlp", "bert", "gpt"};
+inline constexpr std::array kDataNames{"fashion_mnist", "text", "tokens"};
 inline constexpr std::array kOptimizerNames{"sgd", "adamw", "lars", "lamb"};
 inline constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 inline constexpr std::array kDeviceNames{"cpu", "cuda"};

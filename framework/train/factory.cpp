@@ -16,6 +16,9 @@
 #include "framework/data/text_corpus.h"
 #include "framework/data/tokenizer.h"
 #include "framework/models/bert.h"
+#include "framework/models/gpt.h"
+#include "framework/data/lm.h"
+#include "framework/data/token_files.h"
 #include "framework/models/mlp.h"
 #include "optimizers/adamw.h"
 #include "optimizers/lamb.h"
@@ -25,8 +28,6 @@
 namespace laconic {
 namespace {
 
-constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
-
 std::string data_path(const Recipe& r) {
   if (r.data.path != "default") return r.data.path;
   return r.data.name == DataKind::text ? kFortunesDir : kFashionMnistDir;
@@ -34,7 +35,12 @@ std::string data_path(const Recipe& r) {
 
 TrainData load_text(const Recipe& r, const LoadOptions& opts) {
   const std::string path = data_path(r);
-  const std::vector<std::string> docs = load_text_corpus(path);
+  TextCorpusOptions co;
+  // The fortune databases are files without an extension; a folder of the user's, data.extensions.
+  co.extensions = r.data.path == "default" ? std::vector<std::string>{""} : r.data.extensions;
+  co.exclude = {r.run.out_dir};
+  if (!opts.cache_dir.empty()) co.exclude.push_back(opts.cache_dir);
+  const std::vector<std::string> docs = load_text_corpus(path, co);
   TokenizerOptions to;
   to.vocab_size = r.data.vocab_size;
   std::string note;
@@ -45,23 +51,60 @@ TrainData load_text(const Recipe& r, const LoadOptions& opts) {
     if (opts.write_cache) std::filesystem::create_directories(opts.cache_dir);
     return Tokenizer::load_or_train(cache, docs, to, &note);
   }();
+  if (opts.note) *opts.note = note;
+  TrainData d;
+  const std::string noted = note.empty() ? "" : " (" + note + ")";
+  if (r.model.name == ModelKind::gpt) {
+    LmSplits splits = build_lm_streams(docs, tok, r.data.eval_fraction);
+    const std::int64_t train_windows = splits.train.windows(r.data.seq_len);
+    const std::int64_t eval_windows = splits.eval.windows(r.data.seq_len);
+    if (train_windows == 0 || (r.data.eval_fraction > 0 && eval_windows == 0))
+      LC_INPUT_ERROR(path, ": the text corpus (", docs.size(), " documents) is too small: ", train_windows, " train / ",
+                     eval_windows, " eval windows of data.seq_len = ", r.data.seq_len, " tokens");
+    d.describe = detail::concat("text ", path, ": ", docs.size(), " documents, ", splits.train.tokens.size(), " train / ",
+                                splits.eval.tokens.size(), " eval tokens (", train_windows, " / ", eval_windows,
+                                " windows of ", r.data.seq_len, "), vocabulary ", tok.vocab_size(), noted);
+    TrainData lm = token_data(std::move(splits.train), std::move(splits.eval), r.data.seq_len);
+    lm.describe = std::move(d.describe);
+    return lm;
+  }
   TextDatasetOptions dopts;
   dopts.seq_len = r.data.seq_len;
   dopts.eval_fraction = r.data.eval_fraction;
   TextSplits splits = build_text_datasets(docs, tok, dopts);
   MlmOptions mopts;
   mopts.mask_prob = r.data.mask_prob;
-  TrainData d;
   d.vocab = tok.vocab_size();
   d.seq_len = r.data.seq_len;
   d.baseline_loss = unigram_entropy(splits.eval.size() > 0 ? splits.eval : splits.train);
   d.describe = detail::concat("text ", path, ": ", docs.size(), " documents, ", splits.train.size(),
                               " train / ", splits.eval.size(), " eval sequences of ", r.data.seq_len,
-                              " tokens, vocabulary ", d.vocab, note.empty() ? "" : " (" + note + ")");
+                              " tokens, vocabulary ", d.vocab, noted);
   auto train = std::make_shared<TokenDataset>(std::move(splits.train));
   d.train = std::make_shared<MlmSource>(train, mopts);
   if (splits.eval.size() > 0) d.eval = std::make_shared<MlmSource>(std::make_shared<TokenDataset>(std::move(splits.eval)), mopts);
-  if (opts.note) *opts.note = note;
+  return d;
+}
+
+// Pre-tokenized files (llm.c's .bin): the recipe's vocabulary is the files'.
+TrainData load_tokens(const Recipe& r) {
+  const int T = r.data.seq_len;
+  TokenStream train = read_token_files(r.data.train_path.path, r.data.token_format, r.data.vocab_size, "data.train_path");
+  TokenStream eval;
+  eval.vocab = r.data.vocab_size;
+  if (!r.data.val_path.path.empty())
+    eval = read_token_files(r.data.val_path.path, r.data.token_format, r.data.vocab_size, "data.val_path");
+  if (train.windows(T) == 0)
+    LC_INPUT_ERROR(r.data.train_path.path, ": data.train_path: ", train.tokens.size(),
+                   " tokens, too few for one window of data.seq_len = ", T, " tokens");
+  if (!r.data.val_path.path.empty() && eval.windows(T) == 0)
+    LC_INPUT_ERROR(r.data.val_path.path, ": data.val_path: ", eval.tokens.size(),
+                   " tokens, too few for one window of data.seq_len = ", T, " tokens");
+  const std::string describe = detail::concat("tokens ", r.data.train_path.path, ": ", train.tokens.size(), " train / ",
+                              eval.tokens.size(), " eval tokens (", train.windows(T), " / ", eval.windows(T),
+                              " windows of ", T, "), vocabulary ", r.data.vocab_size);
+  TrainData d = token_data(std::move(train), std::move(eval), T);
+  d.describe = describe;
   return d;
 }
 
@@ -77,6 +120,18 @@ TrainData image_data(std::shared_ptr<const ImageDataset> train, std::shared_ptr<
   return d;
 }
 
+TrainData token_data(TokenStream train, TokenStream eval, int seq_len) {
+  TrainData d;
+  d.vocab = train.vocab;
+  d.seq_len = seq_len;
+  const bool evaluated = eval.windows(seq_len) > 0;
+  d.baseline_loss = unigram_entropy(evaluated ? eval : train, seq_len);
+  d.describe = detail::concat("tokens: ", train.tokens.size(), " train / ", eval.tokens.size(), " eval");
+  d.train = std::make_shared<LmSource>(std::make_shared<TokenStream>(std::move(train)), seq_len);
+  if (evaluated) d.eval = std::make_shared<LmSource>(std::make_shared<TokenStream>(std::move(eval)), seq_len);
+  return d;
+}
+
 TrainData load_data(const Recipe& r, const LoadOptions& opts) {
   switch (r.data.name) {
     case DataKind::fashion_mnist: {
@@ -88,6 +143,8 @@ TrainData load_data(const Recipe& r, const LoadOptions& opts) {
     }
     case DataKind::text:
       return load_text(r, opts);
+    case DataKind::tokens:
+      return load_tokens(r);
   }
   LC_CHECK(false, "unknown data kind");
 }
@@ -116,6 +173,18 @@ std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) {
       o.ffn = r.model.ffn;
       o.dropout = r.model.dropout;
       return std::make_unique<Bert>(o);
+    }
+    case ModelKind::gpt: {
+      LC_CHECK(data.vocab > 0, "the GPT needs token data");
+      GptOptions o;
+      o.vocab = data.vocab;
+      o.seq_len = data.seq_len;
+      o.dim = r.model.dim;
+      o.layers = r.model.layers;
+      o.heads = r.model.heads;
+      o.ffn = r.model.ffn;
+      o.dropout = r.model.dropout;
+      return std::make_unique<Gpt>(o);
     }
   }
   LC_CHECK(false, "unknown model kind");

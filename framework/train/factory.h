@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "framework/data/lm.h"
 #include "framework/data/source.h"
 #include "framework/models/model.h"
 #include "framework/recipe/recipe.h"
@@ -28,6 +29,9 @@ struct TrainData {
 
 // Image data from datasets in memory (tests, synthetic data).
 TrainData image_data(std::shared_ptr<const ImageDataset> train, std::shared_ptr<const ImageDataset> test);
+// Next-token data (the GPT's) from streams in memory: windows of seq_len, the unigram baseline
+// of the eval stream (of train when eval has no window, and then no evaluation).
+TrainData token_data(TokenStream train, TokenStream eval, int seq_len);
 
 struct LoadOptions {
   std::string cache_dir;     // where the trained tokenizer is cached ("" = do not cache)

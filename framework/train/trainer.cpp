@@ -480,7 +480,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                 << " at lr " << recipe.optimizer.lr << "), warmup " << plan.warmup_steps << " steps, "
                 << name_of(recipe.schedule.decay) << " decay" << std::endl;
       if (!std::isnan(data.baseline_loss))
-        *opts.log << "laconic: unigram baseline (context-free) MLM loss " << std::fixed << std::setprecision(3)
+        *opts.log << "laconic: unigram baseline (context-free) "
+                  << (recipe.model.name == ModelKind::gpt ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)
                   << data.baseline_loss << " nats" << std::endl;
       if (recipe.network.groups > 0)
         *opts.log << "laconic: simulating " << recipe.network.groups << " groups, "

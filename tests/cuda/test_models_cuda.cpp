@@ -20,6 +20,7 @@
 #include "framework/core/device.h"
 #include "framework/core/rng.h"
 #include "framework/models/bert.h"
+#include "framework/models/gpt.h"
 #include "framework/models/mlp.h"
 #include "framework/ops/dispatch.h"
 
@@ -175,6 +176,29 @@ TEST(CudaModels, BertMatchesCpu) {
   Bert cpu(o), gpu(o);
   // The tied token embedding sums through atomics on the GPU: in another order, still rounding.
   check_model("bert", cpu, gpu, bert_batch(6, o.seq_len, o.vocab, 3), 4, 1e-3);
+}
+
+// Next-token batches: every target scored but every ninth (-1).
+Batch gpt_batch(int size, int seq, int vocab, std::uint64_t seed) {
+  Batch b = bert_batch(size, seq, vocab, seed);
+  const std::uint64_t key = rng::key({seed, rng::kTest, 1});
+  for (int i = 0; i < size * seq; ++i)
+    b.targets[i] = i % 9 == 4 ? -1 : static_cast<std::int32_t>(rng::below(key, i, vocab));
+  return b;
+}
+
+TEST(CudaModels, GptMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  GptOptions o;
+  o.vocab = 500;
+  o.seq_len = 32;
+  o.dim = 64;
+  o.layers = 2;
+  o.heads = 4;
+  o.ffn = 256;
+  o.dropout = 0.1f;
+  Gpt cpu(o), gpu(o);
+  check_model("gpt", cpu, gpu, gpt_batch(6, o.seq_len, o.vocab, 3), 4, 1e-3);
 }
 
 TEST(CudaModels, BertShorterSequencesAndSmallerBatchAfterLarger) {

@@ -477,6 +477,12 @@ TEST(CudaOps, SoftmaxRowsMatchesCpu) {
       gpu::softmax_rows_backward(d_dx.data(), d_dx.data(), d_y.data(), rows, cols);
       cpu::softmax_rows_backward(dx.data(), dy.data(), y.data(), rows, cols);
       expect_close("softmax_rows_backward (in place)" + tag, d_dx.download(), dx, 1e-5);
+      // Causal rows (query t = r % cols keeps columns <= t), in place too; the masked entries
+      // are exact zeros on both.
+      d_y.upload(std::span<const float>(x));
+      gpu::softmax_causal_forward(d_y.data(), d_y.data(), rows, cols);
+      cpu::softmax_causal_forward(y.data(), x.data(), rows, cols);
+      expect_close("softmax_causal_forward (in place)" + tag, d_y.download(), y, 1e-5);
     }
 }
 

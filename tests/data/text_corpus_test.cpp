@@ -77,7 +77,28 @@ TEST_F(TextCorpusFiles, FolderIsReadRecursivelyInSortedOrderSkippingLinksAndBina
   write("a/c", "a-c\n\na-c second\n");
   write("b.dat", std::string("\0\0\0\2binary index", 17));
   fs::create_symlink(dir_ / "b", dir_ / "b.u8");  // fortune's alias: must not double the entries
-  EXPECT_EQ(load_text_corpus(dir_.string()), (Docs{"a-c", "a-c second", "a-z", "b1", "b2"}));
+  const TextCorpusOptions fortunes{{""}, {}};          // fortune databases have no extension
+  EXPECT_EQ(load_text_corpus(dir_.string(), fortunes), (Docs{"a-c", "a-c second", "a-z", "b1", "b2"}));
+}
+
+TEST_F(TextCorpusFiles, FolderReadsDeclaredExtensionsOnlyAndNeverRunOutputs) {
+  write("book.txt", "chapter one\n");
+  write("notes.md", "markdown\n");
+  write("data.csv", "a,b\n");
+  write("sub/more.txt", "chapter two\n");
+  write(".git/HEAD.txt", "hidden\n");
+  // A run directory inside the corpus folder (its log and tokenizer are .txt), and the run's
+  // output folder named by the recipe.
+  write("runs/r1/recipe.resolved.toml", "[run]\n");
+  write("runs/r1/log.txt", "a run's log\n");
+  write("out/tokenizer-4000-0123456789abcdef.txt", "#laconic-bpe\n");
+  TextCorpusOptions o;
+  o.exclude = {(dir_ / "out").string()};
+  EXPECT_EQ(load_text_corpus(dir_.string(), o), (Docs{"chapter one", "chapter two"}));
+  o.extensions = {".txt", ".md"};
+  EXPECT_EQ(load_text_corpus(dir_.string(), o), (Docs{"chapter one", "markdown", "chapter two"}));
+  // A file given directly is read whatever its name.
+  EXPECT_EQ(load_text_corpus((dir_ / "data.csv").string(), o), (Docs{"a,b"}));
 }
 
 TEST(TextNormalize, WhitespaceOverstrikeAndControls) {
@@ -94,9 +115,11 @@ TEST_F(TextCorpusFiles, MissingPathNamesItAndTheInstallHint) {
 }
 
 TEST_F(TextCorpusFiles, EmptyCorpusIsAnError) {
-  expect_error(dir_, "no text documents");  // empty folder
-  write("only.dat", std::string("\0\1", 2));
+  expect_error(dir_, "no text documents in files with extension .txt");  // empty folder
+  write("only.txt", std::string("\0\1", 2));
   expect_error(dir_, "no text documents");  // only binaries
+  write("fortunes", "a fortune\n%\n");
+  expect_error(dir_, "(data.extensions; \"\" = none, as fortune databases");  // not a .txt
   expect_error(write("blank", " \n\n%\n\t\n"), "no text documents");
 }
 

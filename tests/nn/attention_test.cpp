@@ -21,9 +21,9 @@ using laconic::testing::randomize_params;
 
 constexpr int kB = 2, kT = 5, kDim = 8, kHeads = 2;
 
-void check_attention_gradients(float dropout, const ForwardOptions& step) {
+void check_attention_gradients(float dropout, const ForwardOptions& step, bool causal = false) {
   ParamStore store;
-  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, dropout, 3});
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, dropout, 3, causal});
   store.finalize();
   randomize_params(store, 5, 0.4f);  // non-trivial attention patterns and non-zero biases
   // The K bias has an exactly zero gradient (softmax is shift invariant), so its numeric
@@ -40,6 +40,50 @@ TEST(AttentionGrad, NoDropout) { check_attention_gradients(0.0f, {true, 1, 0, 0}
 TEST(AttentionGrad, DropoutOnProbabilitiesFixedKey) {
   // A fixed (seed, rank, step) fixes the mask, so the layer is a differentiable function of x.
   check_attention_gradients(0.3f, {true, 9, 1, 7});
+}
+
+TEST(AttentionGrad, Causal) { check_attention_gradients(0.0f, {true, 1, 0, 0}, true); }
+
+TEST(AttentionGrad, CausalWithDropout) { check_attention_gradients(0.3f, {true, 9, 1, 7}, true); }
+
+TEST(Attention, CausalOutputsDependOnNoLaterPosition) {
+  ParamStore store;
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, 0.0f, 3, true});
+  store.finalize();
+  randomize_params(store, 5, 0.4f);
+  const auto x = random_normal(kB * kT * kDim, 8);
+  const float* y0 = attn.forward(x.data(), kB, kT, {false, 1, 0, 0});
+  const std::vector<float> base(y0, y0 + x.size());
+  // Perturb position t of sequence 1: outputs of positions < t (both sequences) and of sequence
+  // 0 entirely stay bit-identical; position t itself changes.
+  for (int t = 0; t < kT; ++t) {
+    auto moved = x;
+    for (int c = 0; c < kDim; ++c) moved[(1 * kT + t) * kDim + c] += 1.0f;
+    const float* y = attn.forward(moved.data(), kB, kT, {false, 1, 0, 0});
+    for (int row = 0; row < kB * kT; ++row) {
+      const bool may_change = row / kT == 1 && row % kT >= t;
+      bool same = true;
+      for (int c = 0; c < kDim; ++c) same = same && y[row * kDim + c] == base[row * kDim + c];
+      if (!may_change) {
+        EXPECT_TRUE(same) << "t=" << t << " row=" << row;
+      }
+      if (row == kT + t) {
+        EXPECT_FALSE(same) << "t=" << t;
+      }
+    }
+  }
+  // Each causal probability row sums to 1 over its prefix and is 0 after it.
+  const float* p = attn.probs();
+  for (int r = 0; r < kB * kHeads * kT; ++r) {
+    double sum = 0.0;
+    for (int c = 0; c < kT; ++c) {
+      if (c > r % kT) {
+        EXPECT_EQ(p[r * kT + c], 0.0f);
+      }
+      sum += p[r * kT + c];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
 }
 
 TEST(AttentionGrad, EvalModeIgnoresDropout) {

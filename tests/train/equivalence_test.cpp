@@ -99,6 +99,43 @@ TEST_P(Equivalence, KRanksEqualOneRankOnTheUnionBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, Equivalence, ::testing::Values(2, 3, 4));
 
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b);
+
+// The same theorem for the GPT on a token stream (K ranks x b windows = 1 rank x K*b), with AdamW
+// and gradient clipping, which see the averaged gradient only.
+TEST(Equivalence, GptKRanksEqualOneRankOnTheUnionBatch) {
+  TokenStream stream;
+  stream.vocab = 37;
+  const std::uint64_t key = rng::key({11, rng::kTest});
+  for (int i = 0; i < 4000; ++i) {  // a learnable stream: mostly the previous token + 1, some noise
+    const auto prev = stream.tokens.empty() ? 0 : stream.tokens.back();
+    stream.tokens.push_back(rng::below(key, i, 5) == 0 ? static_cast<std::int32_t>(rng::below(key, i + 7919, 37))
+                                                       : (prev + 1) % 37);
+  }
+  const TrainData data = token_data(stream, TokenStream{}, 12);
+  auto recipe = [](int world, int micro_batch) {
+    Recipe r = small_recipe(world, micro_batch);
+    r.model.name = ModelKind::gpt;
+    r.model.dim = 16;
+    r.model.layers = 2;
+    r.model.heads = 2;
+    r.model.ffn = 32;
+    r.data.name = DataKind::tokens;
+    r.optimizer.name = OptimizerKind::adamw;
+    r.optimizer.lr = 3e-3;
+    r.optimizer.grad_clip = 1.0;
+    return r;
+  };
+  for (const int k : {2, 4}) {
+    const TrainSummary many = train(recipe(k, 4), data, {});
+    const TrainSummary one = train(recipe(1, 4 * k), data, {});
+    const double rel = relative_difference(many.final_params, one.final_params);
+    std::cout << "gpt K=" << k << ": relative parameter difference " << rel << ", loss " << one.final_loss << "\n";
+    EXPECT_LT(rel, 1e-5) << "K=" << k;
+    EXPECT_LT(one.final_loss, std::log(37.0) - 0.25) << "the GPT did not learn the stream";
+  }
+}
+
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double diff2 = 0, norm2 = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {

@@ -337,22 +337,27 @@ __global__ void heads_kernel(float* out, const float* in, std::size_t total, int
 
 // One warp per row, as layernorm: attention rows are T (tens to a few hundred) wide. Each lane
 // touches only its own columns, so y may alias x (and dx alias dy) as on the CPU.
+// Causal: row r is query position t = r % cols of a stacked [cols, cols] score matrix and keeps
+// columns [0, t] only (the rest are written 0), as the CPU's softmax_causal_forward.
+template <bool Causal>
 __global__ void softmax_rows_forward_kernel(float* y, const float* x, int rows, int cols) {
   const int r = blockIdx.x * (kThreads / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (r >= rows) return;  // whole warp leaves together: shuffles below stay full-mask
   const std::size_t off = static_cast<std::size_t>(r) * cols;
+  const int width = Causal ? r % cols + 1 : cols;
   float mx = -INFINITY;
-  for (int c = lane; c < cols; c += kWarp) mx = fmaxf(mx, x[off + c]);
+  for (int c = lane; c < width; c += kWarp) mx = fmaxf(mx, x[off + c]);
   mx = warp_max(mx);  // exp(x - max) <= 1: no overflow
   float s = 0.0f;
-  for (int c = lane; c < cols; c += kWarp) {
+  for (int c = lane; c < width; c += kWarp) {
     const float e = expf(x[off + c] - mx);
     y[off + c] = e;
     s += e;
   }
   const float inv = 1.0f / warp_sum(s);
-  for (int c = lane; c < cols; c += kWarp) y[off + c] *= inv;
+  for (int c = lane; c < width; c += kWarp) y[off + c] *= inv;
+  for (int c = width + lane; c < cols; c += kWarp) y[off + c] = 0.0f;
 }
 
 __global__ void softmax_rows_backward_kernel(float* dx, const float* dy, const float* y, int rows,
@@ -670,7 +675,13 @@ void merge_heads(float* out, const float* in, int batch, int seq, int heads, int
 void softmax_rows_forward(float* y, const float* x, int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
   const unsigned grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  softmax_rows_forward_kernel<<<grid, kThreads>>>(y, x, rows, cols);
+  softmax_rows_forward_kernel<false><<<grid, kThreads>>>(y, x, rows, cols);
+  check_launch();
+}
+void softmax_causal_forward(float* y, const float* x, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  const unsigned grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  softmax_rows_forward_kernel<true><<<grid, kThreads>>>(y, x, rows, cols);
   check_launch();
 }
 void softmax_rows_backward(float* dx, const float* dy, const float* y, int rows, int cols) {

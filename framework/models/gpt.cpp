@@ -1,0 +1,213 @@
+#include "framework/models/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <sstream>
+
+#include "framework/core/check.h"
+#include "framework/nn/buffer.h"
+#include "framework/nn/init.h"
+#include "framework/ops/dispatch.h"
+
+namespace laconic {
+
+namespace {
+
+constexpr float kInitStd = 0.02f;       // GPT-2's initializer_range
+constexpr float kLayerNormEps = 1e-5f;  // GPT-2's layer_norm_epsilon
+
+const GptOptions& validated(const GptOptions& o) {
+  LC_CHECK(o.vocab > 0, "gpt: vocab must be positive, got ", o.vocab);
+  LC_CHECK(o.seq_len > 0, "gpt: seq_len must be positive, got ", o.seq_len);
+  LC_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0, "gpt: dim=", o.dim,
+           " must be a positive multiple of heads=", o.heads);
+  LC_CHECK(o.layers >= 0, "gpt: layers must be >= 0, got ", o.layers);
+  LC_CHECK(o.ffn > 0, "gpt: ffn must be positive, got ", o.ffn);
+  LC_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "gpt: dropout must be in [0, 1), got ", o.dropout);
+  return o;
+}
+
+void init_dense(ParamStore& store, const nn::Linear& fc, float stddev, std::uint64_t seed) {
+  nn::init_normal(store, fc.weight_view(), stddev, seed);
+  nn::init_constant(store, fc.bias_view(), 0.0f);
+}
+
+// Dropout layer ids: 0 for the embeddings, then three per block (attention probabilities,
+// attention output, FFN output), so no two dropouts in the model share a mask.
+std::uint64_t dropout_id(int layer, int which) {
+  return 1 + 3 * static_cast<std::uint64_t>(layer) + static_cast<std::uint64_t>(which);
+}
+
+}  // namespace
+
+// ---- one pre-LN decoder block --------------------------------------------------------------------
+
+Gpt::Block::Block(ParamStore& store, const std::string& name, const GptOptions& o, int layer)
+    : store_(&store),
+      ln1_(store, name + ".ln1", {o.dim, kLayerNormEps}),
+      attn_(store, name + ".attn", {o.dim, o.heads, o.dropout, dropout_id(layer, 0), /*causal=*/true}),
+      attn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 1)}),
+      ln2_(store, name + ".ln2", {o.dim, kLayerNormEps}),
+      fc1_(store, name + ".fc1", {o.dim, o.ffn}),
+      gelu_(store, o.ffn),
+      fc2_(store, name + ".fc2", {o.ffn, o.dim}),
+      ffn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 2)}) {}
+
+void Gpt::Block::init(std::uint64_t seed, float residual_std) {
+  ln1_.init();
+  init_dense(*store_, attn_.qkv(), kInitStd, seed);
+  init_dense(*store_, attn_.proj(), residual_std, seed);
+  ln2_.init();
+  init_dense(*store_, fc1_, kInitStd, seed);
+  init_dense(*store_, fc2_, residual_std, seed);
+}
+
+const float* Gpt::Block::forward(const float* x, int batch, int seq, const ForwardOptions& step) {
+  const ops::Kernels& k = ops::kernels(store_->device());
+  const int rows = batch * seq;
+  n_ = static_cast<std::size_t>(rows) * attn_.options().dim;
+  // mid = x + Drop(Attn(LN1(x)))
+  const float* a = attn_drop_.forward(attn_.forward(ln1_.forward(x, rows), batch, seq, step), rows, step);
+  float* mid = nn::grow(mid_, k.device, n_);
+  k.add(mid, x, a, n_);
+  // out = mid + Drop(W2 GELU(W1 LN2(mid) + b1) + b2)
+  const float* f = fc2_.forward(gelu_.forward(fc1_.forward(ln2_.forward(mid, rows), rows), rows), rows);
+  f = ffn_drop_.forward(f, rows, step);
+  float* out = nn::grow(out_, k.device, n_);
+  k.add(out, mid, f, n_);
+  return out;
+}
+
+const float* Gpt::Block::backward(const float* dy) {
+  const ops::Kernels& k = ops::kernels(store_->device());
+  // dmid = dy (skip) + d(FFN branch)
+  const float* df = ln2_.backward(fc1_.backward(gelu_.backward(fc2_.backward(ffn_drop_.backward(dy)))));
+  float* dmid = nn::grow(dmid_, k.device, n_);
+  k.add(dmid, dy, df, n_);
+  // dx = dmid (skip) + d(attention branch)
+  const float* da = ln1_.backward(attn_.backward(attn_drop_.backward(dmid)));
+  float* dx = nn::grow(dx_, k.device, n_);
+  k.add(dx, dmid, da, n_);
+  return dx;
+}
+
+// ---- the model -----------------------------------------------------------------------------------
+
+std::vector<Gpt::Block> Gpt::make_blocks(ParamStore& store, const GptOptions& o) {
+  std::vector<Block> blocks;
+  blocks.reserve(o.layers);
+  for (int l = 0; l < o.layers; ++l) blocks.emplace_back(store, "layer" + std::to_string(l), o, l);
+  return blocks;
+}
+
+Gpt::Gpt(const GptOptions& opts)
+    : opts_(validated(opts)),
+      tokens_(params_, "embed.tokens", {opts.vocab, opts.dim, kInitStd}),
+      positions_(params_, "embed.positions", {opts.seq_len, opts.dim, kInitStd}),
+      embed_drop_(params_, {opts.dim, opts.dropout, 0}),
+      blocks_(make_blocks(params_, opts_)),
+      final_ln_(params_, "final.ln", {opts.dim, kLayerNormEps}),
+      loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}) {
+  params_.finalize();
+}
+
+void Gpt::init(std::uint64_t seed) {
+  tokens_.init(seed);
+  positions_.init(seed);
+  const float residual_std = opts_.layers > 0 ? kInitStd / std::sqrt(2.0f * static_cast<float>(opts_.layers)) : kInitStd;
+  for (auto& b : blocks_) b.init(seed, residual_std);
+  final_ln_.init();
+}
+
+ForwardResult Gpt::forward(const Batch& batch, const ForwardOptions& opts) {
+  const int B = batch.size, T = batch.seq_len, dim = opts_.dim, vocab = opts_.vocab;
+  LC_CHECK(B >= 0 && T > 0 && T <= opts_.seq_len, "gpt: batch of ", B, " sequences of ", T,
+           " tokens; the model takes up to ", opts_.seq_len, " tokens per sequence");
+  const int rows = B * T;
+  LC_CHECK(batch.tokens.size() >= static_cast<std::size_t>(rows) &&
+               batch.targets.size() >= static_cast<std::size_t>(rows),
+           "gpt: batch of ", B, "x", T, " holds ", batch.tokens.size(), " tokens and ",
+           batch.targets.size(), " targets");
+  const ops::Kernels& k = ops::kernels(params_.device());
+  const Device dev = k.device;
+  rows_ = rows;
+  have_forward_ = false;  // until this forward completes
+
+  // The id checks on the host (device kernels cannot throw), then on cuda one upload of all ids.
+  tokens_.check_ids(batch.tokens.data(), rows);
+  for (int r = 0; r < rows; ++r) {
+    const std::int32_t t = batch.targets[r];
+    LC_CHECK(t == -1 || (t >= 0 && t < vocab), "gpt: target ", t, " at position ", r, " is outside [0, ", vocab,
+             ") and is not -1");
+  }
+  const std::int32_t* tokens_at = batch.tokens.data();
+  targets_at_ = batch.targets.data();
+  if (dev != Device::cpu) {
+    std::int32_t* staged = nn::grow(ids_host_, 2 * static_cast<std::size_t>(rows));
+    std::copy_n(batch.tokens.data(), rows, staged);
+    std::copy_n(batch.targets.data(), rows, staged + rows);
+    nn::grow(ids_, dev, 2 * static_cast<std::size_t>(rows));
+    ids_.upload(std::span<const std::int32_t>(staged, 2 * static_cast<std::size_t>(rows)));
+    tokens_at = ids_.data();
+    targets_at_ = ids_.data() + rows;
+  }
+
+  // x = Drop(E[tokens] + P[t])
+  std::int32_t* pos = nn::grow(pos_ids_, dev, rows);
+  k.iota_mod(pos, rows, T);
+  const std::size_t n = static_cast<std::size_t>(rows) * dim;
+  float* e = nn::grow(embed_, dev, n);
+  k.add(e, tokens_.forward(tokens_at, rows), positions_.forward(pos, rows), n);
+  const float* x = embed_drop_.forward(e, rows, opts);
+  for (auto& b : blocks_) x = b.forward(x, B, T, opts);
+
+  // logits[B*T, vocab] = LN_f(x)[B*T, dim] E[vocab, dim]^T
+  final_out_ = final_ln_.forward(x, rows);
+  float* logits = nn::grow(logits_, dev, static_cast<std::size_t>(rows) * vocab);
+  k.gemm(logits, final_out_, params_.param(tokens_.table_view()), rows, vocab, dim, false, true, 1.0f, 0.0f);
+  const nn::LossResult l = loss_.forward(logits, targets_at_, rows);
+  if (l.counted == 0) rows_ = 0;  // nothing scored: the loss is the constant 0, backward adds nothing
+  have_forward_ = true;
+  return ForwardResult{static_cast<float>(l.loss), l.counted, l.correct};
+}
+
+void Gpt::backward() {
+  LC_CHECK(have_forward_, "Gpt::backward() without forward()");
+  if (rows_ == 0) return;
+  const int rows = rows_, dim = opts_.dim, vocab = opts_.vocab;
+  const ops::Kernels& k = ops::kernels(params_.device());
+  const std::size_t table = tokens_.table_view();
+
+  // Output projection (tied): dE[vocab, dim] += dlogits^T h;  dh[B*T, dim] = dlogits E.
+  const float* dlogits = loss_.backward();
+  k.gemm(params_.grad(table), dlogits, final_out_, vocab, dim, rows, true, false, 1.0f, 1.0f);
+  float* dh = nn::grow(dfinal_, k.device, static_cast<std::size_t>(rows) * dim);
+  k.gemm(dh, dlogits, params_.param(table), rows, dim, vocab, false, false, 1.0f, 0.0f);
+  const float* dx = final_ln_.backward(dh);
+  notify_grads_ready(offset_of(final_ln_.gamma_view()));
+
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    dx = it->backward(dx);
+    notify_grads_ready(offset_of(it->first_view()));
+  }
+  dx = embed_drop_.backward(dx);
+  tokens_.backward(dx);  // dE gets the input-embedding term on top of the output-projection term
+  positions_.backward(dx);
+  notify_grads_ready(0);
+}
+
+double Gpt::flops_per_example() const {
+  const double d = opts_.dim, f = opts_.ffn, v = opts_.vocab, t = opts_.seq_len, l = opts_.layers;
+  const double matmul_params = l * (4.0 * d * d + 2.0 * d * f);
+  return t * (6.0 * matmul_params + 12.0 * l * t * d + 6.0 * d * v);
+}
+
+std::string Gpt::describe() const {
+  std::ostringstream os;
+  os << "gpt L" << opts_.layers << " d" << opts_.dim << " h" << opts_.heads << " ffn" << opts_.ffn
+     << " vocab " << opts_.vocab << " seq " << opts_.seq_len << " (" << param_count_text(params_.size()) << " params)";
+  return os.str();
+}
+
+}  // namespace laconic
