@@ -1,4 +1,5 @@
 #include "report/compare.h"
+#include "report/seeds.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -225,7 +226,8 @@ void check_target(const std::optional<double>& target) {
   if (target && !std::isfinite(*target)) LC_INPUT_ERROR("--target-loss: expected a finite number, got ", *target);
 }
 
-const char* const kPlots[] = {"loss_vs_steps.png", "loss_vs_bytes.png", "loss_vs_time.png"};
+const char* const kPlots[] = {"loss_vs_steps.png", "loss_vs_bytes.png", "loss_vs_time.png", "pareto_bytes.png",
+                              "pareto_time.png"};
 
 // The shared tail of both modes: compare.json, the plots, report.md; the table on the log.
 std::string network_name(const std::string& path) { return fs::path(path).stem().string(); }
@@ -287,7 +289,8 @@ void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, con
         if (fs::exists(fs::path(opts.out_dir) / png)) ctx.plots.push_back(png);
   }
   if (!ctx.plot_note.empty() && opts.log) *opts.log << "compare: plots skipped: " << ctx.plot_note << "\n";
-  const std::string report = report_markdown(c, runs, ctx);
+  std::string report = report_markdown(c, runs, ctx);
+  if (opts.seeds > 1 || opts.budget) report += seeds_markdown(group_by_variant(runs, c, opts.budget), c, opts.budget);
   write_file_atomic(opts.out_dir + "/report.md", report);
   if (opts.log) {
     // The table alone: the report's lines that start with '|'.
@@ -681,6 +684,14 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
     r["bytes_ratio"] = row.bytes_ratio;
     j["runs"].push_back(r);
   }
+  // The variants over their seeds (one run each without --seeds), for the plots' bands and fronts.
+  j["groups"] = nlohmann::json::array();
+  for (const SeedGroup& g : group_by_variant(runs, c, std::nullopt)) {
+    nlohmann::json o;
+    o["name"] = g.name;
+    o["runs"] = g.runs;
+    j["groups"].push_back(o);
+  }
   return j.dump(2) + "\n";
 }
 
@@ -694,9 +705,23 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
     LC_INPUT_ERROR("compare: not supported under mpirun: it trains the variants one after another "
                    "in one process on the threads backend; run it without mpirun");
   if (vary_specs.empty()) LC_INPUT_ERROR("compare: --recipe needs at least one --vary section.key=v1,v2");
+  if (opts.seeds < 1) LC_INPUT_ERROR("compare: --seeds: expected at least 1, got ", opts.seeds);
   std::vector<VaryAxis> axes;
   for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
-  const std::vector<Variant> variants = make_variants(axes);
+  std::vector<Variant> variants = make_variants(axes);
+  if (opts.seeds > 1) {
+    // Each variant once per seed, seeds innermost, named "<variant>/seed<k>" (its directory too).
+    const std::uint64_t base = load_recipe(recipe_path, overrides).run.seed;
+    std::vector<Variant> seeded;
+    for (const Variant& v : variants)
+      for (int k = 0; k < opts.seeds; ++k) {
+        Variant s = v;
+        s.name = v.name + "/seed" + std::to_string(k);
+        s.assignments.push_back("run.seed=" + std::to_string(base + static_cast<std::uint64_t>(k)));
+        seeded.push_back(std::move(s));
+      }
+    variants = std::move(seeded);
+  }
 
   // Every variant resolved and checked before anything is trained or written.
   std::vector<Recipe> recipes;

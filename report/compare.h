@@ -127,6 +127,16 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
 
 // ---- the subcommand ----------------------------------------------------------------------------
 
+// --budget KIND=VALUE (report/seeds.h parses it): examples=E (every rank's examples, step x
+// global batch), bytes=B (bytes crossing the inter tier per rank when the run simulates a
+// network, else bytes sent per rank), sim_time=T (simulated seconds).
+enum class BudgetKind { examples, bytes, sim_time };
+struct Budget {
+  BudgetKind kind = BudgetKind::examples;
+  double value = 0;
+  std::string text;  // as given, for the report
+};
+
 struct CompareOptions {
   std::string out_dir;               // report.md, compare.json, the PNGs, and (variants) one run each
   std::optional<double> target;      // --target-loss
@@ -138,6 +148,11 @@ struct CompareOptions {
   // --networks: every run's trace replayed on each of these [network] files (sim/replay.h): one
   // report per network in out_dir/<file stem>/, and networks.md, the runs x networks table.
   std::vector<std::string> networks;
+  // --seeds N: every variant trained with run.seed = the recipe's seed + 0..N-1 (so initialisation
+  // and data order change per seed and match across variants), into out_dir/<variant>/seed<k>;
+  // the report adds mean +- std per variant (report/seeds.h). 1: one run per variant, as before.
+  int seeds = 1;
+  std::optional<Budget> budget;  // --budget: the loss of every run at this equal budget
 };
 
 // trainer compare --recipe R --vary ...: resolves and validates every variant (recipe, backend,

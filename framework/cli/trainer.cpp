@@ -5,7 +5,8 @@
 //   mpirun -np 4 trainer --recipe ...         (the MPI backend, one rank per process)
 //   trainer plan [--params 7e9] [--dtype bf16] [--world-sizes 8,64,1024] [--intra "450 GB/s"] ...
 //   trainer compare --recipe R --vary sync.strategy=allreduce,topk [--vary ...] --out DIR
-//                   [--target-loss X] [--section.key=value ...]     (variants, one after another)
+//                   [--target-loss X] [--seeds N] [--budget examples=E|bytes=B|sim_time=T]
+//                   [--section.key=value ...]                        (variants, one after another)
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
 //   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
@@ -30,6 +31,7 @@
 #include "framework/data/token_files.h"
 #include "framework/recipe/recipe.h"
 #include "report/compare.h"
+#include "report/seeds.h"
 #include "framework/train/faults.h"
 #include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
@@ -107,6 +109,8 @@ struct CompareArgs {
   double target_loss = 0;
   CLI::Option* target_option = nullptr;  // given or not: any loss, 0 included, is a valid target
   bool no_plots = false;
+  int seeds = 1;
+  std::string budget;
 };
 
 void add_compare_options(CLI::App& c, CompareArgs& a) {
@@ -121,6 +125,10 @@ void add_compare_options(CLI::App& c, CompareArgs& a) {
                "loss for time-to-target (default: the baseline's final eval loss x 1.02)");
   c.add_option("--plot-script", a.plot_script, "the plotting script (default: scripts/plot beside the build directory)");
   c.add_flag("--no-plots", a.no_plots, "write the report without plots");
+  c.add_option("--seeds", a.seeds, "train every variant with N seeds (run.seed + 0..N-1, matched across variants); "
+                                   "tables show mean +- std, plots bands")->capture_default_str();
+  c.add_option("--budget", a.budget, "compare losses at an equal budget: examples=E, bytes=B (inter-tier when "
+                                     "simulated, e.g. 25MB) or sim_time=T (e.g. 90s)");
   c.add_option("--networks", a.networks, "replay every run on each of these [network] TOML files (a,b,...): a report "
                                          "per network and networks.md, runs x networks")
       ->delimiter(',');
@@ -176,6 +184,9 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   o.log = &std::cout;
   o.progress_line = ::isatty(STDOUT_FILENO) != 0;
   o.networks = a.networks;
+  o.seeds = a.seeds;
+  if (a.seeds != 1 && !variants) LC_INPUT_ERROR("compare: --seeds needs --recipe and --vary (finished runs ran with their own seeds)");
+  if (!a.budget.empty()) o.budget = laconic::parse_budget(a.budget);
   if (variants) laconic::compare_variants(a.recipe, overrides, a.vary, o);
   else laconic::compare_run_dirs(a.runs, o);
   return 0;

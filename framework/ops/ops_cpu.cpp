@@ -23,6 +23,7 @@
 #include <cblas.h>
 #endif
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -57,6 +58,22 @@ void gemm_into(Map& c, const A& a, const B& b, float alpha, float beta) {
 
 }  // namespace
 
+namespace {
+std::atomic<int> gemm_thread_count{1};
+std::atomic<bool> gemm_threads_set{false};
+}  // namespace
+
+void set_gemm_threads(int n) {
+  LC_CHECK(n >= 1, "set_gemm_threads: expected n >= 1, got ", n);
+  gemm_threads_set = true;
+  gemm_thread_count = n;
+#if LACONIC_HAVE_OPENBLAS
+  openblas_set_num_threads(n);
+#endif
+}
+
+int gemm_threads() { return gemm_thread_count.load(); }
+
 void gemm(float* c, const float* a, const float* b, int m, int n, int k, bool trans_a, bool trans_b,
           float alpha, float beta) {
   LC_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size m=", m, " n=", n, " k=", k);
@@ -71,14 +88,13 @@ void gemm(float* c, const float* a, const float* b, int m, int n, int k, bool tr
     return;
   }
 #if LACONIC_HAVE_OPENBLAS
-  // Our kernels are single-threaded: a training run's parallelism is its ranks (threads of one
-  // process or processes), and OpenBLAS's own thread pool would oversubscribe their cores. Set
-  // once, thread-safely, before the first call; it makes OpenBLAS run in the calling thread.
-  static const bool single_threaded = [] {
-    openblas_set_num_threads(1);
+  // OpenBLAS starts with a thread per core, which would oversubscribe the cores of a run whose
+  // parallelism is its ranks: until set_gemm_threads says otherwise, one thread (the caller).
+  static const bool defaulted = [] {
+    if (!gemm_threads_set.load()) openblas_set_num_threads(1);
     return true;
   }();
-  (void)single_threaded;
+  (void)defaulted;
   // Row-major, as ours; BLAS leading dimensions are the stored row lengths. With beta == 0 BLAS
   // does not read C (a NaN there does not propagate), as our contract says.
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,

@@ -461,6 +461,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   TrainSummary summary;
   bool led = false;  // this process ran rank 0
   std::mutex mu;
+  const int gemm_threads = gemm_threads_for(recipe);
+  ops::cpu::set_gemm_threads(gemm_threads);
   run_world(recipe, [&](Communicator& comm, Communicator& control) {
     const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
     if (lead && !opts.run_dir.empty()) {
@@ -472,7 +474,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                 << " backend, " << name_of(recipe.distributed.algorithm) << " all-reduce), global batch "
                 << plan.global_batch << ", " << plan.steps << " steps (" << std::fixed << std::setprecision(2)
                 << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
-                << std::endl;
+                << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
       *opts.log << "laconic: data " << data.describe << std::endl;
       *opts.log << "laconic: " << name_of(recipe.optimizer.name) << ", peak lr " << std::defaultfloat
                 << std::setprecision(6) << plan.lr << " (" << name_of(recipe.schedule.scaling_rule)

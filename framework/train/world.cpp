@@ -1,5 +1,9 @@
 #include "framework/train/world.h"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 
 #include "collectives/threads/threads_communicator.h"
@@ -39,6 +43,19 @@ ProcessRuntime::ProcessRuntime(const Recipe& recipe) : launched_(launched_by_mpi
   mpi_ = std::make_shared<MpiRuntime>();
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
 #endif
+}
+
+int gemm_threads_for(const Recipe& recipe) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  int sharing = 1;
+  if (resolve_backend(recipe) == BackendKind::threads) {
+    sharing = recipe.distributed.world_size;
+  } else if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+    sharing = std::max(1, std::atoi(local));
+  }
+  return std::max(1, cores / std::max(1, sharing));
 }
 
 void run_world(const Recipe& recipe, const std::function<void(Communicator&, Communicator&)>& fn) {

@@ -30,6 +30,11 @@ class ProcessRuntime {
   bool launched_ = false;
 };
 
+// Threads for each rank's CPU GEMMs: the cores this process may run on (its affinity mask) divided
+// by the ranks sharing them (the threads backend's world_size in this process; under MPI, the
+// launcher's processes on this node), at least 1.
+int gemm_threads_for(const Recipe& recipe);
+
 // Runs fn on every rank of this process. Threads: world_size threads, the first failure rethrown
 // after all have stopped. MPI: the process's one rank; the launcher's world size must equal
 // distributed.world_size (InputError otherwise, on every rank alike); a failure in fn on one rank

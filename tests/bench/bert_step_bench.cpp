@@ -1,15 +1,18 @@
-// Time of one training step (zero_grad, forward, backward, optimizer step) of the two models the
-// recipes train, single-threaded (our CPU kernels have no intra-op threading: data parallelism
-// uses the cores). tests/bench/bert_step_torch.py is the same step in PyTorch 1.13, and
-// tests/bench/bert_step.sh runs the two in alternation.
+// Time of one training step (zero_grad, forward, backward, optimizer step) of the models the
+// recipes train, with --threads GEMM threads (default 1; the trainer gives each rank cores/ranks).
+// tests/bench/bert_step_torch.py is the same step in PyTorch 1.13, and tests/bench/bert_step.sh
+// runs the two in alternation at equal threads.
 //
-//   bert_step_bench [--reps N] [--warmup N] [--model bert|mlp|all] [--phases]
-//                   [--device cpu|cuda] [--batch N] [--peak-tflops X]
+//   bert_step_bench [--reps N] [--warmup N] [--model bert|mlp|gpt|all] [--phases]
+//                   [--device cpu|cuda] [--batch N] [--peak-tflops X] [--threads N] [--label S]
 //
 // - bert: framework/models/bert.h at the lamb_bert size (vocab 4000, seq_len 128, dim 128,
 //   2 layers, 4 heads, ffn 512, dropout 0.1), 32 sequences per step, 19 of the 128 positions of
 //   each sequence (15%, rounded down) as targets, LAMB with its defaults (no gradient clipping).
 // - mlp: 784-512-256-10 ReLU at batch 256, SGD momentum 0.9, weight decay 5e-4.
+// - gpt: framework/models/gpt.h at the gpt_fortunes size (vocab 4000, seq_len 128, dim 192,
+//   4 layers, 6 heads, ffn 768, no dropout), 16 sequences per step, every position a target,
+//   AdamW (beta2 0.95, weight decay 0.1 on the decay group).
 //
 // One row per model: ms/step (mean, min and median over N timed steps after the warm-ups) and
 // GFLOP/s = flops_per_example() x batch / mean step time. BERT's flops_per_example counts the MLM
@@ -38,6 +41,9 @@
 #include "framework/core/rng.h"
 #include "framework/core/step.h"
 #include "framework/models/bert.h"
+#include "framework/models/gpt.h"
+#include "framework/ops/ops.h"
+#include "optimizers/adamw.h"
 #include "framework/models/mlp.h"
 #include "optimizers/lamb.h"
 #include "optimizers/sgd.h"
@@ -55,12 +61,14 @@ struct Args {
   Device device = Device::cpu;
   int batch = 0;             // 0: each model's default
   double peak_tflops = 0.0;  // 0: 67 on cuda, none on cpu
+  int threads = 1;           // CPU GEMM threads
+  std::string label = "laconic";
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr, "bert_step_bench: %s\nusage: bert_step_bench [--reps N] [--warmup N] "
-               "[--model bert|mlp|all] [--phases] [--device cpu|cuda] [--batch N] "
-               "[--peak-tflops X]\n", msg);
+               "[--model bert|mlp|gpt|all] [--phases] [--device cpu|cuda] [--batch N] "
+               "[--peak-tflops X] [--threads N] [--label S]\n", msg);
   std::exit(2);
 }
 
@@ -91,12 +99,15 @@ Args parse(int argc, char** argv) {
       a.device = d == "cuda" ? Device::cuda : Device::cpu;
     } else if (s == "--batch") a.batch = std::max(1, std::atoi(value()));
     else if (s == "--peak-tflops") a.peak_tflops = std::atof(value());
+    else if (s == "--threads") a.threads = std::max(1, std::atoi(value()));
+    else if (s == "--label") a.label = value();
     else usage(("unknown argument " + s).c_str());
   }
   if (a.device == Device::cuda && !cuda_available())
     usage(built_with_cuda() ? "--device cuda: no CUDA device" : "--device cuda: built without CUDA");
   if (a.device == Device::cuda && a.peak_tflops <= 0.0) a.peak_tflops = 67.0;
-  if (a.model != "bert" && a.model != "mlp" && a.model != "all") usage("--model is bert, mlp or all");
+  if (a.model != "bert" && a.model != "mlp" && a.model != "gpt" && a.model != "all")
+    usage("--model is bert, mlp, gpt or all");
   return a;
 }
 
@@ -138,7 +149,7 @@ void report(const char* name, int batch, double flops_per_step, double useful_fl
   std::sort(s.begin(), s.end());
   const double mean = std::accumulate(s.begin(), s.end(), 0.0) / s.size();
   const double median = s[s.size() / 2];
-  std::printf("%-8s %-5s %6d %10.2f %10.2f %10.2f %10.1f %10.1f\n", "laconic", name, batch,
+  std::printf("%-8s %-5s %6d %10.2f %10.2f %10.2f %10.1f %10.1f\n", args.label.c_str(), name, batch,
               mean * 1e3, s.front() * 1e3, median * 1e3, flops_per_step / mean / 1e9,
               useful_flops_per_step / mean / 1e9);
   if (args.phases) {
@@ -226,13 +237,45 @@ void bench_mlp(const Args& args) {
   report("mlp", batch_size, flops, flops, t, args);
 }
 
+void bench_gpt(const Args& args) {
+  GptOptions o;
+  o.vocab = 4000;
+  o.seq_len = 128;
+  o.dim = 192;
+  o.layers = 4;
+  o.heads = 6;
+  o.ffn = 768;
+  o.dropout = 0.0f;
+  const int batch_size = args.batch > 0 ? args.batch : 16;
+  auto model = std::make_unique<Gpt>(o);
+  model->init(1);
+  model->to(args.device);
+  Batch batch;
+  batch.size = batch_size;
+  batch.seq_len = o.seq_len;
+  const std::size_t n = static_cast<std::size_t>(batch_size) * o.seq_len;
+  batch.tokens.resize(n);
+  batch.targets.resize(n);
+  const auto key = rng::key({9, rng::kTest});
+  for (std::size_t i = 0; i < n; ++i) {
+    batch.tokens[i] = static_cast<std::int32_t>(rng::below(key, i, o.vocab));
+    batch.targets[i] = static_cast<std::int32_t>(rng::below(key, n + i, o.vocab));
+  }
+  AdamW adamw(AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+  const Timings t = run_steps(*model, adamw, batch, 1e-3, args);
+  const double flops = model->flops_per_example() * batch_size;
+  report("gpt", batch_size, flops, flops, t, args);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
+  ops::cpu::set_gemm_threads(args.threads);
   std::printf("%-8s %-5s %6s %10s %10s %10s %10s %10s\n", "impl", "model", "batch", "ms/step",
               "min ms", "median ms", "GFLOP/s", "done GF/s");
-  if (args.model != "mlp") bench_bert(args);
-  if (args.model != "bert") bench_mlp(args);
+  if (args.model == "bert" || args.model == "all") bench_bert(args);
+  if (args.model == "mlp" || args.model == "all") bench_mlp(args);
+  if (args.model == "gpt" || args.model == "all") bench_gpt(args);
   return 0;
 }

@@ -3,7 +3,7 @@
 tests/bench/bert_step_bench.cpp times, written in PyTorch 1.13 so the two can be compared on the
 same machine (tests/bench/bert_step.sh runs them in alternation).
 
-  bert_step_torch.py [--threads N] [--reps N] [--warmup N] [--model bert|mlp|all] [--optim lamb|adamw]
+  bert_step_torch.py [--threads N] [--reps N] [--warmup N] [--model bert|mlp|gpt|all] [--optim lamb|adamw]
 
 bert: what framework/models/bert.cpp computes, layer for layer: post-LN encoder (Devlin et al.
 2019) with e = Drop(LN(E[tok] + P[t])); per block x = LN(x + Drop(Attn(x))), x = LN(x + Drop(FFN(x)))
@@ -17,6 +17,12 @@ parameters), or torch.optim.AdamW (--optim adamw) as a stand-in made of torch's 
 
 mlp: 784-512-256-10 ReLU at batch 256, torch.optim.SGD momentum 0.9, weight decay 5e-4 on the
 weights only (our decay group).
+
+gpt: what framework/models/gpt.cpp computes: pre-LN decoder (GPT-2) with x = E[tok] + P[t]; per
+block x = x + Attn(LN1(x)) with a causal mask, x = x + FFN(LN2(x)) (exact GELU, LayerNorm eps
+1e-5); logits = LN_f(x) E^T (tied, no bias) at every position; mean cross-entropy. Sizes: vocab
+4000, seq_len 128, dim 192, 4 layers, 6 heads, ffn 768, no dropout, 16 sequences.
+torch.optim.AdamW (betas 0.9/0.95, weight decay 0.1 on weights and embeddings only).
 
 Rows match bert_step_bench's: ms/step mean, min and median over the timed steps after warm-up.
 """
@@ -83,6 +89,50 @@ class Bert(nn.Module):
         return F.cross_entropy(logits, targets)
 
 
+class GptBlock(nn.Module):
+    def __init__(self, dim, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim, eps=1e-5)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim, eps=1e-5)
+        self.fc1 = nn.Linear(dim, ffn)
+        self.fc2 = nn.Linear(ffn, dim)
+
+    def forward(self, x, mask):  # x: [B, T, dim]; mask: [T, T], True above the diagonal
+        b, t, c = x.shape
+        h, d = self.heads, c // self.heads
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
+        s = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        probs = s.masked_fill(mask, float("-inf")).softmax(-1)
+        x = x + self.proj(torch.matmul(probs, v).transpose(1, 2).reshape(b, t, c))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, seq_len, dim, layers, heads, ffn):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(seq_len, dim)
+        self.blocks = nn.ModuleList(GptBlock(dim, heads, ffn) for _ in range(layers))
+        self.final_ln = nn.LayerNorm(dim, eps=1e-5)
+        self.register_buffer("mask", torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool), 1))
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
+
+    def forward(self, tokens, targets):
+        b, t = tokens.shape
+        x = self.tokens(tokens) + self.positions(torch.arange(t, device=tokens.device))
+        for blk in self.blocks:
+            x = blk(x, self.mask[:t, :t])
+        logits = torch.matmul(self.final_ln(x), self.tokens.weight.t())  # tied
+        return F.cross_entropy(logits.view(b * t, -1), targets.view(-1))
+
+
 def no_decay(name):  # biases and LayerNorm parameters, as ours (ParamGroup::no_decay)
     return name.endswith("bias") or "ln" in name
 
@@ -147,6 +197,18 @@ def mlp_case(_optim):
     return "mlp", batch, model, opt, lambda: F.cross_entropy(model(x), y)
 
 
+def gpt_case(_optim):
+    vocab, seq, batch = 4000, 128, 16
+    model = Gpt(vocab, seq, 192, 4, 6, 768).train()
+    tokens = torch.randint(0, vocab, (batch, seq))
+    targets = torch.randint(0, vocab, (batch, seq))
+    named = list(model.named_parameters())
+    opt = torch.optim.AdamW([{"params": [p for n, p in named if not no_decay(n)], "weight_decay": 0.1},
+                             {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    return "gpt", batch, model, opt, lambda: model(tokens, targets)
+
+
 def bench(case, args, label):
     name, batch, model, opt, loss_fn = case
     times = []
@@ -169,7 +231,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--model", choices=["bert", "mlp", "all"], default="all")
+    ap.add_argument("--model", choices=["bert", "mlp", "gpt", "all"], default="all")
     ap.add_argument("--optim", choices=["lamb", "adamw"], default="lamb")
     ap.add_argument("--header", action="store_true")
     ap.add_argument("--label", help="the row's impl column (default torch-<threads>t)")
@@ -179,10 +241,12 @@ def main():
     if args.header:
         print(f"{'impl':<8} {'model':<5} {'batch':>6} {'ms/step':>10} {'min ms':>10} {'median ms':>10}")
     label = args.label or f"torch-{args.threads}t"
-    if args.model != "mlp":
+    if args.model in ("bert", "all"):
         bench(bert_case(args.optim), args, label)
-    if args.model != "bert":
+    if args.model in ("mlp", "all"):
         bench(mlp_case(args.optim), args, label)
+    if args.model in ("gpt", "all"):
+        bench(gpt_case(args.optim), args, label)
 
 
 if __name__ == "__main__":

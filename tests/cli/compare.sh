@@ -105,4 +105,37 @@ for run in ["allreduce", "topk"]:
 assert times["slow"]["topk"] < times["slow"]["allreduce"], times  # top-k sends far less
 PY
 [ $? -eq 0 ] || { echo "compare --networks: wrong tables"; exit 1; }
+# --seeds 2 --budget: every variant with seeds run.seed + 0, 1 (matched across variants), the
+# report's mean +- std, the loss at an equal budget of examples, the Pareto sections and plots.
+expect_input_error seeds_runs "compare: --seeds needs --recipe and --vary" --runs "$tmp/nets/allreduce" --seeds 2
+expect_input_error bad_budget "--budget steps=5: expected examples=E, bytes=B or sim_time=T" \
+  --recipe "$recipe" --vary sync.strategy=allreduce,topk "${tiny[@]}" --budget steps=5
+(cd "$tmp" && "$trainer" compare --recipe "$recipe" --vary sync.strategy=allreduce,topk "${tiny[@]}" \
+  --seeds 2 --budget examples=400 --out "$tmp/seeds") >"$tmp/seeds.log" 2>&1 ||
+  { echo "compare --seeds failed"; tail -5 "$tmp/seeds.log"; exit 1; }
+python3 - "$tmp/seeds" <<'PY'
+import json, os, re, sys
+d = sys.argv[1]
+seed = {}
+for v in ["allreduce", "topk"]:
+    for k in [0, 1]:
+        text = open(f"{d}/{v}/seed{k}/recipe.resolved.toml").read()
+        seed[v, k] = int(re.search(r"^seed = (\d+)$", text, re.M).group(1))
+assert seed["allreduce", 0] == seed["topk", 0] and seed["allreduce", 1] == seed["topk", 1], seed
+assert seed["allreduce", 1] == seed["allreduce", 0] + 1, seed
+c = json.load(open(d + "/compare.json"))
+assert [g["name"] for g in c["groups"]] == ["allreduce", "topk"] and c["groups"][0]["runs"] == [0, 1], c["groups"]
+report = open(d + "/report.md").read()
+for section in ["## Across seeds", "## At equal budget: examples=400", "## Pareto front"]:
+    assert section in report, section
+# The table's mean +- std is the runs' own: recompute it from their summaries.
+losses = [json.load(open(f"{d}/allreduce/seed{k}/summary.json"))["eval_loss"] for k in [0, 1]]
+mean = sum(losses) / 2
+std = (sum((x - mean) ** 2 for x in losses)) ** 0.5
+assert f"| allreduce | 2 | {mean:.4f} ± {std:.4f} |" in report, (losses, report)
+assert losses[0] != losses[1], "two seeds gave the same run"
+if os.path.exists(d + "/loss_vs_steps.png"):
+    assert os.path.exists(d + "/pareto_bytes.png") and os.path.exists(d + "/pareto_time.png")
+PY
+[ $? -eq 0 ] || { echo "compare --seeds: wrong report"; exit 1; }
 echo "compare passed"
