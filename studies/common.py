@@ -1,0 +1,141 @@
+"""What the studies under studies/ share: running the trainer, reading its runs, statistics,
+fits and the report. Each study is one script (studies/NAME) that runs its grid of trainer runs
+and writes docs/studies/NAME/report.md with its plots; --tiny runs the same grid at a size CI
+can afford (a smoke test: the numbers mean nothing), into a temporary folder unless --out says.
+
+Runs use the threads backend in this process's trainer, one after another; every run's
+directory stays under OUT/runs/ (not committed: .gitignore) so a report can be checked.
+"""
+import argparse
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def parse_args(name, doc):
+    ap = argparse.ArgumentParser(prog="studies/" + name, description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trainer", default=os.path.join(REPO, "build", "trainer"), help="the trainer binary")
+    ap.add_argument("--out", help="report folder (default docs/studies/%s; with --tiny a temporary one)" % name)
+    ap.add_argument("--tiny", action="store_true", help="the CI smoke size: every run a few steps")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default: the study's)")
+    args = ap.parse_args()
+    if not os.access(args.trainer, os.X_OK):
+        sys.exit("studies/%s: %s is not an executable trainer (build it: make build, or pass --trainer)" % (name, args.trainer))
+    if args.out is None:
+        args.out = tempfile.mkdtemp(prefix="laconic_study_") if args.tiny else os.path.join(REPO, "docs", "studies", name)
+    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
+    args.started = time.time()
+    args.name = name
+    return args
+
+
+def train(args, recipe, run_name, overrides):
+    """Runs `trainer --recipe RECIPE --out OUT/runs/RUN_NAME OVERRIDES`; returns the run."""
+    out = os.path.join(args.out, "runs", run_name)
+    cmd = [args.trainer, "--recipe", os.path.join(REPO, recipe), "--out", out,
+           "--run.out_dir=" + os.path.join(args.out, "runs")] + ["--" + o for o in overrides]
+    t0 = time.time()
+    log = os.path.join(args.out, "runs", run_name + ".log")
+    with open(log, "w") as f:
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+    if rc != 0:
+        tail = open(log).read().splitlines()[-3:]
+        sys.exit("studies/%s: run %s failed (exit %d): %s\n  %s" % (args.name, run_name, rc, " ".join(map(shlex.quote, cmd)),
+                                                                   "\n  ".join(tail)))
+    run = read_run(out)
+    print("studies/%s: %-40s eval loss %s  (%.0f s)" % (args.name, run_name, fmt(run["summary"].get("eval_loss")),
+                                                        time.time() - t0), flush=True)
+    return run
+
+
+def read_run(d):
+    summary = json.load(open(os.path.join(d, "summary.json")))
+    records = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
+    return {"dir": d, "summary": summary, "records": records}
+
+
+def mean_std(xs):
+    xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not xs:
+        return None, None
+    m = sum(xs) / len(xs)
+    s = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, s
+
+
+def fmt(x, digits=4):
+    return "—" if x is None else ("%.*f" % (digits, x))
+
+
+def fmt_ms(m, s, digits=4):
+    if m is None:
+        return "—"
+    return "%.*f ± %.*f" % (digits, m, digits, s) if s else "%.*f" % (digits, m)
+
+
+def crossing(records, key, target, x_of):
+    """The first point where records[key] falls to target, interpolated on x_of(record)."""
+    prev = None
+    for r in records:
+        y = r.get(key)
+        if y is None:
+            continue
+        x = x_of(r)
+        if y <= target:
+            if prev is None:
+                return x
+            (px, py) = prev
+            return px + (x - px) * (py - target) / (py - y) if py != y else x
+        prev = (x, y)
+    return None
+
+
+def linear_fit(xs, ys):
+    """Least squares y = a + b x; returns (a, b)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b
+
+
+def pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save(fig, args, name):
+    path = os.path.join(args.out, name)
+    fig.tight_layout()
+    fig.savefig(path + ".tmp.png", dpi=110)
+    os.replace(path + ".tmp.png", path)
+    return name
+
+
+def write_report(args, title, command, body, plots):
+    minutes = (time.time() - args.started) / 60
+    text = ["# %s" % title, "", "```", command + (" --tiny" if args.tiny else ""), "```", "",
+            "%s; %.1f minutes on this machine (%d cores)%s." % (time.strftime("%Y-%m-%d", time.gmtime()), minutes,
+                                                                os.cpu_count(), ", TINY smoke size: the numbers mean nothing" if args.tiny else ""),
+            ""] + body + [""]
+    for p in plots:
+        text += ["![%s](%s)" % (p, p), ""]
+    path = os.path.join(args.out, "report.md")
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(text))
+    os.replace(path + ".tmp", path)
+    print("studies/%s: wrote %s (%.1f min)" % (args.name, path, minutes))

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Every study under studies/ at its --tiny size (a smoke test: the grid runs, the report and its
+# plots are written; the numbers mean nothing at this size). The full studies write docs/studies/.
+# usage: studies.sh TRAINER SOURCE_DIR
+set -euo pipefail
+trainer=$(realpath "$1")
+src=$2
+if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "Fashion-MNIST not installed (scripts/install-deps installs it): skipping"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for study in large_batch critical_batch compression diloco; do
+  "$src/studies/$study" --tiny --trainer "$trainer" --out "$tmp/$study" >"$tmp/$study.log" 2>&1 ||
+    { echo "studies/$study --tiny failed:"; tail -20 "$tmp/$study.log"; exit 1; }
+  [ -s "$tmp/$study/report.md" ] || { echo "studies/$study wrote no report"; exit 1; }
+  grep -q "TINY smoke size" "$tmp/$study/report.md" || { echo "studies/$study: the report does not say it is tiny"; exit 1; }
+  if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+    ls "$tmp/$study"/*.png >/dev/null 2>&1 || { echo "studies/$study wrote no plot"; exit 1; }
+  fi
+  echo "studies/$study: ok"
+done
