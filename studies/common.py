@@ -27,6 +27,8 @@ def parse_args(name, doc):
     ap.add_argument("--out", help="report folder (default docs/studies/%s; with --tiny a temporary one)" % name)
     ap.add_argument("--tiny", action="store_true", help="the CI smoke size: every run a few steps")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default: the study's)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="take a run from OUT/runs when it finished with the very same command (redraws a report)")
     args = ap.parse_args()
     if not os.access(args.trainer, os.X_OK):
         sys.exit("studies/%s: %s is not an executable trainer (build it: make build, or pass --trainer)" % (name, args.trainer))
@@ -38,19 +40,33 @@ def parse_args(name, doc):
     return args
 
 
-def train(args, recipe, run_name, overrides):
-    """Runs `trainer --recipe RECIPE --out OUT/runs/RUN_NAME OVERRIDES`; returns the run."""
+def train(args, recipe, run_name, overrides, diverge_ok=False):
+    """Runs `trainer --recipe RECIPE --out OUT/runs/RUN_NAME OVERRIDES`; returns the run. With
+    diverge_ok, a run stopped by a non-finite gradient (guards.nonfinite = "abort") is a result:
+    {"diverged": True, "summary": {}, "records": [...]} instead of the study's end."""
     out = os.path.join(args.out, "runs", run_name)
     cmd = [args.trainer, "--recipe", os.path.join(REPO, recipe), "--out", out,
            "--run.out_dir=" + os.path.join(args.out, "runs")] + ["--" + o for o in overrides]
     t0 = time.time()
     log = os.path.join(args.out, "runs", run_name + ".log")
+    stamp = os.path.join(args.out, "runs", run_name + ".cmd")
+    if args.reuse and os.path.exists(stamp) and open(stamp).read() == " ".join(cmd) and \
+            os.path.exists(os.path.join(out, "summary.json")):
+        run = read_run(out)
+        args.reused = getattr(args, "reused", 0) + 1
+        print("studies/%s: %-40s eval loss %s  (reused)" % (args.name, run_name, fmt(run["summary"].get("eval_loss"))), flush=True)
+        return run
     with open(log, "w") as f:
         rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+    if rc != 0 and diverge_ok and "non-finite" in open(log).read():
+        print("studies/%s: %-40s DIVERGED (non-finite gradient)  (%.0f s)" % (args.name, run_name, time.time() - t0), flush=True)
+        return {"dir": out, "summary": {}, "records": [], "diverged": True}
     if rc != 0:
         tail = open(log).read().splitlines()[-3:]
         sys.exit("studies/%s: run %s failed (exit %d): %s\n  %s" % (args.name, run_name, rc, " ".join(map(shlex.quote, cmd)),
                                                                    "\n  ".join(tail)))
+    with open(stamp, "w") as f:
+        f.write(" ".join(cmd))
     run = read_run(out)
     print("studies/%s: %-40s eval loss %s  (%.0f s)" % (args.name, run_name, fmt(run["summary"].get("eval_loss")),
                                                         time.time() - t0), flush=True)
@@ -129,8 +145,11 @@ def save(fig, args, name):
 def write_report(args, title, command, body, plots):
     minutes = (time.time() - args.started) / 60
     text = ["# %s" % title, "", "```", command + (" --tiny" if args.tiny else ""), "```", "",
-            "%s; %.1f minutes on this machine (%d cores)%s." % (time.strftime("%Y-%m-%d", time.gmtime()), minutes,
-                                                                os.cpu_count(), ", TINY smoke size: the numbers mean nothing" if args.tiny else ""),
+            "%s; %.1f minutes on this machine (%d cores)%s%s." % (
+                time.strftime("%Y-%m-%d", time.gmtime()), minutes, os.cpu_count(),
+                ", TINY smoke size: the numbers mean nothing" if args.tiny else "",
+                " (%d runs reused from an earlier invocation, --reuse: their time is not counted)" % args.reused
+                if getattr(args, "reused", 0) else ""),
             ""] + body + [""]
     for p in plots:
         text += ["![%s](%s)" % (p, p), ""]

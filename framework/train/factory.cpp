@@ -149,6 +149,23 @@ TrainData load_data(const Recipe& r, const LoadOptions& opts) {
   LC_CHECK(false, "unknown data kind");
 }
 
+namespace {
+// BERT's and the GPT's options share their fields: the data's vocabulary and context, the
+// recipe's sizes.
+template <typename Options>
+Options transformer_options(const Recipe& r, const TrainData& data) {
+  Options o;
+  o.vocab = data.vocab;
+  o.seq_len = data.seq_len;
+  o.dim = r.model.dim;
+  o.layers = r.model.layers;
+  o.heads = r.model.heads;
+  o.ffn = r.model.ffn;
+  o.dropout = r.model.dropout;
+  return o;
+}
+}  // namespace
+
 std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) {
   switch (r.model.name) {
     case ModelKind::mlp: {
@@ -162,30 +179,12 @@ std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) {
       o.layernorm = r.model.layernorm;
       return std::make_unique<Mlp>(o);
     }
-    case ModelKind::bert: {
+    case ModelKind::bert:
       LC_CHECK(data.vocab > 0, "BERT needs token data");
-      BertOptions o;
-      o.vocab = data.vocab;
-      o.seq_len = data.seq_len;
-      o.dim = r.model.dim;
-      o.layers = r.model.layers;
-      o.heads = r.model.heads;
-      o.ffn = r.model.ffn;
-      o.dropout = r.model.dropout;
-      return std::make_unique<Bert>(o);
-    }
-    case ModelKind::gpt: {
+      return std::make_unique<Bert>(transformer_options<BertOptions>(r, data));
+    case ModelKind::gpt:
       LC_CHECK(data.vocab > 0, "the GPT needs token data");
-      GptOptions o;
-      o.vocab = data.vocab;
-      o.seq_len = data.seq_len;
-      o.dim = r.model.dim;
-      o.layers = r.model.layers;
-      o.heads = r.model.heads;
-      o.ffn = r.model.ffn;
-      o.dropout = r.model.dropout;
-      return std::make_unique<Gpt>(o);
-    }
+      return std::make_unique<Gpt>(transformer_options<GptOptions>(r, data));
   }
   LC_CHECK(false, "unknown model kind");
 }

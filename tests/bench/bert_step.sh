@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training step time of BERT-small (lamb_bert size), the 784-512-256-10 MLP and the GPT of
+# Training step time of BERT-small (the cross_dc recipes' width), the 784-512-256-10 MLP and the GPT of
 # gpt_fortunes: Laconic (tests/bench/bert_step_bench.cpp) beside the same step in PyTorch 1.13
 # (tests/bench/bert_step_torch.py), at equal threads: 1, then 2 (GEMM threads for ours; torch with
 # OMP_WAIT_POLICY=PASSIVE, the stable setting on a shared machine, see docs/benchmarks.md), in

@@ -6,7 +6,7 @@
 //   bert_step_bench [--reps N] [--warmup N] [--model bert|mlp|gpt|all] [--phases]
 //                   [--device cpu|cuda] [--batch N] [--peak-tflops X] [--threads N] [--label S]
 //
-// - bert: framework/models/bert.h at the lamb_bert size (vocab 4000, seq_len 128, dim 128,
+// - bert: framework/models/bert.h, BERT-small (the cross_dc recipes' width; vocab 4000, seq_len 128, dim 128,
 //   2 layers, 4 heads, ffn 512, dropout 0.1), 32 sequences per step, 19 of the 128 positions of
 //   each sequence (15%, rounded down) as targets, LAMB with its defaults (no gradient clipping).
 // - mlp: 784-512-256-10 ReLU at batch 256, SGD momentum 0.9, weight decay 5e-4.

@@ -21,7 +21,11 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores; lamb_bert, ${WO
 for overlap in true false; do
   run=("$build/trainer" --recipe "$repo/recipes/lamb_bert.toml" --out "$out/$overlap" --train.steps="$steps"
        --train.eval_every=0 --train.log_every=1000000 --train.noise_scale=false --sync.bucket_mb="$bucket"
-       --sync.overlap="$overlap" --run.out_dir="$out/cache" --distributed.world_size="${WORLD:-4}")
+       --sync.overlap="$overlap" --run.out_dir="$out/cache" --distributed.world_size="${WORLD:-4}"
+       # BERT-small at batch 16 per worker, as measured in docs/benchmarks.md (lamb_bert's own size
+       # has since become the large-batch one)
+       --model.dim=128 --model.heads=4 --model.ffn=512 --data.seq_len=64 --data.mask_prob=0.15
+       --train.micro_batch=16 --train.grad_accum=1)
   if [[ "$backend" == mpi ]]; then
     mpirun -np "${WORLD:-4}" --oversubscribe --allow-run-as-root --mca btl self,vader --bind-to none "${run[@]}" >"$out/$overlap.log" 2>&1
   else

@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 "$trainer" --recipe "$src/recipes/lamb_bert.toml" --out "$tmp/run" --run.out_dir="$tmp/cache" \
-  --train.steps=300 --train.eval_every=0 --train.log_every=20 --train.micro_batch=8 \
+  --train.steps=300 --train.eval_every=0 --train.log_every=20 --train.micro_batch=8 --train.grad_accum=1 \
   --distributed.world_size=2 --data.seq_len=32 --data.vocab_size=1000 \
   --model.dim=64 --model.layers=1 --model.heads=2 --model.ffn=128 \
   --optimizer.lr=0.02 --schedule.scaling_rule=none --schedule.warmup_steps=10 | tee "$tmp/log"
