@@ -50,7 +50,7 @@ ASAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross
 TSAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study)
 # CI (.ci/run) runs the ASan suite after `make test`, leaving out also the four slowest end-to-end
 # runs under ASan (2-6 minutes together on 2 cores): their code is the unit suites', which run.
-ASAN_CI_EXCLUDE = ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|collbench_sweep|lamb_bert_smoke|mpi_train|train_smoke)
+ASAN_CI_EXCLUDE = ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|collbench_sweep|lamb_bert_smoke|mpi_train|train_smoke|studies)
 
 test-asan:
 	@$(MAKE) --no-print-directory test BUILD=build-asan \

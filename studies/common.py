@@ -54,6 +54,7 @@ def train(args, recipe, run_name, overrides, diverge_ok=False):
             os.path.exists(os.path.join(out, "summary.json")):
         run = read_run(out)
         args.reused = getattr(args, "reused", 0) + 1
+        args.train_s = getattr(args, "train_s", 0.0) + run["summary"].get("wall_s", 0.0)
         print("studies/%s: %-40s eval loss %s  (reused)" % (args.name, run_name, fmt(run["summary"].get("eval_loss"))), flush=True)
         return run
     with open(log, "w") as f:
@@ -68,6 +69,7 @@ def train(args, recipe, run_name, overrides, diverge_ok=False):
     with open(stamp, "w") as f:
         f.write(" ".join(cmd))
     run = read_run(out)
+    args.train_s = getattr(args, "train_s", 0.0) + run["summary"].get("wall_s", 0.0)
     print("studies/%s: %-40s eval loss %s  (%.0f s)" % (args.name, run_name, fmt(run["summary"].get("eval_loss")),
                                                         time.time() - t0), flush=True)
     return run
@@ -90,6 +92,13 @@ def mean_std(xs):
 
 def fmt(x, digits=4):
     return "—" if x is None else ("%.*f" % (digits, x))
+
+
+def fmt_bytes(b):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if b >= scale:
+            return "%.3g %s" % (b / scale, unit)
+    return "%.0f B" % b
 
 
 def fmt_ms(m, s, digits=4):
@@ -145,10 +154,10 @@ def save(fig, args, name):
 def write_report(args, title, command, body, plots):
     minutes = (time.time() - args.started) / 60
     text = ["# %s" % title, "", "```", command + (" --tiny" if args.tiny else ""), "```", "",
-            "%s; %.1f minutes on this machine (%d cores)%s%s." % (
-                time.strftime("%Y-%m-%d", time.gmtime()), minutes, os.cpu_count(),
+            "%s; %.1f minutes on this machine (%d cores), of which the runs' training %.1f minutes%s%s." % (
+                time.strftime("%Y-%m-%d", time.gmtime()), minutes, os.cpu_count(), getattr(args, "train_s", 0.0) / 60,
                 ", TINY smoke size: the numbers mean nothing" if args.tiny else "",
-                " (%d runs reused from an earlier invocation, --reuse: their time is not counted)" % args.reused
+                "; %d runs reused from an earlier invocation (--reuse; their training time is counted, not the total)" % args.reused
                 if getattr(args, "reused", 0) else ""),
             ""] + body + [""]
     for p in plots:
