@@ -16,16 +16,6 @@ namespace {
 constexpr float kInitStd = 0.02f;   // BERT's initializer_range
 constexpr float kLayerNormEps = 1e-12f;  // BERT's layer_norm_eps
 
-const BertOptions& validated(const BertOptions& o) {
-  LC_CHECK(o.vocab > 0, "bert: vocab must be positive, got ", o.vocab);
-  LC_CHECK(o.seq_len > 0, "bert: seq_len must be positive, got ", o.seq_len);
-  LC_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0, "bert: dim=", o.dim,
-           " must be a positive multiple of heads=", o.heads);
-  LC_CHECK(o.layers >= 0, "bert: layers must be >= 0, got ", o.layers);
-  LC_CHECK(o.ffn > 0, "bert: ffn must be positive, got ", o.ffn);
-  LC_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "bert: dropout must be in [0, 1), got ", o.dropout);
-  return o;
-}
 
 // BERT's init for a dense layer: W ~ N(0, 0.02^2), b = 0.
 void init_dense(ParamStore& store, const nn::Linear& fc, std::uint64_t seed) {
@@ -103,7 +93,7 @@ std::vector<Bert::Block> Bert::make_blocks(ParamStore& store, const BertOptions&
 }
 
 Bert::Bert(const BertOptions& opts)
-    : opts_(validated(opts)),
+    : opts_(validated(opts, "bert")),
       tokens_(params_, "embed.tokens", {opts.vocab, opts.dim, kInitStd}),
       positions_(params_, "embed.positions", {opts.seq_len, opts.dim, kInitStd}),
       embed_ln_(params_, "embed.ln", {opts.dim, kLayerNormEps}),

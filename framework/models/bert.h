@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "framework/models/model.h"
+#include "framework/models/transformer.h"
 #include "framework/nn/activation.h"
 #include "framework/nn/attention.h"
 #include "framework/nn/dropout.h"
@@ -29,14 +30,9 @@
 
 namespace laconic {
 
-struct BertOptions {
-  int vocab = 0;
-  int seq_len = 0;  // the longest sequence (size of the position table)
-  int dim = 128;
-  int layers = 2;
-  int heads = 4;
-  int ffn = 512;
-  float dropout = 0.1f;  // embeddings, attention probabilities, and both residual branches
+// BERT's sizes; dropout 0.1 by default (BERT's hidden_dropout_prob and attention_probs_dropout_prob).
+struct BertOptions : TransformerOptions {
+  BertOptions() { dropout = 0.1f; }
 };
 
 class Bert : public Model {

@@ -17,16 +17,6 @@ namespace {
 constexpr float kInitStd = 0.02f;       // GPT-2's initializer_range
 constexpr float kLayerNormEps = 1e-5f;  // GPT-2's layer_norm_epsilon
 
-const GptOptions& validated(const GptOptions& o) {
-  LC_CHECK(o.vocab > 0, "gpt: vocab must be positive, got ", o.vocab);
-  LC_CHECK(o.seq_len > 0, "gpt: seq_len must be positive, got ", o.seq_len);
-  LC_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0, "gpt: dim=", o.dim,
-           " must be a positive multiple of heads=", o.heads);
-  LC_CHECK(o.layers >= 0, "gpt: layers must be >= 0, got ", o.layers);
-  LC_CHECK(o.ffn > 0, "gpt: ffn must be positive, got ", o.ffn);
-  LC_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "gpt: dropout must be in [0, 1), got ", o.dropout);
-  return o;
-}
 
 void init_dense(ParamStore& store, const nn::Linear& fc, float stddev, std::uint64_t seed) {
   nn::init_normal(store, fc.weight_view(), stddev, seed);
@@ -102,7 +92,7 @@ std::vector<Gpt::Block> Gpt::make_blocks(ParamStore& store, const GptOptions& o)
 }
 
 Gpt::Gpt(const GptOptions& opts)
-    : opts_(validated(opts)),
+    : opts_(validated(opts, "gpt")),
       tokens_(params_, "embed.tokens", {opts.vocab, opts.dim, kInitStd}),
       positions_(params_, "embed.positions", {opts.seq_len, opts.dim, kInitStd}),
       embed_drop_(params_, {opts.dim, opts.dropout, 0}),

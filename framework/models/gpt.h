@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "framework/models/model.h"
+#include "framework/models/transformer.h"
 #include "framework/nn/activation.h"
 #include "framework/nn/attention.h"
 #include "framework/nn/dropout.h"
@@ -30,15 +31,8 @@
 
 namespace laconic {
 
-struct GptOptions {
-  int vocab = 0;
-  int seq_len = 0;  // the context: longest sequence (size of the position table)
-  int dim = 128;
-  int layers = 2;
-  int heads = 4;
-  int ffn = 512;
-  float dropout = 0.0f;  // embeddings, attention probabilities, and both residual branches
-};
+// The GPT's sizes (seq_len is the context); no dropout by default.
+struct GptOptions : TransformerOptions {};
 
 class Gpt : public Model {
  public:

@@ -1,0 +1,17 @@
+#include "framework/models/transformer.h"
+
+#include "framework/core/check.h"
+
+namespace laconic {
+
+void check_sizes(const TransformerOptions& o, const char* model) {
+  LC_CHECK(o.vocab > 0, model, ": vocab must be positive, got ", o.vocab);
+  LC_CHECK(o.seq_len > 0, model, ": seq_len must be positive, got ", o.seq_len);
+  LC_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0, model, ": dim=", o.dim,
+           " must be a positive multiple of heads=", o.heads);
+  LC_CHECK(o.layers >= 0, model, ": layers must be >= 0, got ", o.layers);
+  LC_CHECK(o.ffn > 0, model, ": ffn must be positive, got ", o.ffn);
+  LC_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, model, ": dropout must be in [0, 1), got ", o.dropout);
+}
+
+}  // namespace laconic
