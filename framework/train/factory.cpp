@@ -52,7 +52,6 @@ TrainData load_text(const Recipe& r, const LoadOptions& opts) {
     return Tokenizer::load_or_train(cache, docs, to, &note);
   }();
   if (opts.note) *opts.note = note;
-  TrainData d;
   const std::string noted = note.empty() ? "" : " (" + note + ")";
   if (r.model.name == ModelKind::gpt) {
     LmSplits splits = build_lm_streams(docs, tok, r.data.eval_fraction);
@@ -61,13 +60,15 @@ TrainData load_text(const Recipe& r, const LoadOptions& opts) {
     if (train_windows == 0 || (r.data.eval_fraction > 0 && eval_windows == 0))
       LC_INPUT_ERROR(path, ": the text corpus (", docs.size(), " documents) is too small: ", train_windows, " train / ",
                      eval_windows, " eval windows of data.seq_len = ", r.data.seq_len, " tokens");
-    d.describe = detail::concat("text ", path, ": ", docs.size(), " documents, ", splits.train.tokens.size(), " train / ",
-                                splits.eval.tokens.size(), " eval tokens (", train_windows, " / ", eval_windows,
-                                " windows of ", r.data.seq_len, "), vocabulary ", tok.vocab_size(), noted);
+    std::string describe = detail::concat("text ", path, ": ", docs.size(), " documents, ", splits.train.tokens.size(),
+                                          " train / ", splits.eval.tokens.size(), " eval tokens (", train_windows, " / ",
+                                          eval_windows, " windows of ", r.data.seq_len, "), vocabulary ", tok.vocab_size(),
+                                          noted);
     TrainData lm = token_data(std::move(splits.train), std::move(splits.eval), r.data.seq_len);
-    lm.describe = std::move(d.describe);
+    lm.describe = std::move(describe);
     return lm;
   }
+  TrainData d;
   TextDatasetOptions dopts;
   dopts.seq_len = r.data.seq_len;
   dopts.eval_fraction = r.data.eval_fraction;
