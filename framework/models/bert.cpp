@@ -16,19 +16,6 @@ namespace {
 constexpr float kInitStd = 0.02f;   // BERT's initializer_range
 constexpr float kLayerNormEps = 1e-12f;  // BERT's layer_norm_eps
 
-
-// BERT's init for a dense layer: W ~ N(0, 0.02^2), b = 0.
-void init_dense(ParamStore& store, const nn::Linear& fc, std::uint64_t seed) {
-  nn::init_normal(store, fc.weight_view(), kInitStd, seed);
-  nn::init_constant(store, fc.bias_view(), 0.0f);
-}
-
-// Dropout layer ids: 0 for the embeddings, then three per block (attention probabilities,
-// attention output, FFN output), so no two dropouts in the model share a mask.
-std::uint64_t dropout_id(int layer, int which) {
-  return 1 + 3 * static_cast<std::uint64_t>(layer) + static_cast<std::uint64_t>(which);
-}
-
 }  // namespace
 
 // ---- one post-LN encoder block -------------------------------------------------------------------
@@ -45,11 +32,11 @@ Bert::Block::Block(ParamStore& store, const std::string& name, const BertOptions
       ln2_(store, name + ".ln2", {o.dim, kLayerNormEps}) {}
 
 void Bert::Block::init(std::uint64_t seed) {
-  init_dense(*store_, attn_.qkv(), seed);
-  init_dense(*store_, attn_.proj(), seed);
+  init_dense(*store_, attn_.qkv(), kInitStd, seed);
+  init_dense(*store_, attn_.proj(), kInitStd, seed);
   ln1_.init();
-  init_dense(*store_, fc1_, seed);
-  init_dense(*store_, fc2_, seed);
+  init_dense(*store_, fc1_, kInitStd, seed);
+  init_dense(*store_, fc2_, kInitStd, seed);
   ln2_.init();
 }
 
@@ -85,20 +72,13 @@ const float* Bert::Block::backward(const float* dy) {
 
 // ---- the model -----------------------------------------------------------------------------------
 
-std::vector<Bert::Block> Bert::make_blocks(ParamStore& store, const BertOptions& o) {
-  std::vector<Block> blocks;
-  blocks.reserve(o.layers);
-  for (int l = 0; l < o.layers; ++l) blocks.emplace_back(store, "layer" + std::to_string(l), o, l);
-  return blocks;
-}
-
 Bert::Bert(const BertOptions& opts)
     : opts_(validated(opts, "bert")),
       tokens_(params_, "embed.tokens", {opts.vocab, opts.dim, kInitStd}),
       positions_(params_, "embed.positions", {opts.seq_len, opts.dim, kInitStd}),
       embed_ln_(params_, "embed.ln", {opts.dim, kLayerNormEps}),
       embed_drop_(params_, {opts.dim, opts.dropout, 0}),
-      blocks_(make_blocks(params_, opts_)),
+      blocks_(make_blocks<Block>(params_, opts_)),
       head_fc_(params_, "mlm.transform", {opts.dim, opts.dim}),
       head_gelu_(params_, opts.dim),
       head_ln_(params_, "mlm.ln", {opts.dim, kLayerNormEps}),
@@ -112,7 +92,7 @@ void Bert::init(std::uint64_t seed) {
   positions_.init(seed);
   embed_ln_.init();
   for (auto& b : blocks_) b.init(seed);
-  init_dense(params_, head_fc_, seed);
+  init_dense(params_, head_fc_, kInitStd, seed);
   head_ln_.init();
   nn::init_constant(params_, head_bias_, 0.0f);
 }

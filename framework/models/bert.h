@@ -87,7 +87,6 @@ class Bert : public Model {
     DeviceArray<float> dh1_, dx_;     // gradients that gather two branches
   };
 
-  static std::vector<Block> make_blocks(ParamStore& store, const BertOptions& o);
 
   BertOptions opts_;
   ParamStore params_;  // declared before the layers, which register in it on construction

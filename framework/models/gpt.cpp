@@ -17,18 +17,6 @@ namespace {
 constexpr float kInitStd = 0.02f;       // GPT-2's initializer_range
 constexpr float kLayerNormEps = 1e-5f;  // GPT-2's layer_norm_epsilon
 
-
-void init_dense(ParamStore& store, const nn::Linear& fc, float stddev, std::uint64_t seed) {
-  nn::init_normal(store, fc.weight_view(), stddev, seed);
-  nn::init_constant(store, fc.bias_view(), 0.0f);
-}
-
-// Dropout layer ids: 0 for the embeddings, then three per block (attention probabilities,
-// attention output, FFN output), so no two dropouts in the model share a mask.
-std::uint64_t dropout_id(int layer, int which) {
-  return 1 + 3 * static_cast<std::uint64_t>(layer) + static_cast<std::uint64_t>(which);
-}
-
 }  // namespace
 
 // ---- one pre-LN decoder block --------------------------------------------------------------------
@@ -84,19 +72,12 @@ const float* Gpt::Block::backward(const float* dy) {
 
 // ---- the model -----------------------------------------------------------------------------------
 
-std::vector<Gpt::Block> Gpt::make_blocks(ParamStore& store, const GptOptions& o) {
-  std::vector<Block> blocks;
-  blocks.reserve(o.layers);
-  for (int l = 0; l < o.layers; ++l) blocks.emplace_back(store, "layer" + std::to_string(l), o, l);
-  return blocks;
-}
-
 Gpt::Gpt(const GptOptions& opts)
     : opts_(validated(opts, "gpt")),
       tokens_(params_, "embed.tokens", {opts.vocab, opts.dim, kInitStd}),
       positions_(params_, "embed.positions", {opts.seq_len, opts.dim, kInitStd}),
       embed_drop_(params_, {opts.dim, opts.dropout, 0}),
-      blocks_(make_blocks(params_, opts_)),
+      blocks_(make_blocks<Block>(params_, opts_)),
       final_ln_(params_, "final.ln", {opts.dim, kLayerNormEps}),
       loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}) {
   params_.finalize();

@@ -86,7 +86,6 @@ class Gpt : public Model {
     DeviceArray<float> dmid_, dx_;  // gradients that gather a skip path and a branch
   };
 
-  static std::vector<Block> make_blocks(ParamStore& store, const GptOptions& o);
 
   GptOptions opts_;
   ParamStore params_;  // declared before the layers, which register in it on construction

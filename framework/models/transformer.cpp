@@ -1,6 +1,7 @@
 #include "framework/models/transformer.h"
 
 #include "framework/core/check.h"
+#include "framework/nn/init.h"
 
 namespace laconic {
 
@@ -12,6 +13,11 @@ void check_sizes(const TransformerOptions& o, const char* model) {
   LC_CHECK(o.layers >= 0, model, ": layers must be >= 0, got ", o.layers);
   LC_CHECK(o.ffn > 0, model, ": ffn must be positive, got ", o.ffn);
   LC_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, model, ": dropout must be in [0, 1), got ", o.dropout);
+}
+
+void init_dense(ParamStore& store, const nn::Linear& fc, float stddev, std::uint64_t seed) {
+  nn::init_normal(store, fc.weight_view(), stddev, seed);
+  nn::init_constant(store, fc.bias_view(), 0.0f);
 }
 
 }  // namespace laconic

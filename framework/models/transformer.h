@@ -1,5 +1,13 @@
-// The sizes BERT (bert.h) and the GPT (gpt.h) share, and their one validation.
+// What BERT (bert.h) and the GPT (gpt.h) share: their sizes and its validation, the blocks'
+// construction, the dense layers' initialisation and the dropout masks' keys.
 #pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/core/params.h"
+#include "framework/nn/linear.h"
 
 namespace laconic {
 
@@ -21,6 +29,24 @@ template <typename Options>
 const Options& validated(const Options& o, const char* model) {
   check_sizes(o, model);
   return o;
+}
+
+// options.layers blocks "layer0", "layer1", ..., each Block(store, name, options, index).
+template <typename Block, typename Options>
+std::vector<Block> make_blocks(ParamStore& store, const Options& o) {
+  std::vector<Block> blocks;
+  blocks.reserve(o.layers);
+  for (int l = 0; l < o.layers; ++l) blocks.emplace_back(store, "layer" + std::to_string(l), o, l);
+  return blocks;
+}
+
+// A dense layer's init as BERT and GPT-2 do it: W ~ N(0, stddev^2), b = 0.
+void init_dense(ParamStore& store, const nn::Linear& fc, float stddev, std::uint64_t seed);
+
+// Dropout layer ids: 0 for the embeddings, then three per block (attention probabilities,
+// attention output, FFN output), so no two dropouts in the model share a mask.
+inline std::uint64_t dropout_id(int layer, int which) {
+  return 1 + 3 * static_cast<std::uint64_t>(layer) + static_cast<std::uint64_t>(which);
 }
 
 }  // namespace laconic
