@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace laconic::ops::cpu {
 #include "framework/ops/ops_decl.inc"
@@ -15,4 +16,7 @@ namespace laconic::ops::cpu {
 // has no effect. n >= 1.
 void set_gemm_threads(int n);
 int gemm_threads();
+// Which CPU GEMM runs: "openblas <core>" (the kernel OpenBLAS picked for this CPU, e.g. SkylakeX
+// or Zen: results differ in the last bits between cores) or "eigen".
+std::string gemm_library();
 }  // namespace laconic::ops::cpu

@@ -74,6 +74,14 @@ void set_gemm_threads(int n) {
 
 int gemm_threads() { return gemm_thread_count.load(); }
 
+std::string gemm_library() {
+#if LACONIC_HAVE_OPENBLAS
+  return std::string("openblas ") + openblas_get_corename();
+#else
+  return "eigen";
+#endif
+}
+
 void gemm(float* c, const float* a, const float* b, int m, int n, int k, bool trans_a, bool trans_b,
           float alpha, float beta) {
   LC_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size m=", m, " n=", n, " k=", k);

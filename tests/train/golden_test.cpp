@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/ops/ops.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/factory.h"
 #include "framework/train/trainer.h"
@@ -63,7 +64,7 @@ std::string build_id() {
 #ifndef __OPTIMIZE__
   id += " O0";
 #endif
-  return id;
+  return id + ", " + ops::cpu::gemm_library();  // OpenBLAS's kernels differ between CPU cores
 }
 
 std::vector<std::string> recipe_names() {
