@@ -235,3 +235,51 @@ std::string Bert::describe() const {
 }
 
 }  // namespace laconic
+
+namespace laconic {
+
+ExportLayout Bert::export_layout() {
+  const BertOptions& o = opts_;
+  ExportLayout l;
+  l.architecture = "bert";
+  l.config = detail::concat(
+      "{\"architectures\": [\"BertForMaskedLM\"], \"model_type\": \"bert\", \"vocab_size\": ", o.vocab,
+      ", \"hidden_size\": ", o.dim, ", \"num_hidden_layers\": ", o.layers, ", \"num_attention_heads\": ", o.heads,
+      ", \"intermediate_size\": ", o.ffn, ", \"hidden_act\": \"gelu\", \"hidden_dropout_prob\": ", o.dropout,
+      ", \"attention_probs_dropout_prob\": ", o.dropout, ", \"max_position_embeddings\": ", o.seq_len,
+      ", \"type_vocab_size\": 2, \"layer_norm_eps\": 1e-12, \"initializer_range\": 0.02, "
+      "\"position_embedding_type\": \"absolute\", \"tie_word_embeddings\": true}");
+  const ParamStore& s = params_;
+  const auto add = [&](std::string name, const std::string& view) { add_export(l, s, std::move(name), view); };
+  // A layer's weight and bias (dense or LayerNorm), under both names' prefixes.
+  const auto add_pair = [&](const std::string& prefix, const std::string& view) {
+    add(prefix + ".weight", view + ".weight");
+    add(prefix + ".bias", view + ".bias");
+  };
+  add("bert.embeddings.word_embeddings.weight", "embed.tokens.weight");
+  add("bert.embeddings.position_embeddings.weight", "embed.positions.weight");
+  l.tensors.push_back({"bert.embeddings.token_type_embeddings.weight", {2, o.dim}});  // zeros: one segment
+  add_pair("bert.embeddings.LayerNorm", "embed.ln");
+  for (int i = 0; i < o.layers; ++i) {
+    const std::string hf = "bert.encoder.layer." + std::to_string(i) + ".", ours = "layer" + std::to_string(i) + ".";
+    const char* qkv[] = {"query", "key", "value"};
+    for (int j = 0; j < 3; ++j) {
+      const std::string name = hf + "attention.self." + qkv[j];
+      add_export(l, s, name + ".weight", ours + "attn.qkv.weight", false, j * o.dim, o.dim);
+      add_export(l, s, name + ".bias", ours + "attn.qkv.bias", false, j * o.dim, o.dim);
+    }
+    add_pair(hf + "attention.output.dense", ours + "attn.proj");
+    add_pair(hf + "attention.output.LayerNorm", ours + "ln1");
+    add_pair(hf + "intermediate.dense", ours + "fc1");
+    add_pair(hf + "output.dense", ours + "fc2");
+    add_pair(hf + "output.LayerNorm", ours + "ln2");
+  }
+  add_pair("cls.predictions.transform.dense", "mlm.transform");
+  add_pair("cls.predictions.transform.LayerNorm", "mlm.ln");
+  add("cls.predictions.bias", "mlm.bias");
+  l.tied = {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
+            {"cls.predictions.decoder.bias", "cls.predictions.bias"}};
+  return l;
+}
+
+}  // namespace laconic

@@ -58,8 +58,15 @@ class Bert : public Model {
   double flops_per_example() const override;
   // e.g. "bert L2 d128 h4 ffn512 vocab 4000 seq 64 (1.2M params)"
   std::string describe() const override;
+  // Hugging Face's BertForMaskedLM names (bert.embeddings.word_embeddings.weight, ...,
+  // bert.encoder.layer.N.attention.self.query.weight, ..., cls.predictions.*), Q, K and V split out
+  // of the fused projection, zero token type embeddings, and its config.json.
+  ExportLayout export_layout() override;
 
   const BertOptions& options() const { return opts_; }
+  // The last forward's logits, [M, vocab] for its M predicted positions in row order, on the
+  // model's device.
+  const float* logits() const { return logits_.data(); }
 
  private:
   // One post-LN encoder block with its activation buffers.

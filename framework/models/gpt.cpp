@@ -182,3 +182,41 @@ std::string Gpt::describe() const {
 }
 
 }  // namespace laconic
+
+namespace laconic {
+
+ExportLayout Gpt::export_layout() {
+  const GptOptions& o = opts_;
+  ExportLayout l;
+  l.architecture = "gpt";
+  l.config = detail::concat(
+      "{\"architectures\": [\"GPT2LMHeadModel\"], \"model_type\": \"gpt2\", \"vocab_size\": ", o.vocab,
+      ", \"n_embd\": ", o.dim, ", \"n_layer\": ", o.layers, ", \"n_head\": ", o.heads, ", \"n_inner\": ", o.ffn,
+      ", \"n_positions\": ", o.seq_len, ", \"n_ctx\": ", o.seq_len,
+      ", \"activation_function\": \"gelu\", \"resid_pdrop\": ", o.dropout, ", \"embd_pdrop\": ", o.dropout,
+      ", \"attn_pdrop\": ", o.dropout,
+      ", \"layer_norm_epsilon\": 1e-05, \"initializer_range\": 0.02, \"scale_attn_weights\": true, "
+      "\"tie_word_embeddings\": true}");
+  const ParamStore& s = params_;
+  // A Linear's weight [out, in] is GPT-2's Conv1D weight [in, out] transposed; biases as they are.
+  const auto add = [&](const std::string& prefix, const std::string& view, bool conv1d) {
+    add_export(l, s, prefix + ".weight", view + ".weight", conv1d);
+    add_export(l, s, prefix + ".bias", view + ".bias");
+  };
+  add_export(l, s, "transformer.wte.weight", "embed.tokens.weight");
+  add_export(l, s, "transformer.wpe.weight", "embed.positions.weight");
+  for (int i = 0; i < o.layers; ++i) {
+    const std::string hf = "transformer.h." + std::to_string(i) + ".", ours = "layer" + std::to_string(i) + ".";
+    add(hf + "ln_1", ours + "ln1", false);
+    add(hf + "attn.c_attn", ours + "attn.qkv", true);
+    add(hf + "attn.c_proj", ours + "attn.proj", true);
+    add(hf + "ln_2", ours + "ln2", false);
+    add(hf + "mlp.c_fc", ours + "fc1", true);
+    add(hf + "mlp.c_proj", ours + "fc2", true);
+  }
+  add("transformer.ln_f", "final.ln", false);
+  l.tied = {{"lm_head.weight", "transformer.wte.weight"}};
+  return l;
+}
+
+}  // namespace laconic

@@ -55,6 +55,10 @@ class Gpt : public Model {
   double flops_per_example() const override;
   // e.g. "gpt L4 d256 h4 ffn1024 vocab 4000 seq 128 (4.2M params)"
   std::string describe() const override;
+  // GPT-2's names and layout (GPT2LMHeadModel: transformer.wte.weight, ...,
+  // transformer.h.N.attn.c_attn.weight as Conv1D's [in, out], transformer.ln_f.*) and its config.json
+  // (activation_function "gelu": the exact GELU this model uses).
+  ExportLayout export_layout() override;
 
   const GptOptions& options() const { return opts_; }
   // The last forward's logits, [B*T, vocab], on the model's device.

@@ -49,6 +49,7 @@ class Mlp : public Model {
   // 6 FLOPs per weight per example: 2 (one multiply-add) forward, 4 backward (dX and dW).
   double flops_per_example() const override;
   std::string describe() const override;  // e.g. "mlp 784-512-256-10 relu (535818 params)"
+  ExportLayout export_layout() override { return native_layout(params_, "mlp"); }
 
   const MlpOptions& options() const { return opts_; }
 

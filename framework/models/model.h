@@ -17,6 +17,7 @@
 #include "framework/core/device.h"
 #include "framework/core/params.h"
 #include "framework/core/step.h"
+#include "framework/models/export_layout.h"
 
 namespace laconic {
 
@@ -70,6 +71,9 @@ class Model {
   // Training FLOPs per example (forward + backward), for throughput and MFU.
   virtual double flops_per_example() const = 0;
   virtual std::string describe() const = 0;
+  // The parameters as another framework names them (safetensors export, model.init_from): by
+  // default Laconic's own view names under the architecture "custom".
+  virtual ExportLayout export_layout() { return native_layout(params(), "custom"); }
 
   // Whom backward() tells about final gradients (nullptr: nobody). Not owned.
   void set_grads_ready_listener(GradsReadyListener* l) { listener_ = l; }

@@ -498,7 +498,8 @@ const std::vector<Field>& schema() {
         .add<&ModelConfig::dim>("dim", at_least(1))
         .add<&ModelConfig::layers>("layers", at_least(1))
         .add<&ModelConfig::heads>("heads", at_least(1))
-        .add<&ModelConfig::ffn>("ffn", at_least(1));
+        .add<&ModelConfig::ffn>("ffn", at_least(1))
+        .add<&ModelConfig::init_from>("init_from");
     SectionBuilder<&Recipe::data>{"data", f}
         .add<&DataConfig::name>("name")
         .add<&DataConfig::path>("path")

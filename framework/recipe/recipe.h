@@ -89,6 +89,9 @@ struct ModelConfig {
   int layers = 2;
   int heads = 4;
   int ffn = 512;
+  // A safetensors file to start from instead of the seed's initialisation (trainer export writes
+  // them; names and shapes are the model's export layout: Hugging Face's for bert and gpt)
+  FilePath init_from;
 
   bool operator==(const ModelConfig&) const = default;
 };

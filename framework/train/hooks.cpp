@@ -424,7 +424,8 @@ Checkpointer::Checkpointer(Loop& loop, const Hooks& all, std::function<void(cons
 
 void Checkpointer::after_step(StepState& s) {
   const std::int64_t every = loop_.spec.recipe.checkpoint.every;
-  if (every > 0 && (s.step + 1) % every == 0) write(s.step + 1);
+  // The last step too, so that a finished run can be exported (trainer export) or extended.
+  if (every > 0 && ((s.step + 1) % every == 0 || s.step + 1 == loop_.spec.plan.steps)) write(s.step + 1);
 }
 
 // Everything a step depends on, as this rank's shard of checkpoint `step`.
@@ -459,6 +460,11 @@ void Checkpointer::save(ShardWriter& w) {
                               t.reducer.value_bytes, t.reducer.index_bytes, t.reducer.scale_bytes, t.reducer.meta_bytes};
   for (int i = 0; i < 9; ++i) counters_[i] = static_cast<std::int64_t>(v[i]);
   w.add("counters", std::span<const std::int64_t>(counters_));
+  // What sizes the model besides the recipe, so that trainer export can build it without the data.
+  w.add_scalar("data.features", loop_.data.features);
+  w.add_scalar("data.classes", loop_.data.classes);
+  w.add_scalar("data.vocab", loop_.data.vocab);
+  w.add_scalar("data.seq_len", loop_.data.seq_len);
 }
 
 void Checkpointer::load(const ShardReader& r) {

@@ -5,6 +5,7 @@
 
 #include "framework/core/check.h"
 #include "framework/train/checkpoint.h"
+#include "framework/train/export.h"
 #include "framework/train/world.h"
 
 namespace laconic {
@@ -27,6 +28,8 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   const auto model = make_model(r, data);
   p.parameters = static_cast<std::int64_t>(model->params().size());
   p.model = model->describe();
+  // Checked here, before any file of the run is written; every rank loads it again after init.
+  if (!r.model.init_from.empty()) load_model_safetensors(r.model.init_from.path, *model, "model.init_from");
   const bool streaming = uses_strategy(r.sync, SyncKind::streaming_diloco);
   const std::size_t tensors = model->params().views().size();
   if (streaming && static_cast<std::size_t>(r.sync.streaming_diloco.fragments) > tensors)

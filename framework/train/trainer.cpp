@@ -26,6 +26,7 @@
 #include "optimizers/clip.h"
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/checkpoint.h"
+#include "framework/train/export.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/simulate.h"
 #include "framework/train/world.h"
@@ -148,6 +149,7 @@ class Worker {
 
   TrainSummary run() {
     model_->init(r_.run.seed);  // on the host, then to where it trains
+    if (!r_.model.init_from.empty()) load_model_safetensors(r_.model.init_from.path, *model_, "model.init_from");
     model_->to(spec_.device);
     check_same_recipe();
     start_trace();
@@ -560,6 +562,16 @@ std::string done_line(const TrainSummary& s) {
   os << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy << "%, sent "
      << s.bytes_sent << " bytes per rank";
   return os.str();
+}
+
+}  // namespace laconic
+
+namespace laconic {
+
+TrainSummary train(const Recipe& recipe, const TrainOptions& opts) {
+  LoadOptions load;
+  load.cache_dir = recipe.run.out_dir;
+  return train(recipe, load_data(recipe, load), opts);
 }
 
 }  // namespace laconic

@@ -1,0 +1,50 @@
+// Weights out of Laconic and back in: a model's parameters as a safetensors file in the names and
+// layout of its architecture (Model::export_layout(): Hugging Face's for BERT and the GPT), the
+// model config and the run's provenance in __metadata__; and `model.init_from`, which starts a
+// run from such a file.
+//
+// __metadata__ keys written: "format" = "pt" (what transformers expects), "laconic.architecture",
+// "laconic.config" (the Hugging Face config.json text, where the architecture has one),
+// "laconic.model" (Model::describe()), "laconic.parameters", and from a checkpoint
+// "laconic.step", "laconic.recipe_hash" and "laconic.recipe" (the resolved recipe).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+
+#include "framework/models/model.h"
+#include "framework/recipe/recipe.h"
+
+namespace laconic {
+
+// Writes the model's parameters (flat host values in params(), params.size() == store size).
+void write_model_safetensors(const std::string& path, Model& model, std::span<const float> params,
+                             std::map<std::string, std::string> metadata);
+
+// Loads `path` into the model's parameters, which must be on the host. Every tensor of the layout
+// must be there with its shape; a tensor the layout does not have, a tied copy that differs from
+// its original, a non-zero tensor the model lacks (BERT's token type embeddings) or another
+// architecture's weights is a one-line InputError: "PATH: KEY: ...", KEY naming what asked for
+// the load ("model.init_from").
+void load_model_safetensors(const std::string& path, Model& model, const std::string& key);
+
+// `trainer export SOURCE --format safetensors --out FILE`.
+struct ExportOptions {
+  std::string source;       // a run directory (its newest checkpoint) or a checkpoint directory
+  std::string out;          // the .safetensors file
+  std::string recipe;       // the run's recipe ("" = SOURCE's recipe.resolved.toml, or the run's of a checkpoint)
+  std::string config_out;   // also write the architecture's config.json here ("" = no)
+};
+struct ExportReport {
+  std::string checkpoint;   // the checkpoint directory exported
+  std::int64_t step = 0;
+  std::string model;        // Model::describe()
+  std::string architecture;
+  std::size_t tensors = 0;
+  std::int64_t parameters = 0;
+};
+ExportReport export_checkpoint(const ExportOptions& opts);
+
+}  // namespace laconic
