@@ -46,6 +46,9 @@ struct TrainSummary : RunSummary {
 };
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);
+// The same with the data the recipe's [data] names (load_data, the tokenizer cached beside the
+// runs in run.out_dir): a user's program trains from a recipe in one call.
+TrainSummary train(const Recipe& recipe, const TrainOptions& opts = {});
 
 // The run's closing line: "done: N steps [(resumed at S)] [(K skipped: ...)] in W s [(simulated
 // T s)], final loss L, eval accuracy A%, sent B bytes per rank".

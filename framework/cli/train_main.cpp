@@ -1,4 +1,6 @@
-// trainer: the command-line front end. It only parses arguments and calls framework/train.
+// The trainer's command line (laconic::train_main, train_main.h): it only parses arguments and
+// calls framework/train. The trainer program (tools/trainer.cpp) is this one call; a user's own
+// trainer, with models or reducers of its own registered first, is the same call in its main().
 //
 //   trainer --recipe recipes/NAME.toml [--section.key=value ...] [--out DIR]
 //           [--print-config] [--dry-run]
@@ -10,6 +12,7 @@
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
 //   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
+//   trainer export RUN_DIR|CHECKPOINT_DIR --format safetensors --out FILE [--recipe R] [--config config.json]
 //
 // Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
 #include <unistd.h>
@@ -27,11 +30,13 @@
 
 #include "collectives/netsim/plan.h"
 #include "collectives/netsim/topology.h"
+#include "framework/cli/train_main.h"
 #include "framework/core/check.h"
 #include "framework/data/token_files.h"
 #include "framework/recipe/recipe.h"
 #include "report/compare.h"
 #include "report/seeds.h"
+#include "framework/train/export.h"
 #include "framework/train/faults.h"
 #include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
@@ -123,7 +128,7 @@ void add_compare_options(CLI::App& c, CompareArgs& a) {
   c.add_option("--out", a.out, "where report.md, compare.json, the plots (and the variants' runs) go")->required();
   a.target_option = c.add_option("--target-loss", a.target_loss,
                "loss for time-to-target (default: the baseline's final eval loss x 1.02)");
-  c.add_option("--plot-script", a.plot_script, "the plotting script (default: scripts/plot beside the build directory)");
+  c.add_option("--plot-script", a.plot_script, "the plotting script (default: share/laconic/scripts/plot of the install, or the source tree's scripts/plot)");
   c.add_flag("--no-plots", a.no_plots, "write the report without plots");
   c.add_option("--seeds", a.seeds, "train every variant with N seeds (run.seed + 0..N-1, matched across variants); "
                                    "tables show mean +- std, plots bands")->capture_default_str();
@@ -153,14 +158,17 @@ std::string shell_command(int argc, char** argv) {
   return out;
 }
 
-// scripts/plot of the source tree this trainer was built in: build directories sit directly in
-// it (build/, build-*/), so <dir of /proc/self/exe>/../scripts/plot. "" when not there.
+// scripts/plot from this program's own location: installed, <prefix>/bin/trainer finds
+// <prefix>/share/laconic/scripts/plot; in a build directory of the source tree (build/,
+// build-*/), <tree>/scripts/plot. "" when neither is there.
 std::string default_plot_script() {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  const auto script = exe.parent_path().parent_path() / "scripts" / "plot";
-  return std::filesystem::exists(script, ec) ? script.string() : "";
+  const auto up = exe.parent_path().parent_path();
+  for (const auto& script : {up / "share" / "laconic" / "scripts" / "plot", up / "scripts" / "plot"})
+    if (std::filesystem::exists(script, ec)) return script.string();
+  return "";
 }
 
 int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides, int argc, char** argv) {
@@ -179,7 +187,7 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
     o.plot_note = "not requested (--no-plots)";
   } else {
     o.plot_script = a.plot_script.empty() ? default_plot_script() : a.plot_script;
-    if (o.plot_script.empty()) o.plot_note = "scripts/plot not found beside the build directory (pass --plot-script)";
+    if (o.plot_script.empty()) o.plot_note = "scripts/plot not found from the trainer's location (share/laconic/scripts or the source tree; pass --plot-script)";
   }
   o.log = &std::cout;
   o.progress_line = ::isatty(STDOUT_FILENO) != 0;
@@ -247,6 +255,31 @@ int run_tokenize(const laconic::TokenizeOptions& o) {
   return 0;
 }
 
+struct ExportArgs {
+  laconic::ExportOptions o;
+  std::string format = "safetensors";
+};
+
+void add_export_options(CLI::App& ex, ExportArgs& a) {
+  ex.add_option("source", a.o.source, "a run directory (its newest checkpoint) or a checkpoint directory")->required();
+  ex.add_option("--format", a.format, "the weights format (safetensors)")->capture_default_str();
+  ex.add_option("--out", a.o.out, "the file to write (written whole or not at all)")->required();
+  ex.add_option("--recipe", a.o.recipe, "the run's recipe (default: recipe.resolved.toml of the run)");
+  ex.add_option("--config", a.o.config_out, "also write the architecture's Hugging Face config.json here");
+}
+
+int run_export(const ExportArgs& a) {
+  if (a.format != "safetensors") LC_INPUT_ERROR("export: --format: expected \"safetensors\", got \"", a.format, "\"");
+  const laconic::ExportReport r = laconic::export_checkpoint(a.o);
+  std::cout << "export: " << r.checkpoint << " (step " << r.step << "): " << r.model << "\n"
+            << "export: wrote " << a.o.out << ": " << r.tensors << " tensors, " << r.parameters << " parameters, "
+            << (r.architecture == "bert"  ? "Hugging Face BertForMaskedLM names"
+                : r.architecture == "gpt" ? "Hugging Face GPT2LMHeadModel names"
+                                          : "Laconic's parameter names")
+            << (a.o.config_out.empty() ? "" : "; config in " + a.o.config_out) << "\n";
+  return 0;
+}
+
 int run(int argc, char** argv, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
@@ -278,11 +311,16 @@ int run(int argc, char** argv, bool& quiet_errors) {
   CLI::App* tokenize = app.add_subcommand("tokenize", "train Laconic's BPE on text and write llm.c token files "
                                                       "(train.bin, val.bin) with the tokenizer beside them");
   add_tokenize_options(*tokenize, tokenize_args);
+  ExportArgs export_args;
+  CLI::App* exporter = app.add_subcommand("export", "write a run's (or checkpoint's) weights as safetensors, in the "
+                                                    "Hugging Face names of its architecture");
+  add_export_options(*exporter, export_args);
   std::vector<const char*> args{argv[0]};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(args.size()), args.data());
-    if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && !tokenize->parsed() && recipe_path.empty())
+    if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && !tokenize->parsed() && !exporter->parsed() &&
+        recipe_path.empty())
       throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -295,6 +333,10 @@ int run(int argc, char** argv, bool& quiet_errors) {
   if (tokenize->parsed()) {
     if (!overrides.empty()) LC_INPUT_ERROR("tokenize: --", overrides.front(), ": recipe overrides do not apply");
     return run_tokenize(tokenize_args);
+  }
+  if (exporter->parsed()) {
+    if (!overrides.empty()) LC_INPUT_ERROR("export: --", overrides.front(), ": recipe overrides do not apply");
+    return run_export(export_args);
   }
   if (simulate->parsed()) {
     if (!overrides.empty()) LC_INPUT_ERROR("simulate: --", overrides.front(), ": recipe overrides do not apply (use --network)");
@@ -343,7 +385,9 @@ int run(int argc, char** argv, bool& quiet_errors) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace laconic {
+
+int train_main(int argc, char** argv) {
   bool quiet_errors = false;
   try {
     return run(argc, argv, quiet_errors);
@@ -361,3 +405,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace laconic

@@ -1,0 +1,10 @@
+// Training: the step loop, what builds it from a recipe, checkpoints, export, simulation.
+#pragma once
+
+#include "framework/train/trainer.h"
+#include "framework/train/factory.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/export.h"
+#include "framework/train/safetensors.h"
+#include "framework/train/simulate.h"
+#include "framework/cli/train_main.h"
