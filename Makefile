@@ -7,8 +7,9 @@ JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 RECIPE ?= recipes/lamb_bert.toml
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all deps configure build run test test-asan test-asan-ci test-tsan clean
+.PHONY: all deps configure build run test install test-asan test-asan-ci test-tsan clean
 
 all: build
 
@@ -26,6 +27,11 @@ run: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 $(CTEST_ARGS)
+
+# The libraries, headers, CMake package, programs and scripts under PREFIX (README "Using Laconic
+# as a library"): make install PREFIX=$$HOME/.local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Sanitizer builds (README "Sanitizers"): the same deps, configure, build and CTest as `make test`,
 # each in its own build folder, configured with LACONIC_SANITIZE (CUDA off; the sanitizer options
