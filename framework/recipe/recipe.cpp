@@ -132,51 +132,19 @@ std::optional<std::string> closest(std::string_view word, const std::vector<std:
   return best;
 }
 
-// ---- value bounds ----
-
-// An interval on the number line; integer, float and list-of-integer keys share it.
-struct Bound {
-  double lo = -std::numeric_limits<double>::infinity();
-  double hi = std::numeric_limits<double>::infinity();
-  bool lo_open = false;
-  bool hi_open = false;
-
-  bool admits(double v) const {
-    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-  }
-  // " >= 1", " > 0", " in [0, 1)", or "" when unbounded.
-  std::string text() const {
-    const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
-    auto num = [](double v) {
-      char buf[32];
-      return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-    };
-    if (has_lo && has_hi)
-      return detail::concat(" in ", lo_open ? "(" : "[", num(lo), ", ", num(hi), hi_open ? ")" : "]");
-    if (has_lo) return detail::concat(lo_open ? " > " : " >= ", num(lo));
-    if (has_hi) return detail::concat(hi_open ? " < " : " <= ", num(hi));
-    return "";
-  }
-};
-
-constexpr Bound at_least(double lo) { return {.lo = lo}; }
-constexpr Bound above(double lo) { return {.lo = lo, .lo_open = true}; }
-constexpr Bound closed(double lo, double hi) { return {.lo = lo, .hi = hi}; }
-constexpr Bound half_open(double lo, double hi) { return {.lo = lo, .hi = hi, .hi_open = true}; }
-
 // ---- codecs: one per C++ member type ----
 //   expected(bound)  what a valid value looks like, for messages
 //   read(node, bound) the checked value, or nullopt when the node is the wrong type or out of bound
 //   write(value)     TOML text that read() accepts back as the same value
 
 template <typename T>
-struct Codec;
+struct ValueCodec;
 
 template <typename T>
 concept Integer = std::integral<T> && !std::same_as<T, bool>;
 
 template <Integer T>
-struct Codec<T> {
+struct ValueCodec<T> {
   static std::string expected(const Bound& b) { return "an integer" + b.text(); }
   static std::optional<T> read(const toml::node& node, const Bound& b) {
     const auto* v = node.as_integer();  // floats are rejected: 64.0 is not a batch size
@@ -188,7 +156,7 @@ struct Codec<T> {
 };
 
 template <std::floating_point T>
-struct Codec<T> {
+struct ValueCodec<T> {
   static std::string expected(const Bound& b) { return "a number" + b.text(); }
   static std::optional<T> read(const toml::node& node, const Bound& b) {
     double v = 0;
@@ -207,7 +175,7 @@ struct Codec<T> {
 };
 
 template <>
-struct Codec<bool> {
+struct ValueCodec<bool> {
   static std::string expected(const Bound&) { return "a boolean (true or false)"; }
   static std::optional<bool> read(const toml::node& node, const Bound&) {
     return node.value_exact<bool>();
@@ -216,7 +184,7 @@ struct Codec<bool> {
 };
 
 template <>
-struct Codec<std::string> {
+struct ValueCodec<std::string> {
   static std::string expected(const Bound&) { return "a non-empty string"; }
   static std::optional<std::string> read(const toml::node& node, const Bound&) {
     const auto* s = node.as_string();
@@ -227,26 +195,26 @@ struct Codec<std::string> {
 };
 
 template <>
-struct Codec<std::vector<int>> {
+struct ValueCodec<std::vector<int>> {
   static std::string expected(const Bound& b) { return "a non-empty array of integers" + b.text(); }
   static std::optional<std::vector<int>> read(const toml::node& node, const Bound& b) {
     const auto* a = node.as_array();
     if (!a || a->empty()) return std::nullopt;
     std::vector<int> out;
     for (const auto& item : *a) {
-      const auto v = Codec<int>::read(item, b);
+      const auto v = ValueCodec<int>::read(item, b);
       if (!v) return std::nullopt;
       out.push_back(*v);
     }
     return out;
   }
   static std::string write(const std::vector<int>& v) {
-    return "[" + join(v, ", ", Codec<int>::write) + "]";
+    return "[" + join(v, ", ", ValueCodec<int>::write) + "]";
   }
 };
 
 template <>
-struct Codec<std::vector<std::string>> {
+struct ValueCodec<std::vector<std::string>> {
   static std::string expected(const Bound&) { return "a non-empty array of strings"; }
   static std::optional<std::vector<std::string>> read(const toml::node& node, const Bound&) {
     const auto* a = node.as_array();
@@ -263,7 +231,7 @@ struct Codec<std::vector<std::string>> {
 };
 
 template <>
-struct Codec<FilePath> {
+struct ValueCodec<FilePath> {
   static std::string expected(const Bound&) { return "a file path (a string; \"\" for none)"; }
   static std::optional<FilePath> read(const toml::node& node, const Bound&) {
     const auto* s = node.as_string();
@@ -275,24 +243,24 @@ struct Codec<FilePath> {
 
 // A possibly empty list of ranks (>= 0).
 template <>
-struct Codec<RankList> {
+struct ValueCodec<RankList> {
   static std::string expected(const Bound&) { return "an array of rank numbers (integers >= 0)"; }
   static std::optional<RankList> read(const toml::node& node, const Bound&) {
     const auto* a = node.as_array();
     if (!a) return std::nullopt;
     RankList out;
     for (const auto& item : *a) {
-      const auto v = Codec<int>::read(item, at_least(0));
+      const auto v = ValueCodec<int>::read(item, at_least(0));
       if (!v) return std::nullopt;
       out.ranks.push_back(*v);
     }
     return out;
   }
-  static std::string write(const RankList& v) { return "[" + join(v.ranks, ", ", Codec<int>::write) + "]"; }
+  static std::string write(const RankList& v) { return "[" + join(v.ranks, ", ", ValueCodec<int>::write) + "]"; }
 };
 
 template <>
-struct Codec<AutoBool> {
+struct ValueCodec<AutoBool> {
   static std::string expected(const Bound&) { return "true, false or \"auto\""; }
   static std::optional<AutoBool> read(const toml::node& node, const Bound&) {
     if (const auto b = node.value_exact<bool>()) return AutoBool{*b};
@@ -309,7 +277,7 @@ struct UnitCodec {
   static std::optional<Q> read(const toml::node& node, const Bound& b) {
     std::optional<double> v;
     if (const auto* s = node.as_string()) v = Parse(s->get());
-    else v = Codec<double>::read(node, {});
+    else v = ValueCodec<double>::read(node, {});
     if (!v || !b.admits(*v)) return std::nullopt;
     Q q;
     q.*Member = *v;
@@ -323,42 +291,39 @@ struct UnitCodec {
 };
 
 template <>
-struct Codec<Bandwidth> : UnitCodec<Bandwidth, &Bandwidth::bytes_per_s, parse_bandwidth, format_bandwidth> {
+struct ValueCodec<Bandwidth> : UnitCodec<Bandwidth, &Bandwidth::bytes_per_s, parse_bandwidth, format_bandwidth> {
   static std::string expected(const Bound&) {
     return "a bandwidth like \"100 Gbit/s\" or \"450 GB/s\" (units bit/s..Tbit/s, B/s..TB/s)";
   }
 };
 
 template <>
-struct Codec<Duration> : UnitCodec<Duration, &Duration::seconds, parse_duration, format_duration> {
+struct ValueCodec<Duration> : UnitCodec<Duration, &Duration::seconds, parse_duration, format_duration> {
   static std::string expected(const Bound&) { return "a duration like \"5 us\" or \"30 ms\" (units ns, us, ms, s)"; }
 };
 
-template <typename E>
-  requires std::is_enum_v<E>
-struct Codec<E> {
+// A component's name: one of the built-in or registered names (components.h).
+template <Component C>
+struct ValueCodec<ComponentName<C>> {
   static std::string expected(const Bound&) {
-    return "one of " + join(names(E{}), ", ", [](const char* n) { return quote(n); });
+    return "one of " + join(component_names(C), ", ", [](const std::string& n) { return quote(n); });
   }
-  static std::optional<E> read(const toml::node& node, const Bound&) {
+  static std::optional<ComponentName<C>> read(const toml::node& node, const Bound&) {
     const auto* s = node.as_string();
-    if (!s) return std::nullopt;
-    const auto all = names(E{});
-    const auto it = std::find(all.begin(), all.end(), std::string_view(s->get()));
-    if (it == all.end()) return std::nullopt;
-    return static_cast<E>(it - all.begin());
+    if (!s || !has_component(C, s->get())) return std::nullopt;
+    return ComponentName<C>{s->get()};
   }
-  static std::string write(E v) { return quote(enum_name(v)); }
+  static std::string write(const ComponentName<C>& v) { return quote(v.value); }
 };
 
 // A strategy schedule: an array of inline tables {strategy = "...", steps = N}; every phase but
 // the last needs steps >= 1; the last may omit it (or give 0): it runs to the end.
 template <>
-struct Codec<SyncPhases> {
+struct ValueCodec<SyncPhases> {
   static std::string expected(const Bound&) {
     return "an array of phases like [{strategy = \"allreduce\", steps = 500}, {strategy = \"powersgd\"}] "
            "(steps >= 1 except in the last phase; strategies: " +
-           join(names(SyncKind{}), ", ", [](const char* n) { return quote(n); }) + ")";
+           join(component_names(Component::strategy), ", ", [](const std::string& n) { return quote(n); }) + ")";
   }
   static std::optional<SyncPhases> read(const toml::node& node, const Bound&) {
     const auto* a = node.as_array();
@@ -370,11 +335,11 @@ struct Codec<SyncPhases> {
       SyncPhase p;
       for (const auto& [key, value] : *t) {
         if (key.str() == "strategy") {
-          const auto s = Codec<SyncKind>::read(value, {});
+          const auto s = ValueCodec<StrategyName>::read(value, {});
           if (!s) return std::nullopt;
           p.strategy = *s;
         } else if (key.str() == "steps") {
-          const auto n = Codec<std::int64_t>::read(value, at_least(0));
+          const auto n = ValueCodec<std::int64_t>::read(value, at_least(0));
           if (!n) return std::nullopt;
           p.steps = *n;
         } else {
@@ -388,8 +353,8 @@ struct Codec<SyncPhases> {
   }
   static std::string write(const SyncPhases& v) {
     return "[" + join(v.phases, ", ", [](const SyncPhase& p) {
-             return "{ strategy = " + Codec<SyncKind>::write(p.strategy) +
-                    (p.steps > 0 ? ", steps = " + Codec<std::int64_t>::write(p.steps) : std::string()) + " }";
+             return "{ strategy = " + ValueCodec<StrategyName>::write(p.strategy) +
+                    (p.steps > 0 ? ", steps = " + ValueCodec<std::int64_t>::write(p.steps) : std::string()) + " }";
            }) + "]";
   }
 };
@@ -397,7 +362,7 @@ struct Codec<SyncPhases> {
 // A period schedule: an array of inline tables {steps = N, period = H}, steps a multiple of its
 // period (>= 1) except in the last segment, which may omit steps (or give 0): it runs to the end.
 template <>
-struct Codec<PeriodSchedule> {
+struct ValueCodec<PeriodSchedule> {
   static std::string expected(const Bound&) {
     return "an array of segments like [{steps = 200, period = 10}, {period = 50}] (period >= 1; steps a "
            "multiple of the period, >= 1 except in the last segment)";
@@ -413,7 +378,7 @@ struct Codec<PeriodSchedule> {
       for (const auto& [key, value] : *t) {
         const bool steps = key.str() == "steps";
         if (!steps && key.str() != "period") return std::nullopt;
-        const auto n = Codec<std::int64_t>::read(value, at_least(steps ? 0 : 1));
+        const auto n = ValueCodec<std::int64_t>::read(value, at_least(steps ? 0 : 1));
         if (!n) return std::nullopt;
         (steps ? seg.steps : seg.period) = *n;
       }
@@ -424,43 +389,116 @@ struct Codec<PeriodSchedule> {
   }
   static std::string write(const PeriodSchedule& v) {
     return "[" + join(v.segments, ", ", [](const PeriodSegment& p) {
-             return "{ " + (p.steps > 0 ? "steps = " + Codec<std::int64_t>::write(p.steps) + ", " : std::string()) +
-                    "period = " + Codec<std::int64_t>::write(p.period) + " }";
+             return "{ " + (p.steps > 0 ? "steps = " + ValueCodec<std::int64_t>::write(p.steps) + ", " : std::string()) +
+                    "period = " + ValueCodec<std::int64_t>::write(p.period) + " }";
            }) + "]";
   }
 };
 
-// ---- the schema ----
+}  // namespace
 
-struct Field {
-  std::string_view section;
-  std::string_view key;
-  Bound bound;
-  std::string (*expected)(const Bound&);
-  bool (*read)(const toml::node&, const Bound&, Recipe&);  // false: rejected, recipe untouched
-  std::string (*write)(const Recipe&);
+// ---- FieldCodec: the codecs above behind schema.h's type-erased interface ----
 
-  std::string path() const { return detail::concat(section, ".", key); }
+struct TomlNode {
+  const toml::node& node;
 };
 
-// Adds the keys of one section: Path is the chain of members from Recipe to the struct holding
-// it (one for [sync], two for [sync.topk]), Member a member of that.
+template <typename V>
+std::string FieldCodec<V>::expected(const Bound& b) {
+  return ValueCodec<V>::expected(b);
+}
+template <typename V>
+bool FieldCodec<V>::read(const TomlNode& n, const Bound& b, V& out) {
+  auto v = ValueCodec<V>::read(n.node, b);
+  if (v) out = std::move(*v);
+  return v.has_value();
+}
+template <typename V>
+std::string FieldCodec<V>::write(const V& v) {
+  return ValueCodec<V>::write(v);
+}
+// The member types registered sections may use (schema.h); the built-in schema instantiates what
+// else it needs below.
+template struct FieldCodec<int>;
+template struct FieldCodec<std::int64_t>;
+template struct FieldCodec<std::uint64_t>;
+template struct FieldCodec<float>;
+template struct FieldCodec<double>;
+template struct FieldCodec<bool>;
+template struct FieldCodec<std::string>;
+template struct FieldCodec<std::vector<int>>;
+template struct FieldCodec<std::vector<std::string>>;
+template struct FieldCodec<FilePath>;
+template struct FieldCodec<Bandwidth>;
+template struct FieldCodec<Duration>;
+template struct FieldCodec<AutoBool>;
+
+namespace schema_detail {
+std::string quote(std::string_view s) { return laconic::quote(s); }
+std::optional<std::string> read_string(const TomlNode& n) {
+  if (const auto* s = n.node.as_string()) return s->get();
+  return std::nullopt;
+}
+}  // namespace schema_detail
+
+std::string Bound::text() const {
+  const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
+  auto num = [](double v) {
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  };
+  if (has_lo && has_hi) return detail::concat(" in ", lo_open ? "(" : "[", num(lo), ", ", num(hi), hi_open ? ")" : "]");
+  if (has_lo) return detail::concat(lo_open ? " > " : " >= ", num(lo));
+  if (has_hi) return detail::concat(hi_open ? " < " : " <= ", num(hi));
+  return "";
+}
+
+void* SectionValues::mutable_section(const std::string& section, const SectionType& type) {
+  for (Entry& e : entries_) {
+    if (e.section != section) continue;
+    LC_CHECK(e.type == &type, "recipe section [", section, "] holds another type");
+    if (e.value.use_count() > 1) e.value = type.clone(e.value.get());  // copy on write
+    return e.value.get();
+  }
+  entries_.push_back({section, type.make(), &type});
+  return entries_.back().value.get();
+}
+
+bool SectionValues::operator==(const SectionValues& other) const {
+  // Equal when every section either holds has the same value in the other, or (absent there) its defaults.
+  const auto covered = [](const SectionValues& a, const SectionValues& b) {
+    for (const Entry& e : a.entries_) {
+      const Entry* o = b.find(e.section);
+      const std::shared_ptr<void> defaults = o ? nullptr : e.type->make();
+      if (!e.type->equal(e.value.get(), o ? o->value.get() : defaults.get())) return false;
+    }
+    return true;
+  };
+  return covered(*this, other) && covered(other, *this);
+}
+
+namespace {
+
+// ---- the schema ----
+
+// Adds the keys of one built-in section: Path is the chain of members from Recipe to the struct
+// holding it (one for [sync], two for [sync.topk]), Member a member of that. The keys of a
+// registered section are the same Fields, built by Section<T> (schema.h).
 template <auto... Path>
 struct SectionBuilder {
-  std::string_view name;
+  std::string name;
   std::vector<Field>& out;
 
   template <auto Member>
-  SectionBuilder& add(std::string_view key, Bound bound = {}) {
-    using T = std::remove_cvref_t<decltype((std::declval<Recipe&>() .* ... .* Path).*Member)>;
-    out.push_back(Field{
-        name, key, bound, &Codec<T>::expected,
-        [](const toml::node& node, const Bound& b, Recipe& r) {
-          auto v = Codec<T>::read(node, b);
-          if (v) (r .* ... .* Path).*Member = std::move(*v);
-          return v.has_value();
-        },
-        [](const Recipe& r) { return Codec<T>::write((r .* ... .* Path).*Member); }});
+  SectionBuilder& add(std::string key, Bound bound = {}) {
+    using S = std::remove_cvref_t<decltype((std::declval<Recipe&>() .* ... .* Path))>;
+    using V = std::remove_cvref_t<decltype(std::declval<S&>().*Member)>;
+    out.push_back(Field{name, std::move(key), bound, &FieldCodec<V>::expected,
+                        [](const TomlNode& n, const Bound& b, void* sec) {
+                          return FieldCodec<V>::read(n, b, static_cast<S*>(sec)->*Member);
+                        },
+                        [](const void* sec) { return FieldCodec<V>::write(static_cast<const S*>(sec)->*Member); },
+                        [](Recipe& r) -> void* { return &(r .* ... .* Path); }});
     return *this;
   }
 };
@@ -481,8 +519,8 @@ Builder&& add_diloco_keys(Builder&& b) {
   return std::forward<Builder>(b);
 }
 
-// Every recipe key, in the order to_toml() prints them. Ranges are the ones documented in recipe.h.
-const std::vector<Field>& schema() {
+// Every built-in recipe key, in the order to_toml() prints them. Ranges are the ones documented in recipe.h.
+const std::vector<Field>& builtin_schema() {
   static const std::vector<Field> fields = [] {
     std::vector<Field> f;
     SectionBuilder<&Recipe::run>{"run", f}
@@ -628,10 +666,70 @@ const std::vector<Field>& schema() {
   return fields;
 }
 
+// ---- registered components ----
+
+struct Registered {
+  struct Section {
+    Component component;
+    std::string name;     // the component's
+    std::string section;  // "model.NAME", ...
+    const SectionType* type;
+    std::shared_ptr<void> defaults;
+  };
+  std::vector<std::string> names[std::size(kComponentNames)];
+  std::vector<Section> sections;
+  std::vector<Field> fields;  // builtin_schema() then the registered sections' keys
+  Registered() {
+    names[static_cast<int>(Component::model)] = {"mlp", "bert", "gpt"};
+    names[static_cast<int>(Component::data)] = {"fashion_mnist", "text", "tokens"};
+    names[static_cast<int>(Component::optimizer)] = {"sgd", "adamw", "lars", "lamb"};
+    names[static_cast<int>(Component::reducer)] = {"allreduce", "topk", "powersgd", "onebit"};
+    names[static_cast<int>(Component::strategy)] = {"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco",
+                                                    "streaming_diloco", "sparseloco", "demo"};
+    fields = builtin_schema();
+  }
+  const Section* find(std::string_view section) const {
+    for (const Section& s : sections)
+      if (s.section == section) return &s;
+    return nullptr;
+  }
+};
+Registered& registered() {
+  static Registered r;
+  return r;
+}
+
+// Every recipe key: the built-in ones, then the registered sections'.
+const std::vector<Field>& schema() { return registered().fields; }
+
+// The struct a field reads into.
+void* section_of(const Field& f, Recipe& r) {
+  if (f.builtin) return f.builtin(r);
+  const Registered::Section* s = registered().find(f.section);
+  LC_CHECK(s, "no registered section [", f.section, "]");
+  return r.sections.mutable_section(f.section, *s->type);
+}
+const void* section_of(const Field& f, const Recipe& r) {
+  if (f.builtin) return f.builtin(const_cast<Recipe&>(r));  // read only
+  if (const void* v = r.sections.section(f.section)) return v;
+  const Registered::Section* s = registered().find(f.section);
+  LC_CHECK(s, "no registered section [", f.section, "]");
+  return s->defaults.get();
+}
+
+// Printed and hashed: every built-in key; a registered section's keys when its component is used.
+bool printed(const Field& f, const Recipe& r) {
+  if (f.builtin) return true;
+  const Registered::Section* s = registered().find(f.section);
+  return s && uses_component(r, s->component, s->name);
+}
+
 std::vector<std::string> section_names() {
   std::vector<std::string> out;
   for (const auto& f : schema())
     if (out.empty() || out.back() != f.section) out.emplace_back(f.section);
+  for (const auto& s : registered().sections)  // a registered section may have no keys yet
+    if (std::find(out.begin(), out.end(), s.section) == out.end()) out.push_back(s.section);
   return out;
 }
 
@@ -647,6 +745,7 @@ const Field* find_field(std::string_view path) {
     if (path.size() == f.section.size() + 1 + f.key.size() && path.starts_with(f.section) &&
         path[f.section.size()] == '.' && path.ends_with(f.key))
       return &f;
+  // A registered section without keys of its own is still a section (is_section), never a key.
   return nullptr;
 }
 
@@ -677,6 +776,9 @@ std::string unknown_key_message(std::string_view path) {
   if (!guess)
     for (const auto& f : schema())
       if (f.key == key) guess = f.path();
+  if (!guess)  // a subsection misspelt ([model.my_cnnn] is key "my_cnnn" of [model])
+    if (auto s = closest(path, section_names()); s && s->starts_with(std::string(section) + "."))
+      return detail::concat("unknown section [", one_line(path), "] (did you mean [", *s, "]?)");
   const std::string valid =
       section.empty() ? "top-level entries must be sections: " + join(section_names(), ", ", std::identity{})
                       : detail::concat("valid keys in [", section, "]: ",
@@ -709,7 +811,7 @@ struct Draft {
 // Sets one field from a TOML node. `where` prefixes errors: "FILE:L:C" (then the key is named)
 // or "--key=value" (which names it already).
 void assign(Draft& d, const Field& f, const toml::node& node, const std::string& where, bool name_key) {
-  if (!f.read(node, f.bound, d.recipe))
+  if (!f.read(TomlNode{node}, f.bound, section_of(f, d.recipe)))
     LC_INPUT_ERROR(where, ": ", name_key ? f.path() + ": " : "", "expected ", f.expected(f.bound),
                    ", got ", describe(node));
   const auto index = static_cast<std::size_t>(&f - schema().data());
@@ -768,9 +870,9 @@ void apply_override(Draft& d, const std::string& text) {
   }
   const toml::value<std::string> bare(value);
   const toml::node* node = parsed.size() == 1 ? parsed.get("x") : nullptr;
-  if (node && f->read(*node, f->bound, d.recipe)) {
+  if (node && f->read(TomlNode{*node}, f->bound, section_of(*f, d.recipe))) {
     assign(d, *f, *node, where, false);  // re-reads: cheap, and records the origin in one place
-  } else if (f->read(bare, f->bound, d.recipe)) {
+  } else if (f->read(TomlNode{bare}, f->bound, section_of(*f, d.recipe))) {
     assign(d, *f, bare, where, false);
   } else {
     assign(d, *f, node ? *node : static_cast<const toml::node&>(bare), where, false);  // throws
@@ -807,22 +909,26 @@ void check_cross_fields(const Draft& d) {
                    ": optimizer.nesterov: expected optimizer.momentum > 0 with nesterov = true, got "
                    "optimizer.momentum = ",
                    format_float(r.optimizer.momentum));
-  if (r.model.name != ModelKind::mlp && r.model.dim % r.model.heads != 0)
+  const bool transformer = r.model.name == "bert" || r.model.name == "gpt";
+  if (transformer && r.model.dim % r.model.heads != 0)
     LC_INPUT_ERROR(locate(d, {"model.heads", "model.dim"}), ": model.heads: expected a divisor of model.dim = ",
                    r.model.dim, ", got ", r.model.heads);
-  const bool data_fits = r.data.name == DataKind::fashion_mnist ? r.model.name == ModelKind::mlp
-                         : r.data.name == DataKind::text        ? r.model.name != ModelKind::mlp
-                                                                : r.model.name == ModelKind::gpt;
-  if (!data_fits)
+  // Built-in models on built-in data; a registered model or dataset checks what it is given.
+  const bool builtin_pair = (r.model.name == "mlp" || transformer) &&
+                            (r.data.name == "fashion_mnist" || r.data.name == "text" || r.data.name == "tokens");
+  const bool data_fits = r.data.name == "fashion_mnist" ? r.model.name == "mlp"
+                         : r.data.name == "text"        ? transformer
+                                                        : r.model.name == "gpt";
+  if (builtin_pair && !data_fits)
     LC_INPUT_ERROR(locate(d, {"model.name", "data.name"}), ": model.name: expected ",
-                   r.data.name == DataKind::text     ? "\"bert\" or \"gpt\" for data.name = \"text\""
-                   : r.data.name == DataKind::tokens ? "\"gpt\" for data.name = \"tokens\""
+                   r.data.name == "text"     ? "\"bert\" or \"gpt\" for data.name = \"text\""
+                   : r.data.name == "tokens" ? "\"gpt\" for data.name = \"tokens\""
                                                      : "\"mlp\" for data.name = \"fashion_mnist\"",
-                   ", got \"", name_of(r.model.name), "\"");
-  if (r.data.name == DataKind::text && r.data.vocab_size < kFirstMergeToken)
+                   ", got \"", r.model.name, "\"");
+  if (r.data.name == "text" && r.data.vocab_size < kFirstMergeToken)
     LC_INPUT_ERROR(locate(d, {"data.vocab_size", "data.name"}), ": data.vocab_size: expected at least ", kFirstMergeToken,
                    " for data.name = \"text\" (the BPE's special and byte tokens), got ", r.data.vocab_size);
-  if (r.data.name == DataKind::tokens && r.data.train_path.path.empty())
+  if (r.data.name == "tokens" && r.data.train_path.path.empty())
     LC_INPUT_ERROR(locate(d, {"data.train_path", "data.name"}),
                    ": data.train_path: expected a file or glob pattern of token files for data.name = \"tokens\", got none");
   if (r.optimizer.trust_max > 0 && r.optimizer.trust_max < r.optimizer.trust_min)
@@ -838,10 +944,9 @@ void check_cross_fields(const Draft& d) {
     LC_INPUT_ERROR(locate(d, {"sync.intra", "network.groups"}),
                    ": sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups (the groups are the "
                    "network's), got network.groups = ", r.network.groups);
-  const auto uses = [&](SyncKind k) { return uses_strategy(r.sync, k); };
-  const bool any_periodic = uses(SyncKind::local_sgd) || uses(SyncKind::diloco) ||
-                            uses(SyncKind::streaming_diloco) || uses(SyncKind::sparseloco);
-  if (r.sync.momentum > 0 && (any_periodic || uses(SyncKind::demo)))
+  const auto uses = [&](std::string_view k) { return uses_strategy(r.sync, k); };
+  const bool any_periodic = uses("local_sgd") || uses("diloco") || uses("streaming_diloco") || uses("sparseloco");
+  if (r.sync.momentum > 0 && (any_periodic || uses("demo")))
     LC_INPUT_ERROR(locate(d, {"sync.momentum", "sync.strategy", "sync.phases"}),
                    ": sync.momentum: expected 0 with ",
                    any_periodic ? "local_sgd, diloco, streaming_diloco or sparseloco" : "demo",
@@ -849,27 +954,27 @@ void check_cross_fields(const Draft& d) {
                    any_periodic ? "give the inner optimizer its momentum" : "demo keeps its own, sync.demo.beta",
                    "), got ", format_float(r.sync.momentum));
   // A codec other than fp32 replaces the dense reducer, and runs on host buffers.
-  const auto check_codec = [&](const std::string& section, const OuterCodecConfig& c, ReducerKind reducer) {
-    if (c.dtype != laconic::Codec::fp32 && reducer != ReducerKind::allreduce)
+  const auto check_codec = [&](const std::string& section, const OuterCodecConfig& c, const ReducerName& reducer) {
+    if (c.dtype != laconic::Codec::fp32 && reducer != "allreduce")
       LC_INPUT_ERROR(locate(d, {section + ".dtype", section + ".reducer"}), ": ", section,
-                     ".dtype: expected \"fp32\" with reducer = \"", name_of(reducer),
+                     ".dtype: expected \"fp32\" with reducer = \"", reducer,
                      "\" (a codec replaces the dense reducer), got \"", name_of(c.dtype), "\"");
   };
   check_codec("sync.local_sgd", r.sync.local_sgd, r.sync.local_sgd.reducer);
   check_codec("sync.diloco", r.sync.diloco, r.sync.diloco.reducer);
   check_codec("sync.streaming_diloco", r.sync.streaming_diloco, r.sync.streaming_diloco.reducer);
   if (r.distributed.device == DeviceKind::cuda) {
-    const auto host_only = [&](SyncKind k, bool codec, const char* what) {
+    const auto host_only = [&](std::string_view k, bool codec, const char* what) {
       if (uses(k) && codec)
         LC_INPUT_ERROR(locate(d, {"distributed.device", "sync.strategy", "sync.phases"}),
                        ": distributed.device: expected \"cpu\" with ", what, " (it runs on host buffers), got \"cuda\"");
     };
-    host_only(SyncKind::local_sgd, r.sync.local_sgd.dtype != laconic::Codec::fp32, "sync.local_sgd.dtype other than fp32");
-    host_only(SyncKind::diloco, r.sync.diloco.dtype != laconic::Codec::fp32, "sync.diloco.dtype other than fp32");
-    host_only(SyncKind::streaming_diloco, r.sync.streaming_diloco.dtype != laconic::Codec::fp32,
+    host_only("local_sgd", r.sync.local_sgd.dtype != laconic::Codec::fp32, "sync.local_sgd.dtype other than fp32");
+    host_only("diloco", r.sync.diloco.dtype != laconic::Codec::fp32, "sync.diloco.dtype other than fp32");
+    host_only("streaming_diloco", r.sync.streaming_diloco.dtype != laconic::Codec::fp32,
               "sync.streaming_diloco.dtype other than fp32");
-    host_only(SyncKind::sparseloco, true, "sparseloco");
-    host_only(SyncKind::demo, true, "demo");
+    host_only("sparseloco", true, "sparseloco");
+    host_only("demo", true, "demo");
   }
   const StreamingDilocoConfig& sd = r.sync.streaming_diloco;
   std::int64_t shortest = sd.period;
@@ -882,12 +987,12 @@ void check_cross_fields(const Draft& d) {
                               "sync.streaming_diloco.period_schedule"}),
                    ": sync.streaming_diloco.overlap_steps: expected below the shortest period (", shortest,
                    "), got ", sd.overlap_steps);
-  if (uses(SyncKind::demo) &&
-      (r.optimizer.name != OptimizerKind::sgd || r.optimizer.momentum != 0 || r.optimizer.grad_clip != 0))
+  if (uses("demo") &&
+      (r.optimizer.name != "sgd" || r.optimizer.momentum != 0 || r.optimizer.grad_clip != 0))
     LC_INPUT_ERROR(locate(d, {"optimizer.name", "optimizer.momentum", "optimizer.grad_clip", "sync.strategy"}),
                    ": optimizer: expected name = \"sgd\", momentum = 0 and grad_clip = 0 for sync.strategy = \"demo\" "
                    "(DeMo keeps the momentum and hands the optimizer sign steps, whose norm is sqrt(parameters)), got "
-                   "name = \"", name_of(r.optimizer.name), "\", momentum = ", format_float(r.optimizer.momentum),
+                   "name = \"", r.optimizer.name, "\", momentum = ", format_float(r.optimizer.momentum),
                    ", grad_clip = ", format_float(r.optimizer.grad_clip));
   if (r.sync.demo.topk > r.sync.demo.chunk)
     LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk"}),
@@ -904,11 +1009,63 @@ void check_cross_fields(const Draft& d) {
 
 }  // namespace
 
-bool uses_strategy(const SyncConfig& sync, SyncKind kind) {
+bool uses_strategy(const SyncConfig& sync, std::string_view kind) {
   if (sync.phases.phases.empty()) return sync.strategy == kind;
   return std::any_of(sync.phases.phases.begin(), sync.phases.phases.end(),
                      [&](const SyncPhase& p) { return p.strategy == kind; });
 }
+
+bool uses_component(const Recipe& r, Component c, std::string_view name) {
+  switch (c) {
+    case Component::model: return r.model.name == name;
+    case Component::data: return r.data.name == name;
+    case Component::optimizer: return r.optimizer.name == name;
+    case Component::strategy: return uses_strategy(r.sync, name);
+    case Component::reducer:
+      return uses_strategy(r.sync, name) || (uses_strategy(r.sync, "local_sgd") && r.sync.local_sgd.reducer == name) ||
+             (uses_strategy(r.sync, "diloco") && r.sync.diloco.reducer == name) ||
+             (uses_strategy(r.sync, "streaming_diloco") && r.sync.streaming_diloco.reducer == name);
+  }
+  return false;
+}
+
+std::string component_section(Component c, std::string_view name) {
+  const char* parent = c == Component::model       ? "model"
+                       : c == Component::data      ? "data"
+                       : c == Component::optimizer ? "optimizer"
+                                                   : "sync";
+  return detail::concat(parent, ".", name);
+}
+
+void register_component(Component c, const std::string& name, SectionSchema schema) {
+  LC_CHECK(!name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos,
+           "register ", enum_name(c), " '", name, "': expected a name of [a-z0-9_]");
+  Registered& reg = registered();
+  const auto add = [&](Component k) {
+    auto& names = reg.names[static_cast<int>(k)];
+    LC_CHECK(std::find(names.begin(), names.end(), name) == names.end(), "register ", enum_name(c), " '", name,
+             "': a ", enum_name(k), " of that name exists");
+    names.push_back(name);
+  };
+  add(c);
+  if (c == Component::reducer) add(Component::strategy);  // data parallel through it
+  if (!schema.type) return;
+  const std::string section = component_section(c, name);
+  LC_CHECK(!is_section(section), "register ", enum_name(c), " '", name, "': section [", section, "] exists");
+  reg.sections.push_back({c, name, section, schema.type, schema.type->make()});
+  for (Field& f : schema.fields) {
+    f.section = section;
+    f.builtin = nullptr;
+    reg.fields.push_back(std::move(f));
+  }
+}
+
+bool has_component(Component c, std::string_view name) {
+  const auto& names = registered().names[static_cast<int>(c)];
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::vector<std::string> component_names(Component c) { return registered().names[static_cast<int>(c)]; }
 
 Recipe parse_recipe(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides) {
@@ -969,25 +1126,21 @@ std::string to_toml(const Recipe& recipe) {
   std::string out =
       "# Laconic recipe, fully resolved: every key with the value the run used (defaults included).\n";
   if (!recipe.path.empty()) out += "# Source: " + recipe.path + "\n";
-  std::string_view section;
+  std::string section;
   for (const auto& f : schema()) {
+    if (!printed(f, recipe)) continue;
     if (f.section != section) {
       section = f.section;
       out += detail::concat("\n[", section, "]\n");
     }
-    out += detail::concat(f.key, " = ", f.write(recipe), "\n");
+    out += detail::concat(f.key, " = ", f.write(section_of(f, recipe)), "\n");
   }
   return out;
 }
 
-const char* name_of(ModelKind v) { return enum_name(v); }
-const char* name_of(DataKind v) { return enum_name(v); }
-const char* name_of(OptimizerKind v) { return enum_name(v); }
 const char* name_of(BackendKind v) { return enum_name(v); }
 const char* name_of(DeviceKind v) { return enum_name(v); }
-const char* name_of(SyncKind v) { return enum_name(v); }
 const char* name_of(WireKind v) { return enum_name(v); }
-const char* name_of(ReducerKind v) { return enum_name(v); }
 const char* name_of(IntraKind v) { return enum_name(v); }
 const char* name_of(NonfiniteKind v) { return enum_name(v); }
 const char* name_of(FaultKind v) { return enum_name(v); }

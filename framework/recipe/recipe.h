@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "framework/recipe/components.h"
+#include "framework/recipe/schema.h"
 #include "collectives/netsim/topology.h"
 #include "compression/onebit.h"
 #include "compression/powersgd.h"
@@ -25,46 +27,15 @@
 
 namespace laconic {
 
-enum class ModelKind { mlp, bert, gpt };
-enum class DataKind { fashion_mnist, text, tokens };
-enum class OptimizerKind { sgd, adamw, lars, lamb };
 enum class BackendKind { auto_, threads, mpi };
 enum class ComputeKind { measured, modeled };
 
-// Quantities with units: recipes write "100 Gbit/s" and "30 ms" (or plain numbers in bytes/s
-// and seconds).
-struct Bandwidth {
-  double bytes_per_s = 0;
-  bool operator==(const Bandwidth&) const = default;
-};
-struct Duration {
-  double seconds = 0;
-  bool operator==(const Duration&) const = default;
-};
-// A file path, possibly empty (none).
-struct FilePath {
-  std::string path;
-  bool empty() const { return path.empty(); }
-  bool operator==(const FilePath&) const = default;
-};
-// A list of ranks, possibly empty.
-struct RankList {
-  std::vector<int> ranks;
-  bool operator==(const RankList&) const = default;
-};
-// true, false, or "auto" (unset: the default that depends on other keys).
-struct AutoBool {
-  std::optional<bool> value;
-  bool resolve(bool otherwise) const { return value.value_or(otherwise); }
-  bool operator==(const AutoBool&) const = default;
-};
 enum class DeviceKind { cpu, cuda };
-// How ranks synchronise: gradients every step, exactly (allreduce) or compressed with error
-// feedback (topk, powersgd, onebit); or parameters every H steps (local_sgd, diloco,
-// streaming_diloco, sparseloco); or DeMo's decoupled momentum every step (demo).
-enum class SyncKind { allreduce, topk, powersgd, onebit, local_sgd, diloco, streaming_diloco, sparseloco, demo };
-// The reducer that local_sgd and diloco average through (the strategies' own [sync.X] settings).
-enum class ReducerKind { allreduce, topk, powersgd, onebit };
+// How ranks synchronise (sync.strategy, a StrategyName: components.h): gradients every step,
+// exactly (allreduce) or compressed with error feedback (topk, powersgd, onebit, and any
+// registered reducer); or parameters every H steps (local_sgd, diloco, streaming_diloco,
+// sparseloco); or DeMo's decoupled momentum every step (demo). The reducers local_sgd and diloco
+// average through are ReducerNames (allreduce, topk, powersgd, onebit, registered ones).
 // Hierarchical composition: none = the strategy spans all ranks; allreduce = ranks of one
 // network group average gradients densely every step and the strategy runs between groups.
 enum class IntraKind { none, allreduce };
@@ -79,7 +50,7 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  ModelKind name = ModelKind::mlp;
+  ModelName name = "mlp";  // mlp, bert, gpt, or a registered model
   std::vector<int> hidden = {512, 256};  // hidden layer widths
   MlpActivation activation = MlpActivation::relu;
   float dropout = 0.0f;                   // mlp: after each hidden activation; bert: everywhere
@@ -97,7 +68,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  DataKind name = DataKind::fashion_mnist;
+  DataName name = "fashion_mnist";  // fashion_mnist, text, tokens, or a registered dataset
   std::string path = "default";  // "default": the dataset's Debian location (fashion-mnist, fortunes)
   // text (bert: masked language modelling; gpt: next-token prediction) and tokens (gpt):
   int seq_len = 128;             // tokens per sequence ([CLS] included for bert; the context for gpt)
@@ -130,7 +101,7 @@ struct TrainConfig {
 };
 
 struct OptimizerConfig {
-  OptimizerKind name = OptimizerKind::sgd;
+  OptimizerName name = "sgd";  // sgd, adamw, lars, lamb, or a registered optimizer
   double lr = 0.1;           // peak learning rate at schedule.base_batch (see scaling_rule)
   double momentum = 0.9;     // sgd, lars
   bool nesterov = false;     // sgd
@@ -196,7 +167,7 @@ struct OuterCodecConfig {
 struct LocalSgdConfig : OuterCodecConfig {
   std::int64_t period = 8;            // H
   std::int64_t warmup_steps = 0;      // average gradients every step before this step
-  ReducerKind reducer = ReducerKind::allreduce;
+  ReducerName reducer = "allreduce";
   bool operator==(const LocalSgdConfig&) const = default;
 };
 
@@ -208,7 +179,7 @@ struct DilocoConfig : OuterCodecConfig {
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   bool nesterov = true;
-  ReducerKind reducer = ReducerKind::allreduce;
+  ReducerName reducer = "allreduce";
   bool operator==(const DilocoConfig&) const = default;
 };
 
@@ -252,7 +223,7 @@ struct DemoConfig {
 
 // One phase of a strategy schedule: `strategy` for `steps` optimizer steps (0 = to the end).
 struct SyncPhase {
-  SyncKind strategy = SyncKind::allreduce;
+  StrategyName strategy = "allreduce";
   std::int64_t steps = 0;
   bool operator==(const SyncPhase&) const = default;
 };
@@ -262,7 +233,7 @@ struct SyncPhases {
 };
 
 struct SyncConfig {
-  SyncKind strategy = SyncKind::allreduce;
+  StrategyName strategy = "allreduce";
   double bucket_mb = 25.0;
   bool overlap = true;  // reduce each bucket while backward continues
   double momentum = 0;  // momentum correction: reduce local velocities (optimizer momentum 0)
@@ -348,6 +319,13 @@ struct Recipe {
   CheckpointConfig checkpoint;
   GuardsConfig guards;
   FaultConfig fault;
+  // The sections of registered components ([model.my_cnn], ...): section<T>("model.my_cnn").
+  SectionValues sections;
+
+  template <typename T>
+  const T& section(std::string_view name) const {
+    return sections.get<T>(name);
+  }
 
   // Field-wise (path included): to_toml() round trips and resume checks compare recipes.
   bool operator==(const Recipe&) const = default;
@@ -355,35 +333,28 @@ struct Recipe {
 
 // The recipe's own enums' spellings (framework/core/enum_names.h), indexed by value.
 
-inline constexpr std::array kModelNames{"mlp", "bert", "gpt"};
-inline constexpr std::array kDataNames{"fashion_mnist", "text", "tokens"};
-inline constexpr std::array kOptimizerNames{"sgd", "adamw", "lars", "lamb"};
 inline constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 inline constexpr std::array kDeviceNames{"cpu", "cuda"};
-inline constexpr std::array kSyncNames{"allreduce", "topk", "powersgd", "onebit", "local_sgd",
-                                       "diloco", "streaming_diloco", "sparseloco", "demo"};
-inline constexpr std::array kReducerNames{"allreduce", "topk", "powersgd", "onebit"};
 inline constexpr std::array kIntraNames{"none", "allreduce"};
 inline constexpr std::array kNonfiniteNames{"abort", "skip"};
 inline constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan", "crash"};
 inline constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
 inline constexpr std::array kComputeNames{"measured", "modeled"};
 
-constexpr std::span<const char* const> names(ModelKind) { return kModelNames; }
-constexpr std::span<const char* const> names(DataKind) { return kDataNames; }
-constexpr std::span<const char* const> names(OptimizerKind) { return kOptimizerNames; }
 constexpr std::span<const char* const> names(BackendKind) { return kBackendNames; }
 constexpr std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
-constexpr std::span<const char* const> names(SyncKind) { return kSyncNames; }
 constexpr std::span<const char* const> names(WireKind) { return kWireNames; }
-constexpr std::span<const char* const> names(ReducerKind) { return kReducerNames; }
 constexpr std::span<const char* const> names(IntraKind) { return kIntraNames; }
 constexpr std::span<const char* const> names(NonfiniteKind) { return kNonfiniteNames; }
 constexpr std::span<const char* const> names(FaultKind) { return kFaultNames; }
 constexpr std::span<const char* const> names(ComputeKind) { return kComputeNames; }
 
-// Whether the run uses `kind`: sync.strategy, or one of sync.phases when there are phases.
-bool uses_strategy(const SyncConfig& sync, SyncKind kind);
+// Whether the run uses `strategy`: sync.strategy, or one of sync.phases when there are phases.
+bool uses_strategy(const SyncConfig& sync, std::string_view strategy);
+// Whether the run uses component `name`: as its model, data or optimizer; a reducer as a gradient
+// strategy or a periodic strategy's reducer; a strategy as sync.strategy or a phase's. Registered
+// components' sections are printed (to_toml) and hashed only when used.
+bool uses_component(const Recipe& r, Component c, std::string_view name);
 
 // Reads and validates a recipe, then applies CLI overrides of the form "section.key=value"
 // (value in TOML syntax, bare strings allowed: "sync.strategy=allreduce", "model.hidden=[256,128]").
@@ -403,14 +374,9 @@ Recipe parse_recipe(const std::string& text, const std::string& name,
 std::string to_toml(const Recipe& recipe);
 
 // Enum <-> name, shared by parsing, printing and messages.
-const char* name_of(ModelKind);
-const char* name_of(DataKind);
-const char* name_of(OptimizerKind);
 const char* name_of(BackendKind);
 const char* name_of(DeviceKind);
-const char* name_of(SyncKind);
 const char* name_of(WireKind);
-const char* name_of(ReducerKind);
 const char* name_of(NonfiniteKind);
 const char* name_of(FaultKind);
 const char* name_of(IntraKind);

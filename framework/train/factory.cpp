@@ -1,4 +1,5 @@
 #include "framework/train/factory.h"
+#include "framework/train/registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +31,7 @@ namespace {
 
 std::string data_path(const Recipe& r) {
   if (r.data.path != "default") return r.data.path;
-  return r.data.name == DataKind::text ? kFortunesDir : kFashionMnistDir;
+  return r.data.name == "text" ? kFortunesDir : kFashionMnistDir;
 }
 
 TrainData load_text(const Recipe& r, const LoadOptions& opts) {
@@ -53,7 +54,7 @@ TrainData load_text(const Recipe& r, const LoadOptions& opts) {
   }();
   if (opts.note) *opts.note = note;
   const std::string noted = note.empty() ? "" : " (" + note + ")";
-  if (r.model.name == ModelKind::gpt) {
+  if (r.model.name == "gpt") {
     LmSplits splits = build_lm_streams(docs, tok, r.data.eval_fraction);
     const std::int64_t train_windows = splits.train.windows(r.data.seq_len);
     const std::int64_t eval_windows = splits.eval.windows(r.data.seq_len);
@@ -133,22 +134,17 @@ TrainData token_data(TokenStream train, TokenStream eval, int seq_len) {
   return d;
 }
 
-TrainData load_data(const Recipe& r, const LoadOptions& opts) {
-  switch (r.data.name) {
-    case DataKind::fashion_mnist: {
-      const std::string path = data_path(r);
-      TrainData d = image_data(std::make_shared<ImageDataset>(load_fashion_mnist(path, Split::train)),
-                               std::make_shared<ImageDataset>(load_fashion_mnist(path, Split::test)));
-      d.describe = "Fashion-MNIST " + path + ": " + d.describe.substr(d.describe.find(' ') + 1);
-      return d;
-    }
-    case DataKind::text:
-      return load_text(r, opts);
-    case DataKind::tokens:
-      return load_tokens(r);
-  }
-  LC_CHECK(false, "unknown data kind");
+TrainData load_data(const Recipe& r, const LoadOptions& opts) { return registry().load_data(r, opts); }
+
+namespace {
+TrainData load_fashion_mnist_data(const Recipe& r) {
+  const std::string path = data_path(r);
+  TrainData d = image_data(std::make_shared<ImageDataset>(load_fashion_mnist(path, Split::train)),
+                           std::make_shared<ImageDataset>(load_fashion_mnist(path, Split::test)));
+  d.describe = "Fashion-MNIST " + path + ": " + d.describe.substr(d.describe.find(' ') + 1);
+  return d;
 }
+}  // namespace
 
 namespace {
 // BERT's and the GPT's options share their fields: the data's vocabulary and context, the
@@ -167,89 +163,16 @@ Options transformer_options(const Recipe& r, const TrainData& data) {
 }
 }  // namespace
 
-std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) {
-  switch (r.model.name) {
-    case ModelKind::mlp: {
-      LC_CHECK(data.features > 0, "the MLP needs image data");
-      MlpOptions o;
-      o.inputs = data.features;
-      o.hidden = r.model.hidden;
-      o.classes = data.classes;
-      o.activation = r.model.activation;
-      o.dropout = r.model.dropout;
-      o.layernorm = r.model.layernorm;
-      return std::make_unique<Mlp>(o);
-    }
-    case ModelKind::bert:
-      LC_CHECK(data.vocab > 0, "BERT needs token data");
-      return std::make_unique<Bert>(transformer_options<BertOptions>(r, data));
-    case ModelKind::gpt:
-      LC_CHECK(data.vocab > 0, "the GPT needs token data");
-      return std::make_unique<Gpt>(transformer_options<GptOptions>(r, data));
-  }
-  LC_CHECK(false, "unknown model kind");
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
-  switch (c.name) {
-    case OptimizerKind::sgd:
-      return std::make_unique<Sgd>(SgdOptions{c.momentum, c.nesterov, c.weight_decay});
-    case OptimizerKind::adamw:
-      return std::make_unique<AdamW>(AdamWOptions{c.beta1, c.beta2, c.eps, c.weight_decay});
-    case OptimizerKind::lars:
-      return std::make_unique<Lars>(LarsOptions{c.momentum, c.eta, c.weight_decay, 0.0});
-    case OptimizerKind::lamb: {
-      LambOptions o;
-      o.beta1 = c.beta1;
-      o.beta2 = c.beta2;
-      o.eps = c.eps;
-      o.weight_decay = c.weight_decay;
-      o.clamp_min = c.trust_min;
-      o.clamp_max = c.trust_max;
-      return std::make_unique<Lamb>(o);
-    }
-  }
-  LC_CHECK(false, "unknown optimizer");
-}
-
-std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c, Device device) {
-  switch (kind) {
-    case ReducerKind::allreduce: {
-      constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
-      return std::make_unique<DenseReducer>(wire[static_cast<int>(c.allreduce.dtype)], device);
-    }
-    case ReducerKind::topk: {
-      TopKOptions o = c.topk;
-      o.device = device;
-      return std::make_unique<TopKReducer>(o);
-    }
-    case ReducerKind::powersgd: {
-      PowerSgdOptions o = c.powersgd;
-      o.device = device;
-      return std::make_unique<PowerSgdReducer>(o);
-    }
-    case ReducerKind::onebit: {
-      OneBitOptions o = c.onebit;
-      o.device = device;
-      return std::make_unique<OneBitReducer>(o);
-    }
-  }
-  LC_CHECK(false, "unknown reducer");
-}
+std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) { return registry().make_model(r, data); }
+std::unique_ptr<Optimizer> make_optimizer(const Recipe& r) { return registry().make_optimizer(r); }
 
 namespace {
 
-// Gradient strategies are named like their reducers.
-static_assert(static_cast<int>(SyncKind::allreduce) == static_cast<int>(ReducerKind::allreduce) &&
-              static_cast<int>(SyncKind::topk) == static_cast<int>(ReducerKind::topk) &&
-              static_cast<int>(SyncKind::powersgd) == static_cast<int>(ReducerKind::powersgd) &&
-              static_cast<int>(SyncKind::onebit) == static_cast<int>(ReducerKind::onebit));
-
 // A periodic strategy's pseudo-gradient reducer: its `reducer` when the codec is fp32, else the
 // block codec's two-phase all-reduce.
-std::unique_ptr<Reducer> make_outer_reducer(const OuterCodecConfig& o, ReducerKind kind, const SyncConfig& c,
+std::unique_ptr<Reducer> make_outer_reducer(const OuterCodecConfig& o, const ReducerName& reducer, const Recipe& r,
                                             Device device) {
-  if (o.dtype == Codec::fp32) return make_reducer(kind, c, device);
+  if (o.dtype == Codec::fp32) return registry().make_reducer(reducer.value, r, device);
   return std::make_unique<QuantizedReducer>(
       QuantizeOptions{o.dtype, static_cast<std::size_t>(o.block), o.error_feedback, device});
 }
@@ -262,70 +185,138 @@ PeriodicOptions diloco(const DilocoConfig& d, const SyncConfig& c, std::int64_t 
   return o;
 }
 
-// `first_step`: where the strategy's phase begins; periodic strategies count their periods from
-// there (their warm-up is shifted by it; steps before it are another phase's).
-std::unique_ptr<SyncStrategy> make_strategy(SyncKind kind, const SyncConfig& c, bool overlap,
-                                            std::int64_t first_step, Device device) {
-  switch (kind) {
-    case SyncKind::allreduce:
-    case SyncKind::topk:
-    case SyncKind::powersgd:
-    case SyncKind::onebit:  // the gradient strategies share their names with their reducers
-      return std::make_unique<DataParallel>(DataParallelOptions{c.bucket_mb, overlap, c.momentum},
-                                            make_reducer(static_cast<ReducerKind>(kind), c, device));
-    case SyncKind::local_sgd: {
-      PeriodicOptions o = local_sgd_options(c.local_sgd.period, first_step + c.local_sgd.warmup_steps, c.bucket_mb);
-      o.schedule = c.local_sgd.period_schedule.segments;
-      return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(c.local_sgd, c.local_sgd.reducer, c, device));
-    }
-    case SyncKind::diloco:
-      return std::make_unique<PeriodicAveraging>(diloco(c.diloco, c, first_step),
-                                                 make_outer_reducer(c.diloco, c.diloco.reducer, c, device));
-    case SyncKind::streaming_diloco: {
-      const StreamingDilocoConfig& s = c.streaming_diloco;
-      PeriodicOptions o = diloco(s, c, first_step);
-      o.fragments = s.fragments;
-      o.overlap_steps = s.overlap_steps;
-      o.mixing = s.mixing;
-      return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(s, s.reducer, c, device));
-    }
-    case SyncKind::sparseloco: {
-      const SparseLocoConfig& s = c.sparseloco;
-      PeriodicOptions o = diloco_options(s.period, s.outer_lr, 0.0, false, c.bucket_mb);  // e replaces momentum
-      o.warmup_steps = first_step + s.warmup_steps;
-      o.schedule = s.period_schedule.segments;
-      const auto chunk = static_cast<std::size_t>(s.chunk);
-      const auto k = static_cast<std::size_t>(std::clamp<double>(std::round(s.ratio * static_cast<double>(chunk)), 1.0,
-                                                                 static_cast<double>(chunk)));
-      return std::make_unique<PeriodicAveraging>(
-          o, std::make_unique<SparseLocoReducer>(SparseLocoOptions{{chunk, k, s.dtype}, s.beta}));
-    }
-    case SyncKind::demo: {
-      const DemoConfig& d = c.demo;
-      return std::make_unique<Demo>(DemoOptions{static_cast<std::size_t>(d.chunk), static_cast<std::size_t>(d.topk),
-                                                d.beta, d.dtype});
-    }
-  }
-  LC_CHECK(false, "unknown sync strategy");
-}
-
 }  // namespace
 
-std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap, Device device) {
+std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device) {
+  const SyncConfig& c = r.sync;
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
-    s = make_strategy(c.strategy, c, overlap, 0, device);
+    s = registry().make_strategy(c.strategy.value, r, {overlap, 0, device});
   } else {
     std::vector<Phased::Phase> phases;
     std::int64_t first = 0;
     for (const SyncPhase& p : c.phases.phases) {
-      phases.push_back({first, make_strategy(p.strategy, c, overlap, first, device)});
+      phases.push_back({first, registry().make_strategy(p.strategy.value, r, {overlap, first, device})});
       first += p.steps;
     }
     s = std::make_unique<Phased>(std::move(phases));
   }
   if (c.intra == IntraKind::allreduce) s = std::make_unique<Hierarchical>(std::move(s));
   return s;
+}
+
+// ---- the built-ins, registered as a user's components are (registry.h) ----
+
+Registry::Registry() {
+  // Their names and sections are the recipe's own (recipe.cpp); only the factories go here.
+  data_.emplace("fashion_mnist", [](const Recipe& r, const LoadOptions&) { return load_fashion_mnist_data(r); });
+  data_.emplace("text", [](const Recipe& r, const LoadOptions& o) { return load_text(r, o); });
+  data_.emplace("tokens", [](const Recipe& r, const LoadOptions&) { return load_tokens(r); });
+
+  models_.emplace("mlp", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
+    LC_CHECK(data.features > 0, "the MLP needs image data");
+    MlpOptions o;
+    o.inputs = data.features;
+    o.hidden = r.model.hidden;
+    o.classes = data.classes;
+    o.activation = r.model.activation;
+    o.dropout = r.model.dropout;
+    o.layernorm = r.model.layernorm;
+    return std::make_unique<Mlp>(o);
+  });
+  models_.emplace("bert", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
+    LC_CHECK(data.vocab > 0, "BERT needs token data");
+    return std::make_unique<Bert>(transformer_options<BertOptions>(r, data));
+  });
+  models_.emplace("gpt", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
+    LC_CHECK(data.vocab > 0, "the GPT needs token data");
+    return std::make_unique<Gpt>(transformer_options<GptOptions>(r, data));
+  });
+
+  optimizers_.emplace("sgd", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+    const OptimizerConfig& c = r.optimizer;
+    return std::make_unique<Sgd>(SgdOptions{c.momentum, c.nesterov, c.weight_decay});
+  });
+  optimizers_.emplace("adamw", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+    const OptimizerConfig& c = r.optimizer;
+    return std::make_unique<AdamW>(AdamWOptions{c.beta1, c.beta2, c.eps, c.weight_decay});
+  });
+  optimizers_.emplace("lars", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+    const OptimizerConfig& c = r.optimizer;
+    return std::make_unique<Lars>(LarsOptions{c.momentum, c.eta, c.weight_decay, 0.0});
+  });
+  optimizers_.emplace("lamb", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+    const OptimizerConfig& c = r.optimizer;
+    LambOptions o;
+    o.beta1 = c.beta1;
+    o.beta2 = c.beta2;
+    o.eps = c.eps;
+    o.weight_decay = c.weight_decay;
+    o.clamp_min = c.trust_min;
+    o.clamp_max = c.trust_max;
+    return std::make_unique<Lamb>(o);
+  });
+
+  reducers_.emplace("allreduce", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+    constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
+    return std::make_unique<DenseReducer>(wire[static_cast<int>(r.sync.allreduce.dtype)], device);
+  });
+  reducers_.emplace("topk", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+    TopKOptions o = r.sync.topk;
+    o.device = device;
+    return std::make_unique<TopKReducer>(o);
+  });
+  reducers_.emplace("powersgd", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+    PowerSgdOptions o = r.sync.powersgd;
+    o.device = device;
+    return std::make_unique<PowerSgdReducer>(o);
+  });
+  reducers_.emplace("onebit", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+    OneBitOptions o = r.sync.onebit;
+    o.device = device;
+    return std::make_unique<OneBitReducer>(o);
+  });
+  // The gradient strategies share their reducers' names: data parallel through them.
+  for (const char* name : {"allreduce", "topk", "powersgd", "onebit"})
+    strategies_.emplace(name, [this, name](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+      return std::make_unique<DataParallel>(DataParallelOptions{r.sync.bucket_mb, c.overlap, r.sync.momentum},
+                                            make_reducer(name, r, c.device));
+    });
+
+  // Periodic strategies count their periods from their phase's first step (their warm-up is
+  // shifted by it; steps before it are another phase's).
+  strategies_.emplace("local_sgd", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+    const LocalSgdConfig& l = r.sync.local_sgd;
+    PeriodicOptions o = local_sgd_options(l.period, c.first_step + l.warmup_steps, r.sync.bucket_mb);
+    o.schedule = l.period_schedule.segments;
+    return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(l, l.reducer, r, c.device));
+  });
+  strategies_.emplace("diloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+    const DilocoConfig& d = r.sync.diloco;
+    return std::make_unique<PeriodicAveraging>(diloco(d, r.sync, c.first_step), make_outer_reducer(d, d.reducer, r, c.device));
+  });
+  strategies_.emplace("streaming_diloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+    const StreamingDilocoConfig& s = r.sync.streaming_diloco;
+    PeriodicOptions o = diloco(s, r.sync, c.first_step);
+    o.fragments = s.fragments;
+    o.overlap_steps = s.overlap_steps;
+    o.mixing = s.mixing;
+    return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(s, s.reducer, r, c.device));
+  });
+  strategies_.emplace("sparseloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+    const SparseLocoConfig& s = r.sync.sparseloco;
+    PeriodicOptions o = diloco_options(s.period, s.outer_lr, 0.0, false, r.sync.bucket_mb);  // e replaces momentum
+    o.warmup_steps = c.first_step + s.warmup_steps;
+    o.schedule = s.period_schedule.segments;
+    const auto chunk = static_cast<std::size_t>(s.chunk);
+    const auto k = static_cast<std::size_t>(std::clamp<double>(std::round(s.ratio * static_cast<double>(chunk)), 1.0,
+                                                               static_cast<double>(chunk)));
+    return std::make_unique<PeriodicAveraging>(o, std::make_unique<SparseLocoReducer>(SparseLocoOptions{{chunk, k, s.dtype}, s.beta}));
+  });
+  strategies_.emplace("demo", [](const Recipe& r, const StrategyContext&) -> std::unique_ptr<SyncStrategy> {
+    const DemoConfig& d = r.sync.demo;
+    return std::make_unique<Demo>(DemoOptions{static_cast<std::size_t>(d.chunk), static_cast<std::size_t>(d.topk), d.beta, d.dtype});
+  });
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {

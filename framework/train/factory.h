@@ -1,5 +1,5 @@
-// Recipe -> objects: the one place that maps the typed recipe onto models, data, optimizers,
-// schedules and sync strategies, so the step loop only sees interfaces.
+// Recipe -> objects: models, data, optimizers, schedules and sync strategies through the registry
+// (registry.h; the built-ins' factories are in factory.cpp), so the step loop only sees interfaces.
 #pragma once
 
 #include <cstdint>
@@ -39,17 +39,17 @@ struct LoadOptions {
   std::string* note = nullptr;  // receives what loading did (e.g. "tokenizer loaded from ...")
 };
 
-// Loads what the recipe's [data] names. Throws InputError for missing or corrupt files.
+// Loads what the recipe's [data] names (a built-in or registered dataset). Throws InputError for
+// missing or corrupt files.
 TrainData load_data(const Recipe& recipe, const LoadOptions& opts = {});
 
+// What the recipe names, built by the registry (registry.h): the model for the data, the
+// optimizer, and the strategy [sync] asks for (phases and hierarchical composition included).
+// `overlap` = reduce gradient buckets while backward runs (the trainer turns it off when
+// simulating a network). `device`: where the strategy's state and the buffers it reduces live.
 std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data);
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c);
-// A reducer with its [sync.X] settings, and the strategy the recipe's [sync] asks for (phases
-// and hierarchical composition included). `overlap` = reduce gradient buckets while backward
-// runs (the trainer turns it off when simulating a network). `device`: where the strategy's state
-// and the buffers it reduces live (the model's device).
-std::unique_ptr<Reducer> make_reducer(ReducerKind kind, const SyncConfig& c, Device device = Device::cpu);
-std::unique_ptr<SyncStrategy> make_sync(const SyncConfig& c, bool overlap, Device device = Device::cpu);
+std::unique_ptr<Optimizer> make_optimizer(const Recipe& r);
+std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device = Device::cpu);
 
 // The learning rate and warmup actually used: optimizer.lr and schedule.warmup_steps scaled
 // from schedule.base_batch to the global batch by schedule.scaling_rule.

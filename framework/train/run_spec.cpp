@@ -30,7 +30,7 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   p.model = model->describe();
   // Checked here, before any file of the run is written; every rank loads it again after init.
   if (!r.model.init_from.empty()) load_model_safetensors(r.model.init_from.path, *model, "model.init_from");
-  const bool streaming = uses_strategy(r.sync, SyncKind::streaming_diloco);
+  const bool streaming = uses_strategy(r.sync, "streaming_diloco");
   const std::size_t tensors = model->params().views().size();
   if (streaming && static_cast<std::size_t>(r.sync.streaming_diloco.fragments) > tensors)
     LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.fragments: expected at most ", tensors,
@@ -94,7 +94,7 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
   // estimates it, so a run where it cannot apply says so and trains without it.
   if (r.train.noise_scale) {
     const std::int64_t local = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum;
-    const char* why = r.sync.strategy != SyncKind::allreduce ? "sync.strategy = \"allreduce\" (the exact average)"
+    const char* why = r.sync.strategy != "allreduce" ? "sync.strategy = \"allreduce\" (the exact average)"
                       : r.sync.momentum != 0                 ? "sync.momentum = 0 (averaged gradients, not velocities)"
                       : s.plan.global_batch <= local         ? "more than one worker (global batch > micro_batch x grad_accum)"
                                                              : nullptr;

@@ -116,8 +116,8 @@ class Worker {
         sim_(make_sim(spec, base)),
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r_, data)),
-        optimizer_(make_optimizer(r_.optimizer)),
-        sync_(make_sync(r_.sync, spec.overlap, spec.device)),
+        optimizer_(make_optimizer(r_)),
+        sync_(make_sync(r_, spec.overlap, spec.device)),
         schedule_(make_schedule(r_, spec.plan.global_batch, spec.plan.steps)),
         // One optimizer step consumes one global batch; this rank's slice of it is cut into
         // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K
@@ -478,14 +478,14 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                 << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
                 << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
       *opts.log << "laconic: data " << data.describe << std::endl;
-      *opts.log << "laconic: " << name_of(recipe.optimizer.name) << ", peak lr " << std::defaultfloat
+      *opts.log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat
                 << std::setprecision(6) << plan.lr << " (" << name_of(recipe.schedule.scaling_rule)
                 << " scaling from batch " << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch)
                 << " at lr " << recipe.optimizer.lr << "), warmup " << plan.warmup_steps << " steps, "
                 << name_of(recipe.schedule.decay) << " decay" << std::endl;
       if (!std::isnan(data.baseline_loss))
         *opts.log << "laconic: unigram baseline (context-free) "
-                  << (recipe.model.name == ModelKind::gpt ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)
+                  << (recipe.model.name == "gpt" ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)
                   << data.baseline_loss << " nats" << std::endl;
       if (recipe.network.groups > 0)
         *opts.log << "laconic: simulating " << recipe.network.groups << " groups, "

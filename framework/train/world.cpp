@@ -92,14 +92,7 @@ Device resolve_device(const Recipe& recipe) {
   if (!cuda_available())
     LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but no CUDA device is visible to this process "
                                 "(no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them); use device = \"cpu\"");
-  const SyncConfig& s = recipe.sync;
-  const auto uses_topk = [&](SyncKind k) {
-    return k == SyncKind::topk || (k == SyncKind::local_sgd && s.local_sgd.reducer == ReducerKind::topk) ||
-           (k == SyncKind::diloco && s.diloco.reducer == ReducerKind::topk);
-  };
-  bool topk = s.phases.phases.empty() && uses_topk(s.strategy);
-  for (const SyncPhase& p : s.phases.phases) topk = topk || uses_topk(p.strategy);
-  if (topk && s.topk.selection == TopKOptions::Selection::sampled)
+  if (uses_component(recipe, Component::reducer, "topk") && recipe.sync.topk.selection == TopKOptions::Selection::sampled)
     LC_INPUT_ERROR(recipe.path, ": sync.topk.selection = \"sampled\" runs on the CPU only; with device = \"cuda\" "
                                 "use \"exact\"");
   if (recipe.sync.intra == IntraKind::allreduce)

@@ -202,8 +202,8 @@ TEST(StepLoop, BertWithLambAllocatesNothingAfterWarmup) {
   data.vocab = tokens->vocab;
   data.seq_len = tokens->seq_len;
   Recipe r = recipe();
-  r.model.name = ModelKind::bert;
-  r.data.name = DataKind::text;
+  r.model.name = "bert";
+  r.data.name = "text";
   r.model.dim = 32;
   r.model.heads = 4;
   r.model.ffn = 64;
@@ -211,7 +211,7 @@ TEST(StepLoop, BertWithLambAllocatesNothingAfterWarmup) {
   r.train.micro_batch = 8;
   r.train.grad_accum = 2;
   r.train.noise_scale = true;
-  r.optimizer.name = OptimizerKind::lamb;
+  r.optimizer.name = "lamb";
   r.optimizer.lr = 0.01;
   r.optimizer.weight_decay = 0.01;
   r.optimizer.grad_clip = 1.0;
@@ -224,8 +224,8 @@ TEST(StepLoop, BertWithLambAllocatesNothingAfterWarmup) {
 // then on the reducers, their collectives and the communication threads allocate nothing.
 TEST(StepLoop, CompressedStrategiesAllocateNothingAfterWarmup) {
   const TrainData data = image_data(blobs(1000, 784, 10, 1), blobs(200, 784, 10, 2));
-  for (const SyncKind kind : {SyncKind::topk, SyncKind::powersgd, SyncKind::onebit}) {
-    SCOPED_TRACE(name_of(kind));
+  for (const StrategyName kind : {"topk", "powersgd", "onebit"}) {
+    SCOPED_TRACE(kind.c_str());
     Recipe r = recipe();
     r.sync.strategy = kind;
     r.sync.bucket_mb = 0.5;  // fc1's weight, then the rest: two buckets

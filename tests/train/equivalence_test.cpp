@@ -115,13 +115,13 @@ TEST(Equivalence, GptKRanksEqualOneRankOnTheUnionBatch) {
   const TrainData data = token_data(stream, TokenStream{}, 12);
   auto recipe = [](int world, int micro_batch) {
     Recipe r = small_recipe(world, micro_batch);
-    r.model.name = ModelKind::gpt;
+    r.model.name = "gpt";
     r.model.dim = 16;
     r.model.layers = 2;
     r.model.heads = 2;
     r.model.ffn = 32;
-    r.data.name = DataKind::tokens;
-    r.optimizer.name = OptimizerKind::adamw;
+    r.data.name = "tokens";
+    r.optimizer.name = "adamw";
     r.optimizer.lr = 3e-3;
     r.optimizer.grad_clip = 1.0;
     return r;

@@ -230,18 +230,18 @@ TEST_F(Export, BertLayoutSplitsQueryKeyValueAndAddsZeroTokenTypes) {
 Recipe gpt_recipe() {
   Recipe r;
   r.run.seed = 5;
-  r.model.name = ModelKind::gpt;
+  r.model.name = "gpt";
   r.model.dim = 12;
   r.model.layers = 2;
   r.model.heads = 3;
   r.model.ffn = 20;
-  r.data.name = DataKind::tokens;
+  r.data.name = "tokens";
   r.data.train_path = {"unused.bin"};
   r.data.seq_len = 8;
   r.data.vocab_size = 23;
   r.train.micro_batch = 4;
   r.train.steps = 5;
-  r.optimizer.name = OptimizerKind::adamw;
+  r.optimizer.name = "adamw";
   r.optimizer.lr = 0.01;
   r.distributed.world_size = 2;
   r.checkpoint.every = 3;  // and the last step (5)

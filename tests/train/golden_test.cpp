@@ -77,7 +77,7 @@ std::vector<std::string> recipe_names() {
 
 bool data_installed(const Recipe& r) {
   if (r.data.path != "default") return fs::exists(r.data.path);
-  return fs::exists(r.data.name == DataKind::text ? "/usr/share/games/fortunes"
+  return fs::exists(r.data.name == "text" ? "/usr/share/games/fortunes"
                                                    : "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 

@@ -34,7 +34,7 @@ class Resume : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-Recipe small(SyncKind kind) {
+Recipe small(StrategyName kind) {
   Recipe r;
   r.run.seed = 7;
   r.model.hidden = {16};
@@ -68,7 +68,7 @@ Recipe small(SyncKind kind) {
   r.sync.sparseloco.ratio = 0.1;
   r.sync.demo.chunk = 8;
   r.sync.demo.topk = 2;
-  if (kind == SyncKind::demo) r.optimizer.momentum = 0;
+  if (kind == "demo") r.optimizer.momentum = 0;
   r.checkpoint.every = 8;
   return r;
 }
@@ -79,18 +79,19 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_F(Resume, EveryStrategyResumesBitForBit) {
   const TrainData data = synthetic();
-  for (const SyncKind kind : {SyncKind::allreduce, SyncKind::topk, SyncKind::powersgd, SyncKind::onebit,
-                              SyncKind::local_sgd, SyncKind::diloco, SyncKind::streaming_diloco, SyncKind::sparseloco,
-                              SyncKind::demo}) {
+  for (const StrategyName kind : {"allreduce", "topk", "powersgd", "onebit",
+                              "local_sgd", "diloco", "streaming_diloco", "sparseloco",
+                              "demo"}) {
     for (const bool momentum_correction : {false, true}) {
-      if (momentum_correction && kind >= SyncKind::local_sgd) continue;  // periodic strategies and DeMo: no
-      SCOPED_TRACE(::testing::Message() << name_of(kind) << (momentum_correction ? " with momentum correction" : ""));
+      const bool gradient = kind == "allreduce" || kind == "topk" || kind == "powersgd" || kind == "onebit";
+      if (momentum_correction && !gradient) continue;  // periodic strategies and DeMo: no
+      SCOPED_TRACE(::testing::Message() << kind.c_str() << (momentum_correction ? " with momentum correction" : ""));
       Recipe r = small(kind);
       if (momentum_correction) {
         r.sync.momentum = 0.9;
         r.optimizer.momentum = 0;
       }
-      const std::string tag = std::string(name_of(kind)) + (momentum_correction ? "_mc" : "");
+      const std::string tag = std::string(kind.c_str()) + (momentum_correction ? "_mc" : "");
       TrainOptions whole;
       whole.run_dir = run_dir(tag + "_whole");
       const TrainSummary a = train(r, data, whole);
@@ -108,7 +109,7 @@ TEST_F(Resume, EveryStrategyResumesBitForBit) {
 
 TEST_F(Resume, AutoPicksTheNewestCompleteCheckpointOrStartsFresh) {
   const TrainData data = synthetic();
-  Recipe r = small(SyncKind::allreduce);
+  Recipe r = small("allreduce");
   TrainOptions o;
   o.run_dir = run_dir("run");
   o.resume = "auto";  // nothing there yet: a fresh start
@@ -123,7 +124,7 @@ TEST_F(Resume, AutoPicksTheNewestCompleteCheckpointOrStartsFresh) {
 
 TEST_F(Resume, RefusesAnotherRecipeOrWorldSize) {
   const TrainData data = synthetic();
-  Recipe r = small(SyncKind::allreduce);
+  Recipe r = small("allreduce");
   TrainOptions o;
   o.run_dir = run_dir("run");
   train(r, data, o);
@@ -151,8 +152,8 @@ TEST_F(Resume, RefusesAnotherRecipeOrWorldSize) {
 
 TEST_F(Resume, NonFiniteGradientsAreSkippedOnEveryRankOrAbort) {
   const TrainData data = synthetic();
-  for (const SyncKind kind : {SyncKind::allreduce, SyncKind::topk}) {
-    SCOPED_TRACE(name_of(kind));
+  for (const StrategyName kind : {"allreduce", "topk"}) {
+    SCOPED_TRACE(kind.c_str());
     Recipe r = small(kind);
     r.checkpoint.every = 0;
     r.fault = {FaultKind::nan, 1, 5};  // rank 1's gradient holds a NaN at step 6
@@ -173,7 +174,7 @@ TEST_F(Resume, NonFiniteGradientsAreSkippedOnEveryRankOrAbort) {
 
 TEST_F(Resume, AFailingRankStopsEveryRankWithItsRankAndStep) {
   const TrainData data = synthetic();
-  Recipe r = small(SyncKind::allreduce);
+  Recipe r = small("allreduce");
   r.checkpoint.every = 0;
   r.fault = {FaultKind::throw_, 2, 4};
   try {

@@ -1,0 +1,80 @@
+// The registry: every model, dataset, optimizer, reducer and sync strategy a recipe can name, by
+// name, with the factory that builds it and the section of recipe keys it declares. Laconic's
+// own register here the same way a user's do (factory.cpp); recipes are then parsed against it
+// (framework/recipe/components.h holds the names and sections for the parser).
+//
+//   struct MyCnnOptions { int channels = 16; bool operator==(const MyCnnOptions&) const = default; };
+//   laconic::registry().add_model("my_cnn",
+//       [](const laconic::Recipe& r, const laconic::TrainData& data) {
+//         return std::make_unique<MyCnn>(r.section<MyCnnOptions>("model.my_cnn"), data.features, data.classes);
+//       },
+//       laconic::Section<MyCnnOptions>().add<&MyCnnOptions::channels>("channels", laconic::at_least(1)));
+//   return laconic::train_main(argc, argv);   // [model] name = "my_cnn", [model.my_cnn] channels = 32
+//
+// Register at the start of main(), before any recipe is parsed or any training runs; lookups are
+// then safe from every rank's thread. A name must be new ([a-z0-9_]+); its section is
+// [model.NAME], [data.NAME], [optimizer.NAME] or [sync.NAME]. A reducer is also a gradient
+// strategy of its name (data parallel through it, with sync.bucket_mb, sync.overlap and
+// sync.momentum) and may be a periodic strategy's reducer (sync.diloco.reducer = "NAME").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "compression/reducer.h"
+#include "framework/core/device.h"
+#include "framework/models/model.h"
+#include "framework/recipe/recipe.h"
+#include "framework/sync/sync_strategy.h"
+#include "framework/train/factory.h"
+#include "optimizers/optimizer.h"
+
+namespace laconic {
+
+// What a strategy is built for besides the recipe.
+struct StrategyContext {
+  bool overlap = true;           // reduce gradient buckets while backward runs
+  std::int64_t first_step = 0;   // where this strategy's phase begins (periodic strategies count from it)
+  Device device = Device::cpu;   // where the model's parameters and gradients live
+};
+
+class Registry {
+ public:
+  using ModelFactory = std::function<std::unique_ptr<Model>(const Recipe&, const TrainData&)>;
+  using DataFactory = std::function<TrainData(const Recipe&, const LoadOptions&)>;
+  using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(const Recipe&)>;
+  using ReducerFactory = std::function<std::unique_ptr<Reducer>(const Recipe&, Device)>;
+  using StrategyFactory = std::function<std::unique_ptr<SyncStrategy>(const Recipe&, const StrategyContext&)>;
+
+  Registry& add_model(const std::string& name, ModelFactory make, SectionSchema section = {});
+  Registry& add_dataset(const std::string& name, DataFactory load, SectionSchema section = {});
+  Registry& add_optimizer(const std::string& name, OptimizerFactory make, SectionSchema section = {});
+  Registry& add_reducer(const std::string& name, ReducerFactory make, SectionSchema section = {});
+  Registry& add_strategy(const std::string& name, StrategyFactory make, SectionSchema section = {});
+
+  std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data) const;
+  TrainData load_data(const Recipe& r, const LoadOptions& opts) const;
+  std::unique_ptr<Optimizer> make_optimizer(const Recipe& r) const;
+  std::unique_ptr<Reducer> make_reducer(std::string_view name, const Recipe& r, Device device) const;
+  std::unique_ptr<SyncStrategy> make_strategy(std::string_view name, const Recipe& r, const StrategyContext& c) const;
+
+ private:
+  Registry();  // the built-ins (factory.cpp)
+  friend Registry& registry();
+  template <typename F>
+  using Table = std::map<std::string, F, std::less<>>;
+  Table<ModelFactory> models_;
+  Table<DataFactory> data_;
+  Table<OptimizerFactory> optimizers_;
+  Table<ReducerFactory> reducers_;
+  Table<StrategyFactory> strategies_;
+};
+
+// The process's registry, the built-ins registered on first use.
+Registry& registry();
+
+}  // namespace laconic
