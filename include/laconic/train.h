@@ -8,3 +8,4 @@
 #include "framework/train/safetensors.h"
 #include "framework/train/simulate.h"
 #include "framework/cli/train_main.h"
+#include "framework/train/registry.h"

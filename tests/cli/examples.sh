@@ -28,7 +28,8 @@ for dir in "$src"/examples/*/; do
   cmake -S "$dir" -B "$tmp/build-$name" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     > "$tmp/$name.configure.log" || { cat "$tmp/$name.configure.log"; exit 1; }
   cmake --build "$tmp/build-$name" -j2 > "$tmp/$name.build.log" 2>&1 || { cat "$tmp/$name.build.log"; exit 1; }
-  (cd "$tmp/build-$name" && if [ -x ./run-example ]; then ./run-example "$prefix"; else "./$name" "$tmp/runs-$name"; fi)
+  mkdir -p "$tmp/runs-$name"
+  if [ -x "$dir/run.sh" ]; then "$dir/run.sh" "$tmp/build-$name" "$tmp/runs-$name"; else "$tmp/build-$name/$name" "$tmp/runs-$name"; fi
 done
 
 # The installed trainer compares the example's runs and draws the plots with the installed script.
