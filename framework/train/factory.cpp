@@ -277,11 +277,7 @@ Registry::Registry() {
     return std::make_unique<OneBitReducer>(o);
   });
   // The gradient strategies share their reducers' names: data parallel through them.
-  for (const char* name : {"allreduce", "topk", "powersgd", "onebit"})
-    strategies_.emplace(name, [this, name](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
-      return std::make_unique<DataParallel>(DataParallelOptions{r.sync.bucket_mb, c.overlap, r.sync.momentum},
-                                            make_reducer(name, r, c.device));
-    });
+  for (const char* name : {"allreduce", "topk", "powersgd", "onebit"}) add_gradient_strategy(name);
 
   // Periodic strategies count their periods from their phase's first step (their warm-up is
   // shifted by it; steps before it are another phase's).

@@ -34,12 +34,15 @@ Registry& Registry::add_optimizer(const std::string& name, OptimizerFactory make
 }
 Registry& Registry::add_reducer(const std::string& name, ReducerFactory make, SectionSchema section) {
   put(reducers_, Component::reducer, name, std::move(make), std::move(section));
-  // The gradient strategy of the same name (register_component added its name).
+  add_gradient_strategy(name);  // register_component added its name
+  return *this;
+}
+
+void Registry::add_gradient_strategy(const std::string& name) {
   strategies_.emplace(name, [this, name](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
     return std::make_unique<DataParallel>(DataParallelOptions{r.sync.bucket_mb, c.overlap, r.sync.momentum},
                                           make_reducer(name, r, c.device));
   });
-  return *this;
 }
 Registry& Registry::add_strategy(const std::string& name, StrategyFactory make, SectionSchema section) {
   put(strategies_, Component::strategy, name, std::move(make), std::move(section));

@@ -65,6 +65,8 @@ class Registry {
  private:
   Registry();  // the built-ins (factory.cpp)
   friend Registry& registry();
+  // Reducer `name`'s gradient strategy: data parallel through it.
+  void add_gradient_strategy(const std::string& name);
   template <typename F>
   using Table = std::map<std::string, F, std::less<>>;
   Table<ModelFactory> models_;
