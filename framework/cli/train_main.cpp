@@ -17,6 +17,8 @@
 // Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -378,9 +380,24 @@ int run(int argc, char** argv, bool& quiet_errors) {
   opts.resume = resume;
   opts.resume_any_recipe = resume_any_recipe;
   opts.hooks.push_back(laconic::fault_injector(recipe.fault));  // [fault], for tests of the failure paths
+  opts.stop_on_signals = true;  // preemption: a checkpoint, then exit 128 + the signal
   const auto s = laconic::train(recipe, data, opts);
-  if (lead) std::cout << laconic::done_line(s) << "; results in " << opts.run_dir << "/\n";
-  return 0;
+  if (s.stopped.empty()) {
+    if (lead) std::cout << laconic::done_line(s) << "; results in " << opts.run_dir << "/\n";
+    return 0;
+  }
+  // Stopped early: one line saying why and where to continue from, and an exit code that says it
+  // too (128 + the signal, as a shell reports a process the signal killed; 75 = EX_TEMPFAIL, "try
+  // again", for the time limit).
+  const bool by_signal = s.stopped == "signal";
+  if (lead)
+    std::cerr << "trainer: stopped by " << (by_signal ? s.signal : "train.time_limit") << " after step " << s.steps
+              << " of " << s.planned_steps << "; "
+              << (s.checkpoint.empty() ? "no checkpoint (no run directory)"
+                                       : "checkpoint " + s.checkpoint + " (continue with --resume auto)")
+              << std::endl;
+  if (!by_signal) return 75;
+  return 128 + (s.signal == "SIGTERM" ? SIGTERM : s.signal == "SIGINT" ? SIGINT : SIGUSR1);
 }
 
 }  // namespace

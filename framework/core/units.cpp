@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <span>
@@ -54,8 +55,34 @@ std::optional<double> parse_bandwidth(std::string_view text) {
   return v;
 }
 
+// "3h50m", "1h 30min", "2m30s": number-unit pairs added up (h, m or min, s).
+std::optional<double> parse_compound_duration(std::string_view text) {
+  double total = 0;
+  bool any = false;
+  while (!text.empty()) {
+    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    if (text.empty()) break;
+    double value = 0;
+    const auto res = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (res.ec != std::errc() || !std::isfinite(value) || value < 0) return std::nullopt;
+    text.remove_prefix(static_cast<std::size_t>(res.ptr - text.data()));
+    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    std::size_t n = 0;
+    while (n < text.size() && std::isalpha(static_cast<unsigned char>(text[n]))) ++n;
+    const std::string_view unit = text.substr(0, n);
+    text.remove_prefix(n);
+    const double scale = unit == "h" ? 3600.0 : (unit == "m" || unit == "min") ? 60.0 : unit == "s" ? 1.0 : -1.0;
+    if (scale < 0) return std::nullopt;
+    total += value * scale;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return total;
+}
+
 std::optional<double> parse_duration(std::string_view text) {
-  const auto v = parse_with(text, kDuration);
+  auto v = parse_with(text, kDuration);
+  if (!v) v = parse_compound_duration(text);
   if (!v || *v < 0) return std::nullopt;
   return v;
 }

@@ -12,7 +12,8 @@ namespace laconic {
 // (decimal, 8 bits per byte; also bps/kbps/Mbps/Gbps) or B/s, KB/s, MB/s, GB/s, TB/s (decimal),
 // KiB/s, MiB/s, GiB/s (binary). Returns nullopt when the text is not a positive bandwidth.
 std::optional<double> parse_bandwidth(std::string_view text);
-// Seconds from "<number> <unit>", unit one of ns, us (or µs), ms, s, min. Non-negative.
+// Seconds from "<number> <unit>", unit one of ns, us (or µs), ms, s, min, or number-unit pairs
+// added up with units h, m (or min) and s: "3h50m", "1h 30min", "2m30s". Non-negative.
 std::optional<double> parse_duration(std::string_view text);
 
 // Canonical spellings that parse back to the same value ("12.5 GB/s" style is not used: links are

@@ -299,7 +299,9 @@ struct ValueCodec<Bandwidth> : UnitCodec<Bandwidth, &Bandwidth::bytes_per_s, par
 
 template <>
 struct ValueCodec<Duration> : UnitCodec<Duration, &Duration::seconds, parse_duration, format_duration> {
-  static std::string expected(const Bound&) { return "a duration like \"5 us\" or \"30 ms\" (units ns, us, ms, s)"; }
+  static std::string expected(const Bound&) {
+    return "a duration like \"5 us\", \"30 ms\" or \"3h50m\" (units ns, us, ms, s, min; h, m, s combined)";
+  }
 };
 
 // A component's name: one of the built-in or registered names (components.h).
@@ -557,7 +559,8 @@ const std::vector<Field>& builtin_schema() {
         .add<&TrainConfig::eval_every>("eval_every", at_least(0))
         .add<&TrainConfig::log_every>("log_every", at_least(1))
         .add<&TrainConfig::noise_scale>("noise_scale")
-        .add<&TrainConfig::trace>("trace");
+        .add<&TrainConfig::trace>("trace")
+        .add<&TrainConfig::time_limit>("time_limit", at_least(0));
     SectionBuilder<&Recipe::optimizer>{"optimizer", f}
         .add<&OptimizerConfig::name>("name")
         .add<&OptimizerConfig::lr>("lr", above(0))
@@ -776,9 +779,6 @@ std::string unknown_key_message(std::string_view path) {
   if (!guess)
     for (const auto& f : schema())
       if (f.key == key) guess = f.path();
-  if (!guess)  // a subsection misspelt ([model.my_cnnn] is key "my_cnnn" of [model])
-    if (auto s = closest(path, section_names()); s && s->starts_with(std::string(section) + "."))
-      return detail::concat("unknown section [", one_line(path), "] (did you mean [", *s, "]?)");
   const std::string valid =
       section.empty() ? "top-level entries must be sections: " + join(section_names(), ", ", std::identity{})
                       : detail::concat("valid keys in [", section, "]: ",
@@ -830,6 +830,8 @@ void apply_section(Draft& d, const std::string& name, const toml::table& table) 
       const auto* sub = value.as_table();
       if (!sub) LC_INPUT_ERROR(at(d.file, key.source()), ": ", path, ": expected a table, got ", describe(value));
       apply_section(d, path, *sub);
+    } else if (value.is_table()) {  // a subsection misspelt: [model.my_cnnn] is table "my_cnnn" of [model]
+      LC_INPUT_ERROR(at(d.file, key.source()), ": ", unknown_section_message(path));
     } else {
       LC_INPUT_ERROR(at(d.file, key.source()), ": ", unknown_key_message(path));
     }

@@ -96,6 +96,9 @@ struct TrainConfig {
   bool noise_scale = false;     // estimate the gradient noise scale B_simple (McCandlish et al. 2018);
                                 // only with sync.strategy = "allreduce" and sync.momentum = 0
   AutoBool trace;               // the event trace in trace/ (collectives/trace.h); auto: with [network]
+  // Stop cleanly, with a checkpoint, before this much time has passed since training started
+  // (e.g. "3h50m" under a 4-hour scheduler limit; framework/train/stop.h); 0 = none
+  Duration time_limit;
 
   bool operator==(const TrainConfig&) const = default;
 };

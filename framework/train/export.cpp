@@ -127,9 +127,11 @@ ExportReport export_checkpoint(const ExportOptions& o) {
   const auto model = make_model(recipe, dims);
   std::vector<float> params(model->params().size());
   shard.read("params", params);  // a size mismatch names the shard and both sizes
+  Recipe provenance = recipe;
+  provenance.path.clear();  // where the export read it from is not the weights' business
   std::map<std::string, std::string> meta{{"laconic.step", std::to_string(info.step)},
                                           {"laconic.recipe_hash", info.recipe_hash},
-                                          {"laconic.recipe", to_toml(recipe)}};
+                                          {"laconic.recipe", to_toml(provenance)}};
   const ExportLayout layout = model->export_layout();
   if (!o.config_out.empty() && layout.config.empty())
     LC_INPUT_ERROR("--config: the \"", layout.architecture, "\" model has no Hugging Face config");

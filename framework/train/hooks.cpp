@@ -429,8 +429,10 @@ void Checkpointer::after_step(StepState& s) {
 }
 
 // Everything a step depends on, as this rank's shard of checkpoint `step`.
-void Checkpointer::write(std::int64_t step) {
+std::string Checkpointer::write(std::int64_t step) {
   const std::string& root = loop_.spec.checkpoint_root;
+  if (written_ == step) return checkpoint_dir(root, step);
+  written_ = step;
   Communicator& comm = loop_.control;
   if (loop_.lead()) prepare_staging(root, step);
   comm.barrier();
@@ -447,6 +449,7 @@ void Checkpointer::write(std::int64_t step) {
     const CheckpointInfo info = commit_checkpoint(root, step, comm.size(), loop_.spec.hash, loop_.spec.recipe.checkpoint.keep_latest);
     if (loop_.opts.log) *loop_.opts.log << "laconic: checkpoint " << info.dir << std::endl;
   }
+  return checkpoint_dir(root, step);
 }
 
 void Checkpointer::save(ShardWriter& w) {

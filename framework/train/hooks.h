@@ -123,9 +123,12 @@ class Checkpointer final : public StepHook {
   std::int64_t resume(const CheckpointInfo& info);
   void save(ShardWriter& w) override;
   void load(const ShardReader& r) override;
+  // Every rank together: the checkpoint of `step` steps done (unless it was just written); its
+  // directory.
+  std::string write(std::int64_t step);
 
  private:
-  void write(std::int64_t step);
+  std::int64_t written_ = -1;  // the step of the last checkpoint written
   std::vector<StateTensor> tensors();
   void stage(std::vector<StateTensor>& ts, bool download);
 

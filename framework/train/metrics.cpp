@@ -17,6 +17,8 @@ nlohmann::json to_object(const T& record) {
     using V = std::decay_t<decltype(v)>;
     if constexpr (std::is_same_v<V, std::optional<std::uint64_t>>) {
       if (v) j[name] = *v;
+    } else if constexpr (std::is_same_v<V, std::string>) {
+      if (!v.empty()) j[name] = v;  // optional strings: absent when empty
     } else if constexpr (std::is_same_v<V, double>) {
       if (!(optional && std::isnan(v))) j[name] = v;  // NaN -> null
     } else {
@@ -39,6 +41,11 @@ T from_object(const nlohmann::json& j, const std::string& where) {
       v = kAbsent;
       if (absent) return;
     } else if (absent) {
+      return;
+    }
+    if constexpr (std::is_same_v<V, std::string>) {
+      if (!it->is_string()) LC_INPUT_ERROR(where, ": \"", name, "\": expected a string, got ", it->dump());
+      v = it->template get<std::string>();
       return;
     }
     if (!it->is_number()) LC_INPUT_ERROR(where, ": \"", name, "\": expected a number, got ", it->dump());

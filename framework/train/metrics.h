@@ -83,10 +83,17 @@ struct RunSummary {
   // start's broadcast of the parameters, once per process): metrics' bytes_inter minus this is
   // what training itself sent across.
   std::optional<std::uint64_t> bytes_inter_start;
+  // A run stopped before its last step (framework/train/stop.h): "signal" or "time_limit" ("" =
+  // it ran to the end; `steps` is then the steps done), the signal's name, and the checkpoint of
+  // the step it stopped at ("" when the run has no checkpoint directory).
+  std::string stopped, signal, checkpoint;
 
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
     f("steps", s.steps, false);
+    f("stopped", s.stopped, true);
+    f("signal", s.signal, true);
+    f("checkpoint", s.checkpoint, true);
     f("final_loss", s.final_loss, false);
     f("eval_loss", s.eval_loss, false);
     f("eval_accuracy", s.eval_accuracy, false);

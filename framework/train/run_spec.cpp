@@ -46,7 +46,7 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
 
 std::string recipe_hash(const Recipe& recipe) {
   // What decides the numbers only: not where the run is written, how often it logs, evaluates
-  // or checkpoints, nor the fault injected into it.
+  // or checkpoints, when it stops for time, nor the fault injected into it.
   Recipe r = recipe;
   r.path.clear();
   r.run.name = RunConfig{}.name;
@@ -54,6 +54,7 @@ std::string recipe_hash(const Recipe& recipe) {
   r.train.log_every = TrainConfig{}.log_every;
   r.train.eval_every = TrainConfig{}.eval_every;
   r.train.trace = TrainConfig{}.trace;
+  r.train.time_limit = TrainConfig{}.time_limit;
   r.checkpoint = CheckpointConfig{};
   r.guards.check_every = GuardsConfig{}.check_every;
   r.fault = FaultConfig{};

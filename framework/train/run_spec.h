@@ -51,7 +51,7 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
 
 // The hash the checkpoints carry: of the resolved recipe (to_toml), without what does not change
 // the numbers (the file it came from, run name and directory, logging, evaluation and checkpoint
-// intervals, replica checks, the [fault]).
+// intervals, the time limit, replica checks, the [fault]).
 std::string recipe_hash(const Recipe& recipe);
 // The checkpoint directory of a run: recipe.checkpoint.dir, under run_dir when relative.
 std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir);

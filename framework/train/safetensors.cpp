@@ -76,7 +76,7 @@ void write_safetensors(const std::string& path, std::span<const SafeTensor> tens
   std::memcpy(out.data() + 8, json.data(), json.size());
   char* at = out.data() + 8 + json.size();
   for (const SafeTensor& t : tensors) {
-    std::memcpy(at, t.data.data(), t.data.size() * sizeof(float));
+    if (!t.data.empty()) std::memcpy(at, t.data.data(), t.data.size() * sizeof(float));
     at += t.data.size() * sizeof(float);
   }
   try {

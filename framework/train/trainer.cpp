@@ -27,6 +27,7 @@
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/export.h"
+#include "framework/train/stop.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/simulate.h"
 #include "framework/train/world.h"
@@ -163,20 +164,54 @@ class Worker {
     }
     loop_.wall.reset();
     std::int64_t step = loop_.first_step;
+    std::string stopped, signal, checkpoint;
     try {
-      for (; step < spec_.plan.steps; ++step) run_step(step);
+      for (; step < spec_.plan.steps; ++step) {
+        run_step(step);
+        if (const int why = agree_to_stop(step); why != 0) {
+          ++step;
+          stopped = why == kTimeLimit ? "time_limit" : "signal";
+          if (why != kTimeLimit) signal = signal_name(why);
+          sync_->drain();  // nothing in flight: the checkpoint holds the step whole
+          if (!spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
+          break;
+        }
+      }
       sync_->drain();
-      finish_trace();
+      finish_trace(step);
     } catch (const InputError&) {
       throw;
     } catch (const std::exception& e) {
       // Name where it happened; a peer's failure already names its rank.
       throw Error(detail::concat("rank ", comm_.rank(), " at step ", step + 1, ": ", e.what()));
     }
-    return summary();
+    TrainSummary s = summary();
+    s.steps = step;
+    s.planned_steps = spec_.plan.steps;
+    s.stopped = stopped;
+    s.signal = signal;
+    s.checkpoint = checkpoint;
+    return s;
   }
 
  private:
+  static constexpr int kTimeLimit = 1 << 20;  // beyond every signal number
+
+  // After each step: whether to stop now, agreed by every rank (a signal any rank caught; the
+  // time limit by rank 0's clock, one mean step early). 0: go on; kTimeLimit or the signal.
+  int agree_to_stop(std::int64_t step) {
+    const double limit = r_.train.time_limit.seconds;
+    if (!opts_.stop_on_signals && limit <= 0) return 0;
+    std::int32_t why = opts_.stop_on_signals ? SignalStop::received() : 0;
+    if (why == 0 && limit > 0 && comm_.rank() == 0) {
+      const double elapsed = loop_.wall.seconds();
+      const double mean_step = elapsed / static_cast<double>(step + 1 - loop_.first_step);
+      if (elapsed + mean_step >= limit && step + 1 < spec_.plan.steps) why = kTimeLimit;
+    }
+    control_.all_reduce(Buf{&why, 1, DType::i32}, ReduceOp::max);
+    return step + 1 < spec_.plan.steps ? why : 0;  // the last step ends the run anyway
+  }
+
   // One optimizer step: the micro-batches' forward and backward, the strategy's reduction, the
   // optimizer, the strategy's parameter sync, and the hooks between them.
   void run_step(std::int64_t step) {
@@ -272,10 +307,10 @@ class Worker {
   }
   // After the last step: the final mark, the files closed, and rank 0 writes trace/meta.json once
   // every rank's files are complete.
-  void finish_trace() {
+  void finish_trace(std::int64_t end) {
     if (!tracer_) return;
     data_comm().wait_all();
-    tracer_->step(spec_.plan.steps);
+    tracer_->step(end);
     comm_.set_tracer(nullptr);
     if (device_comm_) device_comm_->set_tracer(nullptr);
     tracer_->close();
@@ -285,7 +320,7 @@ class Worker {
     m["version"] = 1;
     m["world_size"] = comm_.size();
     m["first_step"] = loop_.first_step;
-    m["steps"] = spec_.plan.steps;
+    m["steps"] = end;
     m["log_every"] = r_.train.log_every;
     m["parameters"] = spec_.plan.parameters;
     m["flops_per_example"] = model_->flops_per_example();
@@ -465,6 +500,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   std::mutex mu;
   const int gemm_threads = gemm_threads_for(recipe);
   ops::cpu::set_gemm_threads(gemm_threads);
+  std::optional<SignalStop> signals;  // for the run's duration
+  if (opts.stop_on_signals) signals.emplace();
   run_world(recipe, [&](Communicator& comm, Communicator& control) {
     const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
     if (lead && !opts.run_dir.empty()) {

@@ -35,11 +35,16 @@ struct TrainOptions {
   // Extra step hooks, made on every rank and run before the built-in ones (fault injection:
   // framework/train/faults.h; tests observing or breaking the loop).
   std::vector<HookFactory> hooks;
+  // SIGTERM, SIGINT and SIGUSR1 stop the run cleanly after the current step, with a checkpoint
+  // (framework/train/stop.h; the signal handlers are installed for the run's duration). The
+  // trainer's command line sets it; a library caller decides.
+  bool stop_on_signals = false;
 };
 
 // What train() returns: summary.json's fields plus what only a caller in this process needs.
 struct TrainSummary : RunSummary {
   std::int64_t first_step = 0;     // where this run started (> 0 after a resume)
+  std::int64_t planned_steps = 0;  // what the recipe asked for (steps < planned_steps: it stopped early)
   std::int64_t skipped_steps = 0;  // steps skipped by guards.nonfinite = "skip"
   std::vector<MetricsRecord> records;  // what this process wrote to metrics.jsonl (rank 0)
   std::vector<float> final_params;     // rank 0's parameters at the end

@@ -50,7 +50,7 @@ class RecipeTest : public ::testing::Test {
 };
 
 constexpr const char* kMinimal = "[train]\nsteps = 10\n";
-constexpr const char* kTrainKeys = "steps, epochs, micro_batch, grad_accum, eval_every, log_every, noise_scale, trace";
+constexpr const char* kTrainKeys = "steps, epochs, micro_batch, grad_accum, eval_every, log_every, noise_scale, trace, time_limit";
 
 TEST_F(RecipeTest, NearlyEmptyFileGivesDefaults) {
   const std::string path = write(kMinimal);
@@ -469,7 +469,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 137u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 138u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

@@ -1,0 +1,125 @@
+// Preemption (framework/train/stop.h): a signal caught mid-run stops every rank after the same
+// step with a checkpoint of it and summary.json saying why; --resume auto then ends with the
+// parameters of the run that was never stopped, bit for bit. train.time_limit the same, on its own.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "framework/train/metrics.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/trainer.h"
+#include "tests/train/synthetic.h"
+
+namespace laconic {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Stop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("laconic_stop_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string run_dir(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+Recipe small() {
+  Recipe r;
+  r.run.seed = 3;
+  r.model.hidden = {16};
+  r.model.dropout = 0.1f;
+  r.train.micro_batch = 8;
+  r.train.steps = 12;
+  r.train.log_every = 4;
+  r.optimizer.lr = 0.05;
+  r.optimizer.momentum = 0.9;
+  r.distributed.world_size = 3;
+  r.sync.strategy = "diloco";  // replicas differ between syncs: every rank's state must be saved
+  r.sync.diloco.period = 4;
+  return r;
+}
+
+// Raises `sig` on one rank after step `at` (as a scheduler's SIGTERM would arrive: on one thread).
+struct RaiseAt : StepHook {
+  Loop& loop;
+  int sig;
+  std::int64_t at;
+  RaiseAt(Loop& l, int s, std::int64_t a) : loop(l), sig(s), at(a) {}
+  void after_step(StepState& s) override {
+    if (s.step == at && loop.rank() == 1) std::raise(sig);
+  }
+};
+
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) {
+  const TrainData data = image_data(testing::blobs(600, 12, 5, 1), testing::blobs(200, 12, 5, 2));
+  const Recipe r = small();
+  TrainOptions whole;
+  whole.run_dir = run_dir("whole");
+  const TrainSummary full = train(r, data, whole);
+
+  TrainOptions stopped;
+  stopped.run_dir = run_dir("stopped");
+  stopped.stop_on_signals = true;
+  stopped.hooks.push_back([](Loop& l) { return std::make_unique<RaiseAt>(l, SIGUSR1, 5); });  // mid-period
+  const TrainSummary s = train(r, data, stopped);
+  EXPECT_EQ(s.stopped, "signal");
+  EXPECT_EQ(s.signal, "SIGUSR1");
+  EXPECT_EQ(s.steps, 6);
+  EXPECT_EQ(s.planned_steps, 12);
+  EXPECT_EQ(s.checkpoint, run_dir("stopped") + "/checkpoints/step-000000006");
+  EXPECT_TRUE(fs::exists(s.checkpoint + "/MANIFEST.json"));
+  const RunSummary written = parse_summary(read_text(run_dir("stopped") + "/summary.json"), "summary.json");
+  EXPECT_EQ(written.stopped, "signal");
+  EXPECT_EQ(written.signal, "SIGUSR1");
+  EXPECT_EQ(written.steps, 6);
+
+  TrainOptions resumed;
+  resumed.run_dir = run_dir("stopped");
+  resumed.resume = "auto";
+  resumed.stop_on_signals = true;
+  const TrainSummary rest = train(r, data, resumed);
+  EXPECT_EQ(rest.first_step, 6);
+  EXPECT_EQ(rest.steps, 12);
+  EXPECT_TRUE(rest.stopped.empty());
+  EXPECT_TRUE(same(rest.final_params, full.final_params));
+  EXPECT_EQ(rest.bytes_sent, full.bytes_sent);
+}
+
+TEST_F(Stop, TimeLimitStopsOnItsOwnAndResumesBitForBit) {
+  const TrainData data = image_data(testing::blobs(600, 12, 5, 1), testing::blobs(200, 12, 5, 2));
+  Recipe r = small();
+  r.checkpoint.every = 5;
+  TrainOptions whole;
+  whole.run_dir = run_dir("whole");
+  const TrainSummary full = train(r, data, whole);
+
+  Recipe limited = r;
+  limited.train.time_limit.seconds = 1e-9;  // already past after the first step
+  TrainOptions o;
+  o.run_dir = run_dir("limited");
+  const TrainSummary s = train(limited, data, o);
+  EXPECT_EQ(s.stopped, "time_limit");
+  EXPECT_TRUE(s.signal.empty());
+  EXPECT_EQ(s.steps, 1);
+  EXPECT_TRUE(fs::exists(run_dir("limited") + "/checkpoints/step-000000001/MANIFEST.json"));
+
+  TrainOptions resumed;
+  resumed.run_dir = run_dir("limited");
+  resumed.resume = "auto";
+  const TrainSummary rest = train(r, data, resumed);  // the limit lifted: it is not part of the recipe hash
+  EXPECT_EQ(rest.first_step, 1);
+  EXPECT_TRUE(same(rest.final_params, full.final_params));
+}
+
+}  // namespace
+}  // namespace laconic
