@@ -659,7 +659,9 @@ const std::vector<Field>& builtin_schema() {
     SectionBuilder<&Recipe::guards>{"guards", f}
         .add<&GuardsConfig::nonfinite>("nonfinite")
         .add<&GuardsConfig::max_consecutive_skips>("max_consecutive_skips", at_least(1))
-        .add<&GuardsConfig::check_every>("check_every", at_least(0));
+        .add<&GuardsConfig::check_every>("check_every", at_least(0))
+        .add<&GuardsConfig::straggler_factor>("straggler_factor", above(1))
+        .add<&GuardsConfig::straggler_records>("straggler_records", at_least(1));
     SectionBuilder<&Recipe::fault>{"fault", f}
         .add<&FaultConfig::kind>("kind")
         .add<&FaultConfig::rank>("rank", at_least(0))

@@ -294,6 +294,10 @@ struct GuardsConfig {
   NonfiniteKind nonfinite = NonfiniteKind::abort;
   std::int64_t max_consecutive_skips = 10;
   std::int64_t check_every = 0;
+  // A rank whose compute per step exceeds straggler_factor x the median over ranks in
+  // straggler_records metrics records in a row is named in one warning line.
+  double straggler_factor = 1.5;
+  std::int64_t straggler_records = 3;
   bool operator==(const GuardsConfig&) const = default;
 };
 

@@ -1,6 +1,7 @@
 #include "framework/train/hooks.h"
 
 #include <algorithm>
+#include <set>
 #include <bit>
 #include <cmath>
 #include <filesystem>
@@ -212,6 +213,9 @@ class Reporter final : public StepHook {
  public:
   Reporter(Loop& loop, const Evaluator& eval) : loop_(loop), eval_(eval), plan_(loop.spec.plan) {
     state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(loop.counters().bytes.sent));  // after the start broadcast
+    const NetworkConfig& n = loop.spec.recipe.network;
+    if (loop.spec.simulate && std::count(n.stragglers.ranks.begin(), n.stragglers.ranks.end(), loop.rank()))
+      slowdown_ = n.straggler_slowdown;
   }
 
   // A record at every multiple of train.log_every, at every evaluation and at the last step. Its
@@ -229,15 +233,23 @@ class Reporter final : public StepHook {
       return;
     }
     // Every rank's (sum, count) as doubles, added in rank order: exact and the same on every
-    // backend (a native all-reduce would add in an order of its own).
-    const double mine[2] = {interval_sum_, interval_count_};
-    gathered_.resize(2 * static_cast<std::size_t>(loop_.control.size()));
+    // backend (a native all-reduce would add in an order of its own); and its compute per step.
+    const double per_step = (loop_.compute_s - last_compute_) * slowdown_ / static_cast<double>(done - last_step_);
+    last_compute_ = loop_.compute_s;
+    const double mine[3] = {interval_sum_, interval_count_, per_step};
+    gathered_.resize(3 * static_cast<std::size_t>(loop_.control.size()));
     loop_.control.all_gather(CBuf(mine, sizeof mine, DType::u8), Buf{gathered_.data(), gathered_.size() * sizeof(double), DType::u8});
     double sum = 0, count = 0;
-    for (std::size_t q = 0; q < gathered_.size(); q += 2) sum += gathered_[q], count += gathered_[q + 1];
+    for (std::size_t q = 0; q < gathered_.size(); q += 3) sum += gathered_[q], count += gathered_[q + 1];
     last_loss_ = sum / std::max(1.0, count);
     if (grid || last) interval_sum_ = interval_count_ = 0;
-    if (loop_.lead()) write(s, done, eval_now);
+    if (!loop_.lead()) {
+      last_step_ = done;
+      return;
+    }
+    step_times_.clear();
+    for (std::size_t q = 2; q < gathered_.size(); q += 3) step_times_.push_back(gathered_[q]);
+    write(s, done, eval_now);
   }
 
   // The interval so far, the previous record's step and bytes, and the last loss.
@@ -297,12 +309,36 @@ class Reporter final : public StepHook {
       r.eval_loss = eval_.last().loss;
       r.eval_accuracy = eval_.last().accuracy;
     }
+    step_times(r);
     if (metrics_) metrics_->write_line(to_json_line(r));
     records_.push_back(r);
     if (loop_.opts.log) log(r);
     last_step_ = done;
     last_wall_ = now;
     state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(c.bytes.sent));
+  }
+
+  // The ranks' compute per step in this record, and the straggler warning: a rank slower than
+  // guards.straggler_factor x the median in guards.straggler_records records in a row, once.
+  void step_times(MetricsRecord& r) {
+    const auto slowest = std::max_element(step_times_.begin(), step_times_.end());
+    r.slowest_rank = slowest - step_times_.begin();
+    r.step_time_max_s = *slowest;
+    sorted_ = step_times_;
+    std::sort(sorted_.begin(), sorted_.end());
+    const std::size_t n = sorted_.size();
+    r.step_time_median_s = n % 2 ? sorted_[n / 2] : 0.5 * (sorted_[n / 2 - 1] + sorted_[n / 2]);
+    const GuardsConfig& g = loop_.spec.recipe.guards;
+    const bool slow = n > 1 && r.step_time_max_s > g.straggler_factor * r.step_time_median_s;
+    run_ = slow && r.slowest_rank == run_rank_ ? run_ + 1 : slow ? 1 : 0;
+    run_rank_ = slow ? r.slowest_rank : -1;
+    if (run_ == g.straggler_records && loop_.opts.log && warned_.insert(r.slowest_rank).second) {
+      clear_progress();
+      *loop_.opts.log << "laconic: warning: rank " << r.slowest_rank << " is a straggler: " << std::defaultfloat
+                      << std::setprecision(3) << 1e3 * r.step_time_max_s << " ms of compute per step against a median of "
+                      << 1e3 * r.step_time_median_s << " ms (" << r.step_time_max_s / r.step_time_median_s << "x) in "
+                      << run_ << " records in a row (guards.straggler_factor = " << g.straggler_factor << ")" << std::endl;
+    }
   }
 
   void log(const MetricsRecord& r) {
@@ -371,7 +407,12 @@ class Reporter final : public StepHook {
   double last_loss_ = 0, last_wall_ = 0, last_progress_ = -1;
   std::int64_t last_step_ = 0;  // of the previous record
   std::int64_t state_[5] = {};  // checkpoint entry; [2] holds the bytes sent at the previous record
-  std::vector<double> gathered_;  // every rank's interval (sum, count)
+  std::vector<double> gathered_;  // every rank's interval (sum, count, compute per step)
+  double last_compute_ = 0;       // loop_.compute_s at the previous record
+  double slowdown_ = 1;           // this rank's [network] straggler slowdown when simulated
+  std::vector<double> step_times_, sorted_;  // rank 0: every rank's compute per step
+  std::int64_t run_ = 0, run_rank_ = -1;     // records in a row the same rank was too slow
+  std::set<std::int64_t> warned_;            // ranks named once already
   std::vector<MetricsRecord> records_;  // written by this process
   bool progress_shown_ = false;
 };

@@ -36,6 +36,10 @@ struct MetricsRecord {
   std::optional<std::uint64_t> bytes_intra, bytes_inter;  // optional, [network]: sent per link tier
   double eval_loss = kAbsent;      // optional: at evaluations
   double eval_accuracy = kAbsent;  // optional
+  // Every rank's compute per step since the previous record (forward, backward, optimizer; with a
+  // [network], times the rank's straggler slowdown): the median over ranks, the slowest and its rank.
+  double step_time_median_s = kAbsent, step_time_max_s = kAbsent;
+  std::int64_t slowest_rank = 0;
 
   // f(name, member, optional) for every field, in file order.
   template <class Self, class F>
@@ -62,6 +66,9 @@ struct MetricsRecord {
     f("bytes_inter", r.bytes_inter, true);
     f("eval_loss", r.eval_loss, true);
     f("eval_accuracy", r.eval_accuracy, true);
+    f("step_time_median_s", r.step_time_median_s, true);
+    f("step_time_max_s", r.step_time_max_s, true);
+    f("slowest_rank", r.slowest_rank, false);
   }
 };
 

@@ -57,6 +57,8 @@ std::string recipe_hash(const Recipe& recipe) {
   r.train.time_limit = TrainConfig{}.time_limit;
   r.checkpoint = CheckpointConfig{};
   r.guards.check_every = GuardsConfig{}.check_every;
+  r.guards.straggler_factor = GuardsConfig{}.straggler_factor;
+  r.guards.straggler_records = GuardsConfig{}.straggler_records;
   r.fault = FaultConfig{};
   return hash_text(to_toml(r));
 }
