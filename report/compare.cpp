@@ -622,6 +622,34 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
      << "- *speedup*: the baseline's time to target / this run's (above 1: faster); *bytes vs baseline*: "
         "sent/rank / the baseline's\n";
 
+  // Per-rank compute spread (metrics records' step_time_*): which rank held the others up.
+  std::ostringstream spread;
+  for (const RunResult& r : runs) {
+    double median = 0, slowest = 0;
+    int n = 0;
+    std::map<std::int64_t, int> slowest_count;
+    for (const MetricPoint& p : r.metrics) {
+      if (std::isnan(p.step_time_median_s) || std::isnan(p.step_time_max_s)) continue;
+      median += p.step_time_median_s;
+      slowest += p.step_time_max_s;
+      ++slowest_count[p.slowest_rank];
+      ++n;
+    }
+    if (n == 0) continue;
+    const auto most = std::max_element(slowest_count.begin(), slowest_count.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    spread << "| " << r.name << " | " << fixed(1e3 * median / n, 3) << " ms | " << fixed(1e3 * slowest / n, 3) << " ms | "
+           << (median > 0 ? fixed(slowest / median, 2) + "x" : kNone) << " | " << most->first << " (" << most->second << " of "
+           << n << " records) |\n";
+  }
+  if (!spread.str().empty())
+    os << "\n## Step time across ranks\n\n| run | median rank's compute per step | slowest rank's | spread | slowest "
+          "rank |\n| --- | ---: | ---: | ---: | ---: |\n"
+       << spread.str()
+       << "\n- means over the metrics records of each rank's compute per step since the previous record (times its "
+          "`[network]` straggler slowdown when simulated); *spread*: slowest / median, 1.00x when the ranks keep pace; "
+          "*slowest rank*: the one slowest in most records\n";
+
   // What differs from the baseline, from the runs' recipe.resolved.toml (run names and output
   // directories always differ and say nothing).
   std::ostringstream diffs;

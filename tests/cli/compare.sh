@@ -50,6 +50,8 @@ done
 grep -q "^| allreduce |" "$tmp/cmp/report.md" && grep -q "^| topk |" "$tmp/cmp/report.md" ||
   { echo "report.md lacks a row:"; cat "$tmp/cmp/report.md"; exit 1; }
 grep -q 'sync.strategy = "topk"' "$tmp/cmp/report.md" || { echo "report.md lacks the difference"; exit 1; }
+grep -Eq '^\| topk \| [0-9.]+ ms \| [0-9.]+ ms \| [0-9.]+x \| [0-9]+ \([0-9]+ of [0-9]+ records\) \|$' "$tmp/cmp/report.md" ||
+  { echo "report.md lacks the per-rank step time spread:"; cat "$tmp/cmp/report.md"; exit 1; }
 python3 - "$tmp/cmp" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1] + "/compare.json"))
