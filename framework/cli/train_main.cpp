@@ -17,7 +17,6 @@
 // Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
 #include <unistd.h>
 
-#include <csignal>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -396,8 +395,7 @@ int run(int argc, char** argv, bool& quiet_errors) {
               << (s.checkpoint.empty() ? "no checkpoint (no run directory)"
                                        : "checkpoint " + s.checkpoint + " (continue with --resume auto)")
               << std::endl;
-  if (!by_signal) return 75;
-  return 128 + (s.signal == "SIGTERM" ? SIGTERM : s.signal == "SIGINT" ? SIGINT : SIGUSR1);
+  return by_signal ? 128 + s.stop_signal : 75;
 }
 
 }  // namespace

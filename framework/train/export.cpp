@@ -43,8 +43,11 @@ void write_model_safetensors(const std::string& path, Model& model, std::span<co
 }
 
 void load_model_safetensors(const std::string& path, Model& model, const std::string& key) {
-  LC_CHECK(model.device() == Device::cpu, "load_model_safetensors: the model must be on the host");
-  const SafeTensorsFile file = read_safetensors(path);
+  load_model_weights(read_safetensors(path), path, model, key);
+}
+
+void load_model_weights(const SafeTensorsFile& file, const std::string& path, Model& model, const std::string& key) {
+  LC_CHECK(model.device() == Device::cpu, "load_model_weights: the model must be on the host");
   const ExportLayout layout = model.export_layout();
   const std::string where = path + ": " + key;
   if (const auto it = file.metadata.find("laconic.architecture"); it != file.metadata.end() && it->second != layout.architecture)

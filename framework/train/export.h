@@ -16,6 +16,7 @@
 
 #include "framework/models/model.h"
 #include "framework/recipe/recipe.h"
+#include "framework/train/safetensors.h"
 
 namespace laconic {
 
@@ -23,11 +24,13 @@ namespace laconic {
 void write_model_safetensors(const std::string& path, Model& model, std::span<const float> params,
                              std::map<std::string, std::string> metadata);
 
-// Loads `path` into the model's parameters, which must be on the host. Every tensor of the layout
-// must be there with its shape; a tensor the layout does not have, a tied copy that differs from
-// its original, a non-zero tensor the model lacks (BERT's token type embeddings) or another
-// architecture's weights is a one-line InputError: "PATH: KEY: ...", KEY naming what asked for
-// the load ("model.init_from").
+// Loads `file` (read from `path`) into the model's parameters, which must be on the host. Every
+// tensor of the layout must be there with its shape; a tensor the layout does not have, a tied
+// copy that differs from its original, a non-zero tensor the model lacks (BERT's token type
+// embeddings) or another architecture's weights is a one-line InputError: "PATH: KEY: ...", KEY
+// naming what asked for the load ("model.init_from").
+void load_model_weights(const SafeTensorsFile& file, const std::string& path, Model& model, const std::string& key);
+// The same, reading the file.
 void load_model_safetensors(const std::string& path, Model& model, const std::string& key);
 
 // `trainer export SOURCE --format safetensors --out FILE`.

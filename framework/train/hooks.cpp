@@ -243,13 +243,12 @@ class Reporter final : public StepHook {
     for (std::size_t q = 0; q < gathered_.size(); q += 3) sum += gathered_[q], count += gathered_[q + 1];
     last_loss_ = sum / std::max(1.0, count);
     if (grid || last) interval_sum_ = interval_count_ = 0;
-    if (!loop_.lead()) {
-      last_step_ = done;
-      return;
+    if (loop_.lead()) {
+      step_times_.clear();
+      for (std::size_t q = 2; q < gathered_.size(); q += 3) step_times_.push_back(gathered_[q]);
+      write(s, done, eval_now);
     }
-    step_times_.clear();
-    for (std::size_t q = 2; q < gathered_.size(); q += 3) step_times_.push_back(gathered_[q]);
-    write(s, done, eval_now);
+    last_step_ = done;
   }
 
   // The interval so far, the previous record's step and bytes, and the last loss.
@@ -313,7 +312,6 @@ class Reporter final : public StepHook {
     if (metrics_) metrics_->write_line(to_json_line(r));
     records_.push_back(r);
     if (loop_.opts.log) log(r);
-    last_step_ = done;
     last_wall_ = now;
     state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(c.bytes.sent));
   }

@@ -28,8 +28,11 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   const auto model = make_model(r, data);
   p.parameters = static_cast<std::int64_t>(model->params().size());
   p.model = model->describe();
-  // Checked here, before any file of the run is written; every rank loads it again after init.
-  if (!r.model.init_from.empty()) load_model_safetensors(r.model.init_from.path, *model, "model.init_from");
+  // Checked here, before any file of the run is written.
+  if (!r.model.init_from.empty()) {
+    p.init_weights = std::make_shared<const SafeTensorsFile>(read_safetensors(r.model.init_from.path));
+    load_model_weights(*p.init_weights, r.model.init_from.path, *model, "model.init_from");
+  }
   const bool streaming = uses_strategy(r.sync, "streaming_diloco");
   const std::size_t tensors = model->params().views().size();
   if (streaming && static_cast<std::size_t>(r.sync.streaming_diloco.fragments) > tensors)

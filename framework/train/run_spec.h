@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "framework/core/device.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/factory.h"
+#include "framework/train/safetensors.h"
 
 namespace laconic {
 
@@ -24,6 +26,9 @@ struct TrainPlan {
   double lr = 0;                     // peak learning rate after the scaling rule
   std::int64_t warmup_steps = 0;     // after the scaling rule
   std::string model;                 // Model::describe()
+  // model.init_from's weights, read once per process and checked against the model here; every
+  // rank loads them after init (null: no init_from).
+  std::shared_ptr<const SafeTensorsFile> init_weights;
 };
 TrainPlan make_plan(const Recipe& recipe, const TrainData& data);
 

@@ -150,7 +150,7 @@ class Worker {
 
   TrainSummary run() {
     model_->init(r_.run.seed);  // on the host, then to where it trains
-    if (!r_.model.init_from.empty()) load_model_safetensors(r_.model.init_from.path, *model_, "model.init_from");
+    if (spec_.plan.init_weights) load_model_weights(*spec_.plan.init_weights, r_.model.init_from.path, *model_, "model.init_from");
     model_->to(spec_.device);
     check_same_recipe();
     start_trace();
@@ -164,20 +164,15 @@ class Worker {
     }
     loop_.wall.reset();
     std::int64_t step = loop_.first_step;
-    std::string stopped, signal, checkpoint;
+    int why = 0;  // a signal, kTimeLimit, or 0 (ran to the end)
+    std::string checkpoint;
     try {
-      for (; step < spec_.plan.steps; ++step) {
+      while (step < spec_.plan.steps && why == 0) {
         run_step(step);
-        if (const int why = agree_to_stop(step); why != 0) {
-          ++step;
-          stopped = why == kTimeLimit ? "time_limit" : "signal";
-          if (why != kTimeLimit) signal = signal_name(why);
-          sync_->drain();  // nothing in flight: the checkpoint holds the step whole
-          if (!spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
-          break;
-        }
+        why = agree_to_stop(step++);
       }
-      sync_->drain();
+      sync_->drain();  // nothing in flight: a stop's checkpoint holds the step whole
+      if (why != 0 && !spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
       finish_trace(step);
     } catch (const InputError&) {
       throw;
@@ -188,9 +183,12 @@ class Worker {
     TrainSummary s = summary();
     s.steps = step;
     s.planned_steps = spec_.plan.steps;
-    s.stopped = stopped;
-    s.signal = signal;
-    s.checkpoint = checkpoint;
+    if (why != 0) {
+      s.stopped = why == kTimeLimit ? "time_limit" : "signal";
+      s.stop_signal = why == kTimeLimit ? 0 : why;
+      if (s.stop_signal) s.signal = signal_name(why);
+      s.checkpoint = checkpoint;
+    }
     return s;
   }
 
@@ -201,15 +199,16 @@ class Worker {
   // time limit by rank 0's clock, one mean step early). 0: go on; kTimeLimit or the signal.
   int agree_to_stop(std::int64_t step) {
     const double limit = r_.train.time_limit.seconds;
-    if (!opts_.stop_on_signals && limit <= 0) return 0;
+    // The last step ends the run anyway (every rank knows which step is last).
+    if ((!opts_.stop_on_signals && limit <= 0) || step + 1 == spec_.plan.steps) return 0;
     std::int32_t why = opts_.stop_on_signals ? SignalStop::received() : 0;
     if (why == 0 && limit > 0 && comm_.rank() == 0) {
       const double elapsed = loop_.wall.seconds();
       const double mean_step = elapsed / static_cast<double>(step + 1 - loop_.first_step);
-      if (elapsed + mean_step >= limit && step + 1 < spec_.plan.steps) why = kTimeLimit;
+      if (elapsed + mean_step >= limit) why = kTimeLimit;
     }
     control_.all_reduce(Buf{&why, 1, DType::i32}, ReduceOp::max);
-    return step + 1 < spec_.plan.steps ? why : 0;  // the last step ends the run anyway
+    return why;
   }
 
   // One optimizer step: the micro-batches' forward and backward, the strategy's reduction, the

@@ -45,6 +45,7 @@ struct TrainOptions {
 struct TrainSummary : RunSummary {
   std::int64_t first_step = 0;     // where this run started (> 0 after a resume)
   std::int64_t planned_steps = 0;  // what the recipe asked for (steps < planned_steps: it stopped early)
+  int stop_signal = 0;             // the signal that stopped it (summary's "signal" names it)
   std::int64_t skipped_steps = 0;  // steps skipped by guards.nonfinite = "skip"
   std::vector<MetricsRecord> records;  // what this process wrote to metrics.jsonl (rank 0)
   std::vector<float> final_params;     // rank 0's parameters at the end

@@ -23,9 +23,12 @@
 
 #include "framework/core/check.h"
 #include "tests/support/input_error.h"
+#include "tests/train/synthetic.h"
 
 namespace laconic {
 namespace {
+
+using testing::same_bits;
 namespace fs = std::filesystem;
 
 using testing::input_error;
@@ -39,10 +42,6 @@ std::vector<char> read_bytes(const fs::path& p) {
 
 void write_bytes(const fs::path& p, const std::vector<char>& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Values whose bits a lossy path would change: NaN payloads, -0, denormals, infinities.

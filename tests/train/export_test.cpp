@@ -24,9 +24,12 @@
 #include "framework/train/trainer.h"
 #include "tests/models/model_checks.h"
 #include "tests/nn/gradcheck.h"
+#include "tests/train/synthetic.h"
 
 namespace laconic {
 namespace {
+
+using testing::same_bits;
 
 namespace fs = std::filesystem;
 using laconic::testing::snapshot;
@@ -69,10 +72,6 @@ std::string input_error(Fn&& fn) {
     return e.what();
   }
   return "";
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
 
 TEST_F(Export, SafetensorsRoundTripsTensorsAndMetadataAndAlignsTheBuffer) {

@@ -16,6 +16,8 @@
 namespace laconic {
 namespace {
 
+using testing::same_bits;
+
 using testing::blobs;
 
 TrainData synthetic() { return image_data(blobs(600, 12, 5, 1), blobs(200, 12, 5, 2)); }
@@ -68,14 +70,10 @@ Recipe streaming_recipe(int fragments, std::int64_t overlap_steps, double mixing
   return r;
 }
 
-bool same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 TEST_F(Outer, StreamingWithOneFragmentAndNoOverlapIsDiloco) {
   const TrainSummary diloco = run(two_datacenters("diloco"), "diloco");
   const TrainSummary streaming = run(streaming_recipe(1, 0, 0.0), "streaming");
-  EXPECT_TRUE(same(diloco.final_params, streaming.final_params));
+  EXPECT_TRUE(same_bits(diloco.final_params, streaming.final_params));
   EXPECT_EQ(diloco.final_loss, streaming.final_loss);
   EXPECT_EQ(diloco.bytes_sent, streaming.bytes_sent);
 }

@@ -24,6 +24,8 @@
 namespace laconic {
 namespace {
 
+using testing::same_bits;
+
 namespace fs = std::filesystem;
 
 struct WideOptions {
@@ -178,10 +180,6 @@ TEST_F(Registered, BadRecipeCorpusOfRegisteredSections) {
   EXPECT_GE(files, 5);
 }
 
-bool same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 TEST_F(Registered, RegisteredComponentsTrain) {
   Recipe r = parse_recipe(kWide, "wide.toml", {"optimizer.name=test_plain_sgd", "optimizer.lr=0.05", "train.steps=40"});
   const TrainData data = load_data(r);
@@ -194,12 +192,12 @@ TEST_F(Registered, AReducerLikeAllReduceGivesAllReducesRunBitForBit) {
   const TrainData data = image_data(testing::blobs(600, 12, 5, 1), testing::blobs(200, 12, 5, 2));
   const std::string base = "[model]\nhidden = [16]\n[train]\nsteps = 12\nmicro_batch = 8\n[distributed]\nworld_size = 3\n";
   const auto run = [&](std::vector<std::string> overrides) { return train(parse_recipe(base, "b.toml", overrides), data, {}).final_params; };
-  EXPECT_TRUE(same(run({"sync.strategy=test_exact"}), run({"sync.strategy=allreduce"})));
-  EXPECT_TRUE(same(run({"sync.strategy=diloco", "sync.diloco.reducer=test_exact", "sync.diloco.period=4"}),
+  EXPECT_TRUE(same_bits(run({"sync.strategy=test_exact"}), run({"sync.strategy=allreduce"})));
+  EXPECT_TRUE(same_bits(run({"sync.strategy=diloco", "sync.diloco.reducer=test_exact", "sync.diloco.period=4"}),
                    run({"sync.strategy=diloco", "sync.diloco.period=4"})));
-  EXPECT_TRUE(same(run({"sync.strategy=test_every", "sync.test_every.period=4"}),
+  EXPECT_TRUE(same_bits(run({"sync.strategy=test_every", "sync.test_every.period=4"}),
                    run({"sync.strategy=local_sgd", "sync.local_sgd.period=4"})));
-  EXPECT_FALSE(same(run({"sync.strategy=test_every", "sync.test_every.period=4"}),
+  EXPECT_FALSE(same_bits(run({"sync.strategy=test_every", "sync.test_every.period=4"}),
                     run({"sync.strategy=test_every", "sync.test_every.period=5"})));
 }
 

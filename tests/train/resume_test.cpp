@@ -16,6 +16,8 @@
 namespace laconic {
 namespace {
 
+using testing::same_bits;
+
 using testing::blobs;
 using testing::injecting;
 
@@ -73,10 +75,6 @@ Recipe small(StrategyName kind) {
   return r;
 }
 
-bool same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 TEST_F(Resume, EveryStrategyResumesBitForBit) {
   const TrainData data = synthetic();
   for (const StrategyName kind : {"allreduce", "topk", "powersgd", "onebit",
@@ -100,7 +98,7 @@ TEST_F(Resume, EveryStrategyResumesBitForBit) {
       resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
       const TrainSummary b = train(r, data, resumed);
       EXPECT_EQ(b.first_step, 8);
-      EXPECT_TRUE(same(a.final_params, b.final_params));
+      EXPECT_TRUE(same_bits(a.final_params, b.final_params));
       EXPECT_EQ(a.final_loss, b.final_loss);  // the mean over steps 9..16, bit for bit
       EXPECT_EQ(a.eval_loss, b.eval_loss);
     }
@@ -119,7 +117,7 @@ TEST_F(Resume, AutoPicksTheNewestCompleteCheckpointOrStartsFresh) {
   std::filesystem::create_directories(o.run_dir + "/checkpoints/step-000000099.tmp");
   const TrainSummary again = train(r, data, o);
   EXPECT_EQ(again.first_step, 16);  // the newest complete: the end of the first run
-  EXPECT_TRUE(same(first.final_params, again.final_params));
+  EXPECT_TRUE(same_bits(first.final_params, again.final_params));
 }
 
 TEST_F(Resume, RefusesAnotherRecipeOrWorldSize) {

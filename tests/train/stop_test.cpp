@@ -16,6 +16,8 @@
 namespace laconic {
 namespace {
 
+using testing::same_bits;
+
 namespace fs = std::filesystem;
 
 class Stop : public ::testing::Test {
@@ -56,10 +58,6 @@ struct RaiseAt : StepHook {
   }
 };
 
-bool same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) {
   const TrainData data = image_data(testing::blobs(600, 12, 5, 1), testing::blobs(200, 12, 5, 2));
   const Recipe r = small();
@@ -91,7 +89,7 @@ TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) 
   EXPECT_EQ(rest.first_step, 6);
   EXPECT_EQ(rest.steps, 12);
   EXPECT_TRUE(rest.stopped.empty());
-  EXPECT_TRUE(same(rest.final_params, full.final_params));
+  EXPECT_TRUE(same_bits(rest.final_params, full.final_params));
   EXPECT_EQ(rest.bytes_sent, full.bytes_sent);
 }
 
@@ -118,7 +116,7 @@ TEST_F(Stop, TimeLimitStopsOnItsOwnAndResumesBitForBit) {
   resumed.resume = "auto";
   const TrainSummary rest = train(r, data, resumed);  // the limit lifted: it is not part of the recipe hash
   EXPECT_EQ(rest.first_step, 1);
-  EXPECT_TRUE(same(rest.final_params, full.final_params));
+  EXPECT_TRUE(same_bits(rest.final_params, full.final_params));
 }
 
 }  // namespace

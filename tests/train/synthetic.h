@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <span>
 
 #include "framework/core/rng.h"
 #include "framework/data/fashion_mnist.h"
@@ -29,6 +31,11 @@ inline std::shared_ptr<ImageDataset> blobs(int n, int features, int classes, std
     }
   }
   return d;
+}
+
+// Bit-for-bit equality of two float arrays (NaN payloads and signed zeros included).
+inline bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
 
 // Options that inject the recipe's [fault] (the trainer CLI adds the same hook).
