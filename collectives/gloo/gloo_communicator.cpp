@@ -1,0 +1,113 @@
+#include "collectives/gloo/gloo_communicator.h"
+
+#include <chrono>
+#include <exception>
+
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "framework/core/check.h"
+
+namespace laconic {
+
+struct GlooCommunicator::Gloo {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::chrono::milliseconds timeout;
+};
+
+GlooCommunicator::GlooCommunicator(KeyStore& store, const std::string& group, int rank, int size, GlooOptions opts)
+    : rank_(rank), size_(size), opts_(std::move(opts)), gloo_(std::make_unique<Gloo>()),
+      sent_(static_cast<std::size_t>(size), 0), received_(static_cast<std::size_t>(size), 0) {
+  LC_CHECK(size >= 1 && rank >= 0 && rank < size, "gloo: rank ", rank, " of a group of ", size);
+  LC_CHECK(opts_.timeout_s > 0, "gloo: timeout_s ", opts_.timeout_s);
+  gloo_->timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opts_.timeout_s * 1000));
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = opts_.address;
+    gloo_->device = gloo::transport::tcp::CreateDevice(attr);
+    gloo_->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    gloo_->context->setTimeout(gloo_->timeout);
+    auto prefixed = store.gloo_store(group);
+    gloo_->context->connectFullMesh(*prefixed, gloo_->device);
+  } catch (const std::exception& e) {
+    throw Error("gloo: rank " + std::to_string(rank) + " of " + std::to_string(size) + " in group '" + group +
+                "' (store " + store.spec().str() + ") could not connect within " + std::to_string(opts_.timeout_s) +
+                " s: " + e.what());
+  }
+}
+
+GlooCommunicator::~GlooCommunicator() { stop_async(); }
+
+std::uint64_t GlooCommunicator::slot(int from, int to, std::vector<std::uint64_t>& seq, int peer) {
+  // Message k from `from` to `to`: slot 2k, +1 when the sender has the higher rank, so the two
+  // directions of a pair never share a slot and both ends count the same k.
+  return 2 * seq[static_cast<std::size_t>(peer)]++ + (from > to ? 1 : 0);
+}
+
+void GlooCommunicator::fail(const char* what, int peer, std::size_t bytes, const std::string& why) const {
+  throw Error("gloo: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " + what + " of " +
+              std::to_string(bytes) + " bytes " + (what[0] == 's' ? "to" : "from") + " rank " + std::to_string(peer) +
+              " failed: " + why);
+}
+
+void GlooCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
+  if (bytes == 0) return;
+  const std::uint64_t s = slot(rank_, peer, sent_, peer);
+  try {
+    auto buf = gloo_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
+    buf->send(peer, s);
+    if (!buf->waitSend(gloo_->timeout)) fail("send", peer, bytes, "aborted");
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("send", peer, bytes, e.what());
+  }
+}
+
+void GlooCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
+  if (bytes == 0) return;
+  const std::uint64_t s = slot(peer, rank_, received_, peer);
+  try {
+    auto buf = gloo_->context->createUnboundBuffer(data, bytes);
+    buf->recv(peer, s);
+    if (!buf->waitRecv(gloo_->timeout)) fail("recv", peer, bytes, "aborted");
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("recv", peer, bytes, e.what());
+  }
+}
+
+void GlooCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
+                                   std::size_t recv_bytes, int from) {
+  std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
+  const char* op = "recv";
+  int peer = from;
+  std::size_t bytes = recv_bytes;
+  try {
+    if (recv_bytes > 0) {
+      in = gloo_->context->createUnboundBuffer(recv_data, recv_bytes);
+      in->recv(from, slot(from, rank_, received_, from));
+    }
+    if (send_bytes > 0) {
+      out = gloo_->context->createUnboundBuffer(const_cast<void*>(send_data), send_bytes);
+      out->send(to, slot(rank_, to, sent_, to));
+      op = "send", peer = to, bytes = send_bytes;
+      if (!out->waitSend(gloo_->timeout)) fail(op, peer, bytes, "aborted");
+    }
+    if (in) {
+      op = "recv", peer = from, bytes = recv_bytes;
+      if (!in->waitRecv(gloo_->timeout)) fail(op, peer, bytes, "aborted");
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(op, peer, bytes, e.what());
+  }
+}
+
+}  // namespace laconic

@@ -1,0 +1,64 @@
+// The rendezvous stores of the gloo backend and of elastic training's quorums (framework/elastic):
+// gloo's FileStore on a folder every process can reach (one machine, or a shared file system), or
+// its RedisStore (a redis-server every machine can reach). A store is a map of string keys to
+// bytes that several processes see at once.
+//
+//   auto store = laconic::KeyStore::open(laconic::StoreSpec::parse("file:/tmp/run/store"));
+//   laconic::GlooCommunicator comm(*store, "round.7", rank, size);  // collectives/gloo
+//
+// Beyond gloo's set/get/wait, a KeyStore offers what a quorum needs without a coordinator:
+// create() is set-once and atomic across processes (the first writer wins and every later writer
+// learns it lost), find() looks without waiting. Keys are plain names ("round.7.quorum"): no
+// '/', so a file store keeps them all in one folder.
+//
+// A KeyStore is used by one thread at a time (RedisStore's connection is not thread-safe): each
+// rank or replica opens its own.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace gloo::rendezvous {
+class Store;
+}
+
+namespace laconic {
+
+struct StoreSpec {
+  enum class Kind { file, redis };
+  Kind kind = Kind::file;
+  std::string path;  // file: the folder (created if missing)
+  std::string host;  // redis
+  int port = 6379;
+  // "file:DIR", "redis:HOST[:PORT]", or a bare DIR (a file store). Throws laconic::Error
+  // naming what was expected.
+  static StoreSpec parse(const std::string& text);
+  std::string str() const;
+};
+
+class KeyStore {
+ public:
+  // Opens (a file store: creates its folder; a redis store: connects). Throws laconic::Error.
+  static std::unique_ptr<KeyStore> open(const StoreSpec& spec);
+  virtual ~KeyStore();
+
+  // Writes key = value unless the key exists; true when this call wrote it. Atomic: of several
+  // processes creating one key, exactly one gets true and every reader sees its value whole.
+  virtual bool create(const std::string& key, const std::string& value) = 0;
+  // The key's value if it exists now (no waiting).
+  virtual std::optional<std::string> find(const std::string& key) = 0;
+  // Waits up to timeout_s for the key (polling every few ms); nullopt when it did not appear.
+  std::optional<std::string> wait(const std::string& key, double timeout_s);
+  // gloo's view of this store with every key prefixed "prefix." (a context's rendezvous).
+  virtual std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) = 0;
+  const StoreSpec& spec() const { return spec_; }
+
+ protected:
+  explicit KeyStore(StoreSpec spec) : spec_(std::move(spec)) {}
+
+ private:
+  StoreSpec spec_;
+};
+
+}  // namespace laconic
