@@ -13,8 +13,14 @@
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
 //   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
 //   trainer export RUN_DIR|CHECKPOINT_DIR --format safetensors --out FILE [--recipe R] [--config config.json]
+//   trainer elastic --replicas N [--max-restarts K] --recipe R --out DIR [--store redis:HOST:PORT]
+//                   [--section.key=value ...]   (N replica processes, restarted when they die)
+//   trainer --recipe R --replica I --replicas N --elastic-store SPEC --out DIR   (one replica; what
+//                   `trainer elastic` starts)
 //
-// Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure.
+// Exit codes: 0 success, 2 bad input (recipe, flag, data file; one-line message), 1 failure,
+// 128 + N stopped by signal N (a checkpoint was written), 75 stopped by train.time_limit, 76 an
+// elastic replica dropped from its run (restart it to rejoin).
 #include <unistd.h>
 
 
@@ -34,6 +40,8 @@
 #include "framework/cli/train_main.h"
 #include "framework/core/check.h"
 #include "framework/data/token_files.h"
+#include "framework/elastic/elastic.h"
+#include "framework/elastic/supervisor.h"
 #include "framework/recipe/recipe.h"
 #include "report/compare.h"
 #include "report/seeds.h"
@@ -281,6 +289,51 @@ int run_export(const ExportArgs& a) {
   return 0;
 }
 
+struct ElasticArgs {
+  int replicas = 0;
+  int max_restarts = 3;
+  std::string recipe, out, store;
+};
+
+void add_elastic_options(CLI::App& e, ElasticArgs& a) {
+  e.add_option("--replicas", a.replicas, "replica processes (each a run of the recipe's periodic strategy)")
+      ->required()
+      ->check(CLI::Range(1, 1024));
+  e.add_option("--max-restarts", a.max_restarts, "restarts allowed over the whole run")->capture_default_str()->check(CLI::Range(0, 1000000));
+  e.add_option("--recipe", a.recipe, "the recipe every replica runs")->required();
+  e.add_option("--out", a.out, "where replica-I/, store/ and elastic.json go")->required();
+  e.add_option("--store", a.store, "the replicas' rendezvous: redis:HOST[:PORT] (default: a file store in OUT/store)");
+}
+
+// The supervisor: the recipe (and its data) checked once here, then the replica processes.
+int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides) {
+  const laconic::Recipe recipe = laconic::load_recipe(a.recipe, overrides);
+  if (!a.store.empty()) {
+    try {
+      laconic::StoreSpec::parse(a.store);
+    } catch (const laconic::Error& e) {
+      LC_INPUT_ERROR("--store: ", e.what());
+    }
+  }
+  laconic::LoadOptions load;
+  load.cache_dir = recipe.run.out_dir;
+  const laconic::TrainData data = laconic::load_data(recipe, load);
+  const laconic::RunSpec spec = laconic::resolve(recipe, data, a.out);
+  laconic::SupervisorOptions o;
+  std::error_code ec;
+  o.program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  LC_CHECK(!ec, "elastic: cannot find this program (/proc/self/exe): ", ec.message());
+  o.args = {"--recipe", a.recipe};
+  for (const std::string& ov : overrides) o.args.push_back("--" + ov);
+  o.out_dir = a.out;
+  o.replicas = a.replicas;
+  o.max_restarts = a.max_restarts;
+  o.store = a.store;
+  o.steps = spec.plan.steps;
+  o.log = &std::cout;
+  return laconic::run_supervisor(o).exit_code;
+}
+
 int run(int argc, char** argv, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
@@ -297,6 +350,11 @@ int run(int argc, char** argv, bool& quiet_errors) {
                  "continue from a checkpoint: 'auto' (the newest complete one of this run, if any) or its directory");
   app.add_flag("--resume-any-recipe", resume_any_recipe,
                "resume even if the recipe differs from the checkpoint's (state loaded as saved; not bit-exact)");
+  laconic::TrainOptions::Elastic elastic;
+  app.add_option("--replica", elastic.replica, "elastic training: this process is replica I (set by trainer elastic)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--replicas", elastic.replicas, "elastic training: of N replicas")->check(CLI::Range(1, 1024));
+  app.add_option("--elastic-store", elastic.store, "elastic training: the replicas' store, file:DIR or redis:HOST:PORT");
   PlanArgs plan_args;
   CLI::App* plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
   add_plan_options(*plan, plan_args);
@@ -316,12 +374,16 @@ int run(int argc, char** argv, bool& quiet_errors) {
   CLI::App* exporter = app.add_subcommand("export", "write a run's (or checkpoint's) weights as safetensors, in the "
                                                     "Hugging Face names of its architecture");
   add_export_options(*exporter, export_args);
+  ElasticArgs elastic_args;
+  CLI::App* elastic_cmd = app.add_subcommand("elastic", "run N replicas of a periodic strategy as processes that may "
+                                                        "leave and rejoin, restarting those that die");
+  add_elastic_options(*elastic_cmd, elastic_args);
   std::vector<const char*> args{argv[0]};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(args.size()), args.data());
     if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && !tokenize->parsed() && !exporter->parsed() &&
-        recipe_path.empty())
+        !elastic_cmd->parsed() && recipe_path.empty())
       throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -339,6 +401,9 @@ int run(int argc, char** argv, bool& quiet_errors) {
     if (!overrides.empty()) LC_INPUT_ERROR("export: --", overrides.front(), ": recipe overrides do not apply");
     return run_export(export_args);
   }
+  if (elastic_cmd->parsed()) return run_elastic(elastic_args, overrides);
+  if ((elastic.replicas > 0) != !elastic.store.empty())
+    LC_INPUT_ERROR("--replicas and --elastic-store go together (one replica of an elastic run; see trainer elastic)");
   if (simulate->parsed()) {
     if (!overrides.empty()) LC_INPUT_ERROR("simulate: --", overrides.front(), ": recipe overrides do not apply (use --network)");
     return run_simulate(simulate_args);
@@ -380,6 +445,7 @@ int run(int argc, char** argv, bool& quiet_errors) {
   opts.resume_any_recipe = resume_any_recipe;
   opts.hooks.push_back(laconic::fault_injector(recipe.fault));  // [fault], for tests of the failure paths
   opts.stop_on_signals = true;  // preemption: a checkpoint, then exit 128 + the signal
+  opts.elastic = elastic;
   const auto s = laconic::train(recipe, data, opts);
   if (s.stopped.empty()) {
     if (lead) std::cout << laconic::done_line(s) << "; results in " << opts.run_dir << "/\n";
@@ -406,6 +472,9 @@ int train_main(int argc, char** argv) {
   bool quiet_errors = false;
   try {
     return run(argc, argv, quiet_errors);
+  } catch (const laconic::ReplicaDropped& e) {
+    std::cerr << "trainer: " << e.what() << std::endl;
+    return 76;
   } catch (const laconic::InputError& e) {
     if (!quiet_errors) {
       std::cerr << "trainer: error: " << e.what() << std::endl;

@@ -662,6 +662,12 @@ const std::vector<Field>& builtin_schema() {
         .add<&GuardsConfig::check_every>("check_every", at_least(0))
         .add<&GuardsConfig::straggler_factor>("straggler_factor", above(1))
         .add<&GuardsConfig::straggler_records>("straggler_records", at_least(1));
+    SectionBuilder<&Recipe::elastic>{"elastic", f}
+        .add<&ElasticConfig::join_timeout_s>("join_timeout_s", above(0))
+        .add<&ElasticConfig::sync_timeout_s>("sync_timeout_s", above(0))
+        .add<&ElasticConfig::join_wait_s>("join_wait_s", above(0))
+        .add<&ElasticConfig::max_attempts>("max_attempts", closed(1, 100))
+        .add<&ElasticConfig::address>("address");
     SectionBuilder<&Recipe::fault>{"fault", f}
         .add<&FaultConfig::kind>("kind")
         .add<&FaultConfig::rank>("rank", at_least(0))

@@ -312,6 +312,21 @@ struct FaultConfig {
   bool operator==(const FaultConfig&) const = default;
 };
 
+// [elastic]: elastic periodic training (framework/elastic, `trainer elastic`): how long an outer
+// sync's quorum waits for replicas that have not arrived, how long connecting, each reduction step
+// and the members' verdicts may take before a replica is dropped and the sync retried, how long
+// a joining replica waits to be admitted, how many rounds one sync may take, and the address the
+// replica's gloo ranks listen on (another machine's replicas must reach it). Not part of the
+// recipe hash: they change when replicas give up, not what they compute.
+struct ElasticConfig {
+  double join_timeout_s = 10;
+  double sync_timeout_s = 30;
+  double join_wait_s = 600;
+  std::int64_t max_attempts = 3;
+  std::string address = "127.0.0.1";
+  bool operator==(const ElasticConfig&) const = default;
+};
+
 struct Recipe {
   std::string path;  // the file it was read from ("" when built in code)
   RunConfig run;
@@ -326,6 +341,7 @@ struct Recipe {
   CheckpointConfig checkpoint;
   GuardsConfig guards;
   FaultConfig fault;
+  ElasticConfig elastic;
   // The sections of registered components ([model.my_cnn], ...): section<T>("model.my_cnn").
   SectionValues sections;
 

@@ -19,6 +19,10 @@ struct PeriodicAveraging::Fragment {
   bool queued = false;          // work queued and not yet waited for
   std::int64_t in_flight = -1;  // the step whose sync awaits its merge (tau > 0), else -1
   std::int64_t outer_step = 0;  // the reducer's step of the sync being reduced
+  int index = 0;                // which fragment
+  // The step of the sync being reduced, and of this fragment's previous one (warmup_steps - 1
+  // before the first): what a replica group weighs the pseudo-gradient by.
+  std::int64_t sync_step = -1, last_sync_step = -1;
   double comm_s = 0;            // written by whichever thread reduces; read after the wait
   // Waits for the queued reduction, if any (rethrows its failure).
   void wait() {
@@ -138,6 +142,13 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
   std::vector<BucketLayout> all;
   for (int fi = 0; fi < opts_.fragments; ++fi) {
     auto f = std::make_unique<Fragment>(SgdOptions{opts_.outer_momentum, opts_.nesterov, 0.0});
+    f->index = fi;
+    f->last_sync_step = opts_.warmup_steps - 1;
+    for (std::int64_t s = first_step - 1; s >= opts_.warmup_steps; --s)
+      if (launches(s, fi)) {
+        f->last_sync_step = s;
+        break;
+      }
     for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v) f->shadow.add(views[v].name, views[v].shape, views[v].group);
     f->shadow.finalize();
     f->shadow.to(store.device());  // theta_global and the outer optimizer live beside the parameters
@@ -195,6 +206,7 @@ bool PeriodicAveraging::after_update(std::int64_t step) {
       changed = true;
     }
     f.outer_step = syncs_through(step + 1 - opts_.warmup_steps, fi) - 1;
+    f.sync_step = step;
     launch(f, step);
     if (opts_.overlap_steps == 0) {
       merge(f, false);
@@ -225,6 +237,7 @@ void PeriodicAveraging::finish(std::int64_t step) {
       merge(f, true);
     } else if (!(opts_.overlap_steps == 0 && launches(step, fi))) {  // not merged at this step
       f.outer_step = syncs_through(c, fi);  // the syncs before this one
+      f.sync_step = step;
       launch(f, -1);
       merge(f, true);
     } else if (opts_.mixing > 0) {  // merged at this step with mixing: adopt the anchor
@@ -252,7 +265,29 @@ void PeriodicAveraging::launch(Fragment& f, std::int64_t step) {
 void PeriodicAveraging::reduce(Fragment& f) {
   Stopwatch t;
   const std::span<float> delta = f.shadow.grads();
-  for (const BucketLayout& b : f.buckets) reducer_->reduce(delta.subspan(b.begin, b.size), b, f.outer_step, comm());
+  auto reduce_over = [&](Communicator& c) {
+    for (const BucketLayout& b : f.buckets) reducer_->reduce(delta.subspan(b.begin, b.size), b, f.outer_step, c);
+  };
+  if (replicas_ == nullptr) {
+    reduce_over(comm());
+  } else {
+    // Across replicas: the replica's mean first (its own links, dense), then its rank 0 in the
+    // group's quorum, then the result to the replica's other ranks.
+    if (comm().size() > 1) comm().all_reduce(delta, ReduceOp::avg);
+    if (comm().rank() == 0) {
+      ReplicaSync s;
+      s.step = f.sync_step;
+      s.fragment = f.index;
+      s.local_steps = f.sync_step - f.last_sync_step;
+      s.delta = delta;
+      s.anchor = f.shadow.params();
+      s.reducer_state = reducer_->state();
+      s.reduce = reduce_over;
+      replicas_->reduce(s);
+    }
+    if (comm().size() > 1) comm().broadcast(buf(delta), 0);
+  }
+  f.last_sync_step = f.sync_step;
   f.comm_s += t.seconds();
 }
 

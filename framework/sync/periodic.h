@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/sync/replica_group.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/sgd.h"
 
@@ -138,6 +139,11 @@ class PeriodicAveraging final : public SyncStrategy {
   // a resumed run merges it at the same step. Valid after start(); a loader writes them after.
   std::vector<StateTensor> state() override;
 
+  // Elastic training: every sync's pseudo-gradient is also reduced across the replicas of
+  // `group` (replica_group.h); null: the strategy's communicator is the whole world. Set before
+  // the first step; the group must outlive the strategy's steps.
+  void set_replica_group(ReplicaGroup* group) { replicas_ = group; }
+
   const PeriodicOptions& options() const { return opts_; }
   // Every fragment's buckets, ids unique across fragments, `begin` relative to the fragment.
   const std::vector<BucketLayout>& buckets(int fragment = 0) const;
@@ -166,6 +172,7 @@ class PeriodicAveraging final : public SyncStrategy {
 
   PeriodicOptions opts_;
   std::unique_ptr<Reducer> reducer_;
+  ReplicaGroup* replicas_ = nullptr;
   std::vector<std::unique_ptr<Fragment>> fragments_;
   ReducerStats stats_;
   double comm_s_ = 0;

@@ -24,6 +24,7 @@
 #include "compression/reducer.h"
 #include "framework/core/timer.h"
 #include "framework/data/sampler.h"
+#include "framework/elastic/elastic.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/run_spec.h"
 #include "optimizers/optimizer.h"
@@ -57,6 +58,7 @@ struct Loop {
   SyncStrategy& sync;
   ShardedSampler& sampler;
   std::function<RunCounters()> counters;  // the run's totals so far (resumed runs included)
+  const ElasticGroup* elastic;            // elastic training's replica group (null: not elastic)
   std::int64_t first_step = 0;            // > 0 after a resume
   // What the loop measured so far, this rank: forward + backward + optimizer, and waiting for
   // communication (what overlap did not hide); the wall clock since the loop started.

@@ -40,6 +40,7 @@ struct MetricsRecord {
   // [network], times the rank's straggler slowdown): the median over ranks, the slowest and its rank.
   double step_time_median_s = kAbsent, step_time_max_s = kAbsent;
   std::int64_t slowest_rank = 0;
+  double quorum_size = kAbsent;  // optional, elastic: the replicas in the last outer sync's quorum
 
   // f(name, member, optional) for every field, in file order.
   template <class Self, class F>
@@ -69,6 +70,7 @@ struct MetricsRecord {
     f("step_time_median_s", r.step_time_median_s, true);
     f("step_time_max_s", r.step_time_max_s, true);
     f("slowest_rank", r.slowest_rank, false);
+    f("quorum_size", r.quorum_size, true);
   }
 };
 
@@ -94,6 +96,10 @@ struct RunSummary {
   // it ran to the end; `steps` is then the steps done), the signal's name, and the checkpoint of
   // the step it stopped at ("" when the run has no checkpoint directory).
   std::string stopped, signal, checkpoint;
+  // optional, elastic: xxh64 of the final parameters (replicas in step hold the same) and this
+  // replica's committed outer syncs.
+  std::string params_checksum;
+  std::optional<std::uint64_t> elastic_syncs;
 
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
@@ -114,6 +120,8 @@ struct RunSummary {
     f("sim_time_s", s.sim_time_s, true);
     f("peak_inter_bytes_per_s", s.peak_inter_bytes_per_s, true);
     f("bytes_inter_start", s.bytes_inter_start, true);
+    f("params_checksum", s.params_checksum, true);
+    f("elastic_syncs", s.elastic_syncs, true);
   }
 };
 

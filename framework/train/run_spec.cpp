@@ -63,6 +63,7 @@ std::string recipe_hash(const Recipe& recipe) {
   r.guards.straggler_factor = GuardsConfig{}.straggler_factor;
   r.guards.straggler_records = GuardsConfig{}.straggler_records;
   r.fault = FaultConfig{};
+  r.elastic = ElasticConfig{};
   return hash_text(to_toml(r));
 }
 

@@ -24,6 +24,7 @@
 #include "framework/data/sampler.h"
 #include "framework/train/factory.h"
 #include "optimizers/clip.h"
+#include "framework/sync/periodic.h"
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/export.h"
@@ -111,9 +112,13 @@ class GradsReady final : public GradsReadyListener {
 class Worker {
  public:
   // `resume`: the checkpoint to continue from (null: start fresh).
+  // `elastic`: the replica group of an elastic run (null: the world is this run's ranks).
   Worker(const RunSpec& spec, const TrainData& data, const TrainOptions& opts, Communicator& base,
-         Communicator& control, const CheckpointInfo* resume)
-      : spec_(spec), r_(spec.recipe), data_(data), opts_(opts), resume_(resume), control_(control),
+         Communicator& control, const CheckpointInfo* resume, ElasticGroup* elastic)
+      : spec_(spec), r_(spec.recipe), data_(data), opts_(opts), resume_(resume), control_(control), elastic_(elastic),
+        // An elastic replica's ranks read their shard of every replica's data: replica i's rank r
+        // is rank i * W + r of the N * W readers.
+        data_rank_(elastic ? elastic->options().replica * base.size() + base.rank() : base.rank()),
         sim_(make_sim(spec, base)),
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r_, data)),
@@ -123,11 +128,17 @@ class Worker {
         // One optimizer step consumes one global batch; this rank's slice of it is cut into
         // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K
         // micro-batches of b, and one rank with micro-batch K*b all see the same examples.
-        sampler_(SamplerOptions{data.train->size(), r_.run.seed, base.size(), base.rank(),
+        sampler_(SamplerOptions{data.train->size(), r_.run.seed,
+                                base.size() * (elastic ? elastic->options().replicas : 1), data_rank_,
                                 r_.train.micro_batch * r_.train.grad_accum}),
         loop_{spec, data, opts, comm_, control, sim_.get(), *model_, *optimizer_, *sync_, sampler_,
-              [this] { return counters(); }, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
+              [this] { return counters(); }, elastic, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
     comm_.set_algorithm(r_.distributed.algorithm);
+    if (elastic_) {
+      auto* periodic = dynamic_cast<PeriodicAveraging*>(sync_.get());
+      LC_CHECK(periodic != nullptr, "elastic training needs a periodic strategy");  // train() checked the name
+      periodic->set_replica_group(elastic_);
+    }
     if (spec.simulate) {
       // The described network's groups decide the link tiers and the hierarchical levels, and its
       // cost model picks the algorithm (the live clock's wrapper set them on itself already).
@@ -169,12 +180,15 @@ class Worker {
     try {
       while (step < spec_.plan.steps && why == 0) {
         run_step(step);
+        if (elastic_) after_elastic_step(step);
         why = agree_to_stop(step++);
       }
       sync_->drain();  // nothing in flight: a stop's checkpoint holds the step whole
       if (why != 0 && !spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
       finish_trace(step);
     } catch (const InputError&) {
+      throw;
+    } catch (const ReplicaDropped&) {
       throw;
     } catch (const std::exception& e) {
       // Name where it happened; a peer's failure already names its rank.
@@ -188,6 +202,10 @@ class Worker {
       s.stop_signal = why == kTimeLimit ? 0 : why;
       if (s.stop_signal) s.signal = signal_name(why);
       s.checkpoint = checkpoint;
+    }
+    if (elastic_ && comm_.rank() == 0) {
+      s.params_checksum = hex64(hash_bytes(s.final_params.data(), s.final_params.size() * sizeof(float)));
+      s.elastic_syncs = elastic_->history().size();
     }
     return s;
   }
@@ -209,6 +227,36 @@ class Worker {
     }
     control_.all_reduce(Buf{&why, 1, DType::i32}, ReduceOp::max);
     return why;
+  }
+
+  // Elastic training, after a step: the donor of a sync that admitted replicas writes the step's
+  // checkpoint (every rank of the replica) and sends it to them; rank 0 logs the syncs committed
+  // since to elastic.jsonl.
+  void after_elastic_step(std::int64_t step) {
+    if (elastic_->donation_pending()) {
+      const std::string dir = checkpointer_->write(step + 1);
+      if (comm_.rank() == 0) elastic_->donate(dir);
+    }
+    if (comm_.rank() != 0 || opts_.run_dir.empty()) return;
+    const auto& h = elastic_->history();
+    for (; logged_syncs_ < h.size(); ++logged_syncs_) {
+      const Membership& m = h[logged_syncs_];
+      nlohmann::ordered_json j;
+      j["round"] = m.round;
+      j["step"] = m.step + 1;
+      j["fragment"] = m.fragment;
+      j["quorum_size"] = m.members.size();
+      j["members"] = m.members;
+      j["joiners"] = m.joiners;
+      j["joined"] = m.joined;
+      j["left"] = m.left;
+      j["attempts"] = m.attempts;
+      j["seconds"] = m.seconds;
+      j["contributed_steps"] = m.contributed_steps;
+      j["wall_s"] = loop_.wall.seconds();
+      if (!elastic_log_) elastic_log_ = std::make_unique<JsonlWriter>(opts_.run_dir + "/elastic.jsonl", loop_.first_step > 0);
+      elastic_log_->write_line(j.dump());
+    }
   }
 
   // One optimizer step: the micro-batches' forward and backward, the strategy's reduction, the
@@ -266,12 +314,12 @@ class Worker {
     for (int a = 0; a < accum; ++a) {
       const auto at = static_cast<std::uint64_t>(step * accum + a);
       data_.train->fill(batch_, slice.subspan(static_cast<std::size_t>(a) * micro, micro),
-                        rng::key({r_.run.seed, static_cast<std::uint64_t>(comm_.rank()), at, rng::kData}));
+                        rng::key({r_.run.seed, static_cast<std::uint64_t>(data_rank_), at, rng::kData}));
       TraceSpan span(tracer_.get(), SpanKind::forward_backward);
       ForwardOptions fo;
       fo.train = true;
       fo.seed = r_.run.seed;
-      fo.rank = comm_.rank();
+      fo.rank = data_rank_;
       fo.step = static_cast<std::int64_t>(at);
       const ForwardResult f = model_->forward(batch_, fo);
       s.loss_sum += static_cast<double>(f.loss) * static_cast<double>(f.counted);
@@ -390,7 +438,11 @@ class Worker {
   Communicator& data_comm() { return device_comm_ ? *device_comm_ : comm_; }
   // This rank's traffic: every ledger of its communicators once (staging shows comm_'s; NCCL
   // moves and counts its own bytes).
-  ByteCounters traffic() const { return total_bytes({&comm_, device_comm_.get()}); }
+  ByteCounters traffic() const {
+    ByteCounters b = total_bytes({&comm_, device_comm_.get()});
+    if (elastic_ && comm_.rank() == 0) b = b + elastic_->bytes();  // across replicas, over gloo
+    return b;
+  }
   // The run's totals: what a resumed checkpoint had counted, plus what this process has since.
   RunCounters counters() const {
     const ByteCounters now = traffic();
@@ -408,6 +460,10 @@ class Worker {
   const TrainOptions& opts_;
   const CheckpointInfo* resume_;
   Communicator& control_;                 // the control plane (world.h)
+  ElasticGroup* elastic_;                 // elastic training (null: not elastic)
+  int data_rank_;                         // which shard of the data this rank reads
+  std::size_t logged_syncs_ = 0;          // elastic syncs written to elastic.jsonl
+  std::unique_ptr<JsonlWriter> elastic_log_;
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
@@ -485,12 +541,64 @@ std::optional<CheckpointInfo> agree_on_resume(Communicator& comm, const TrainOpt
   return read_checkpoint_info(checkpoint_dir(root, step));
 }
 
+// An elastic replica's group, after checking that the run can be one (before anything is written).
+std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts) {
+  const TrainOptions::Elastic& e = opts.elastic;
+  const std::string& s = recipe.sync.strategy.value;
+  const bool periodic = s == "local_sgd" || s == "diloco" || s == "streaming_diloco" || s == "sparseloco";
+  if (!periodic || !recipe.sync.phases.phases.empty())
+    LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", s, "\"", recipe.sync.phases.phases.empty() ? "" : " with sync.phases",
+                   ": elastic training needs one periodic strategy (local_sgd, diloco, streaming_diloco or sparseloco): "
+                   "only its outer syncs cross replicas");
+  if (resolve_backend(recipe) != BackendKind::threads)
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend: an elastic replica is one process (the threads backend); "
+                                "run one replica per process under `trainer elastic`");
+  if (spec.device != Device::cpu)
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\": elastic replicas run on the CPU for now");
+  if (spec.simulate)
+    LC_INPUT_ERROR(recipe.path, ": network.groups: a simulated network does not apply to elastic replicas (their "
+                                "outer syncs cross real processes over gloo)");
+  if (opts.run_dir.empty()) LC_INPUT_ERROR("elastic training needs a run directory (its state moves through checkpoints)");
+  if (e.replica < 0 || e.replica >= e.replicas)
+    LC_INPUT_ERROR("--replica ", e.replica, ": expected a replica in [0, ", e.replicas - 1, "] (--replicas ", e.replicas, ")");
+  ElasticOptions o;
+  o.replica = e.replica;
+  o.replicas = e.replicas;
+  try {
+    o.store = StoreSpec::parse(e.store);
+  } catch (const Error& err) {
+    LC_INPUT_ERROR("--elastic-store: ", err.what());
+  }
+  o.join_timeout_s = recipe.elastic.join_timeout_s;
+  o.sync_timeout_s = recipe.elastic.sync_timeout_s;
+  o.join_wait_s = recipe.elastic.join_wait_s;
+  o.max_attempts = static_cast<int>(recipe.elastic.max_attempts);
+  o.address = recipe.elastic.address;
+  o.examples_per_step = static_cast<std::int64_t>(recipe.train.micro_batch) * recipe.train.grad_accum *
+                        recipe.distributed.world_size;
+  return std::make_unique<ElasticGroup>(o, opts.log);
+}
+
 }  // namespace
 
-TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts) {
-  const RunSpec spec = resolve(recipe, data, opts.run_dir);  // every cross-field error, before anything is written
+TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& options) {
+  const RunSpec spec = resolve(recipe, data, options.run_dir);  // every cross-field error, before anything is written
   const TrainPlan& plan = spec.plan;
   const std::string& root = spec.checkpoint_root;
+  // An elastic replica joining a run in progress resumes from the state a member sent it.
+  std::unique_ptr<ElasticGroup> elastic;
+  TrainOptions joined;
+  const TrainOptions* chosen = &options;
+  if (options.elastic.replicas > 0) {
+    elastic = make_elastic_group(recipe, spec, options);
+    if (options.resume.empty())
+      if (std::optional<std::string> dir = elastic->join(root)) {
+        joined = options;
+        joined.resume = *dir;
+        chosen = &joined;
+      }
+  }
+  const TrainOptions& opts = *chosen;
   const std::optional<CheckpointInfo> resume = resolve_resume(recipe, opts, root, spec.hash);
   // An unusable checkpoint directory is bad input: found before anything else is written.
   if (recipe.checkpoint.every > 0) make_directories(root);
@@ -501,47 +609,52 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   ops::cpu::set_gemm_threads(gemm_threads);
   std::optional<SignalStop> signals;  // for the run's duration
   if (opts.stop_on_signals) signals.emplace();
-  run_world(recipe, [&](Communicator& comm, Communicator& control) {
-    const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
-    if (lead && !opts.run_dir.empty()) {
-      make_directories(opts.run_dir);
-      write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe) + resolved_comment(plan, data));
-    }
-    if (lead && opts.log) {
-      *opts.log << "laconic: " << plan.model << ", " << comm.size() << " ranks (" << comm.backend()
-                << " backend, " << name_of(recipe.distributed.algorithm) << " all-reduce), global batch "
-                << plan.global_batch << ", " << plan.steps << " steps (" << std::fixed << std::setprecision(2)
-                << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
-                << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
-      *opts.log << "laconic: data " << data.describe << std::endl;
-      *opts.log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat
-                << std::setprecision(6) << plan.lr << " (" << name_of(recipe.schedule.scaling_rule)
-                << " scaling from batch " << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch)
-                << " at lr " << recipe.optimizer.lr << "), warmup " << plan.warmup_steps << " steps, "
-                << name_of(recipe.schedule.decay) << " decay" << std::endl;
-      if (!std::isnan(data.baseline_loss))
-        *opts.log << "laconic: unigram baseline (context-free) "
-                  << (recipe.model.name == "gpt" ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)
-                  << data.baseline_loss << " nats" << std::endl;
-      if (recipe.network.groups > 0)
-        *opts.log << "laconic: simulating " << recipe.network.groups << " groups, "
-                  << format_bandwidth(recipe.network.intra_bandwidth.bytes_per_s) << " / "
-                  << format_duration(recipe.network.intra_latency.seconds) << " inside, "
-                  << format_bandwidth(recipe.network.inter_bandwidth.bytes_per_s) << " / "
-                  << format_duration(recipe.network.inter_latency.seconds) << " between; compute "
-                  << name_of(recipe.network.compute) << std::endl;
-      for (const std::string& note : spec.notes) *opts.log << "laconic: " << note << std::endl;
-      if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
-    }
-    const std::optional<CheckpointInfo> agreed = agree_on_resume(control, opts, resume, root);
-    Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr);
-    TrainSummary s = worker.run();
-    if (lead) {
-      std::lock_guard lock(mu);
-      summary = std::move(s);
-      led = true;
-    }
-  });
+  try {
+    run_world(recipe, [&](Communicator& comm, Communicator& control) {
+      const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
+      if (lead && !opts.run_dir.empty()) {
+        make_directories(opts.run_dir);
+        write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe) + resolved_comment(plan, data));
+      }
+      if (lead && opts.log) {
+        *opts.log << "laconic: " << plan.model << ", " << comm.size() << " ranks (" << comm.backend()
+                  << " backend, " << name_of(recipe.distributed.algorithm) << " all-reduce), global batch "
+                  << plan.global_batch << ", " << plan.steps << " steps (" << std::fixed << std::setprecision(2)
+                  << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
+                  << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
+        *opts.log << "laconic: data " << data.describe << std::endl;
+        *opts.log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat
+                  << std::setprecision(6) << plan.lr << " (" << name_of(recipe.schedule.scaling_rule)
+                  << " scaling from batch " << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch)
+                  << " at lr " << recipe.optimizer.lr << "), warmup " << plan.warmup_steps << " steps, "
+                  << name_of(recipe.schedule.decay) << " decay" << std::endl;
+        if (!std::isnan(data.baseline_loss))
+          *opts.log << "laconic: unigram baseline (context-free) "
+                    << (recipe.model.name == "gpt" ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)
+                    << data.baseline_loss << " nats" << std::endl;
+        if (recipe.network.groups > 0)
+          *opts.log << "laconic: simulating " << recipe.network.groups << " groups, "
+                    << format_bandwidth(recipe.network.intra_bandwidth.bytes_per_s) << " / "
+                    << format_duration(recipe.network.intra_latency.seconds) << " inside, "
+                    << format_bandwidth(recipe.network.inter_bandwidth.bytes_per_s) << " / "
+                    << format_duration(recipe.network.inter_latency.seconds) << " between; compute "
+                    << name_of(recipe.network.compute) << std::endl;
+        for (const std::string& note : spec.notes) *opts.log << "laconic: " << note << std::endl;
+        if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
+      }
+      const std::optional<CheckpointInfo> agreed = agree_on_resume(control, opts, resume, root);
+      Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr, elastic.get());
+      TrainSummary s = worker.run();
+      if (lead) {
+        std::lock_guard lock(mu);
+        summary = std::move(s);
+        led = true;
+      }
+    });
+  } catch (const std::exception&) {
+    if (elastic && !elastic->dropped().empty()) throw ReplicaDropped(elastic->dropped());
+    throw;
+  }
   if (!led) return summary;
   const auto write_summary = [&] {
     if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", to_json(static_cast<const RunSummary&>(summary)));

@@ -39,6 +39,14 @@ struct TrainOptions {
   // (framework/train/stop.h; the signal handlers are installed for the run's duration). The
   // trainer's command line sets it; a library caller decides.
   bool stop_on_signals = false;
+  // Elastic periodic training (framework/elastic, `trainer elastic`): this process is replica
+  // `replica` of `replicas` (its shard of the data), meeting the others through the store `store`
+  // ("file:DIR" or "redis:HOST:PORT") at every outer sync. replicas = 0: not elastic.
+  struct Elastic {
+    int replica = 0;
+    int replicas = 0;
+    std::string store;
+  } elastic;
 };
 
 // What train() returns: summary.json's fields plus what only a caller in this process needs.

@@ -1,0 +1,404 @@
+#include "framework/elastic/elastic.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "collectives/gloo/gloo_communicator.h"
+#include "framework/core/check.h"
+#include "framework/core/timer.h"
+
+namespace laconic {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct ElasticGroup::Hello {
+  int replica = 0;
+  bool joiner = false;
+  std::int64_t step = -1;
+  int fragment = 0;
+  std::string checksum;
+  std::int64_t examples = 0;
+  json to_json() const {
+    return {{"replica", replica}, {"role", joiner ? "joiner" : "member"}, {"step", step},
+            {"fragment", fragment}, {"checksum", checksum}, {"examples", examples}};
+  }
+  static Hello from_json(const json& j) {
+    Hello h;
+    h.replica = j.at("replica").get<int>();
+    h.joiner = j.at("role").get<std::string>() == "joiner";
+    h.step = j.at("step").get<std::int64_t>();
+    h.fragment = j.at("fragment").get<int>();
+    h.checksum = j.at("checksum").get<std::string>();
+    h.examples = j.at("examples").get<std::int64_t>();
+    return h;
+  }
+  auto tag() const { return std::tie(step, fragment, checksum); }
+};
+
+struct ElasticGroup::Quorum {
+  std::vector<int> members, joiners, dropped;
+  std::vector<std::int64_t> examples;  // per member
+  std::int64_t step = -1;
+  int decided_by = -1;
+  static Quorum from_json(const json& j) {
+    Quorum q;
+    q.members = j.at("members").get<std::vector<int>>();
+    q.joiners = j.at("joiners").get<std::vector<int>>();
+    q.dropped = j.at("dropped").get<std::vector<int>>();
+    q.examples = j.at("examples").get<std::vector<std::int64_t>>();
+    q.step = j.at("step").get<std::int64_t>();
+    q.decided_by = j.at("decided_by").get<int>();
+    return q;
+  }
+  json to_json() const {
+    return {{"members", members}, {"joiners", joiners}, {"dropped", dropped},
+            {"examples", examples}, {"step", step}, {"decided_by", decided_by}};
+  }
+};
+
+namespace {
+
+std::string checksum_of(std::span<const float> x) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(x.data(), x.size_bytes(), 0)));
+  return hex;
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+std::string list(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return "[" + s + "]";
+}
+
+// A checkpoint directory as bytes: its name, then each regular file's name and contents.
+std::string pack_dir(const std::string& dir) {
+  std::ostringstream out;
+  auto put = [&](const std::string& s) {
+    const std::uint64_t n = s.size();
+    out.write(reinterpret_cast<const char*>(&n), sizeof n);
+    out.write(s.data(), static_cast<std::streamsize>(s.size()));
+  };
+  put(fs::path(dir).filename().string());
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  put(std::to_string(files.size()));
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::ostringstream body;
+    body << in.rdbuf();
+    LC_CHECK(in.good() || in.eof(), "elastic: cannot read ", f.string());
+    put(f.filename().string());
+    put(body.str());
+  }
+  return out.str();
+}
+
+// Writes a packed directory under root (through root/NAME.tmp, renamed whole); returns its path.
+std::string unpack_dir(const std::string& blob, const std::string& root) {
+  std::size_t at = 0;
+  auto get = [&] {
+    std::uint64_t n = 0;
+    LC_CHECK(at + sizeof n <= blob.size(), "elastic: the state received is truncated");
+    std::memcpy(&n, blob.data() + at, sizeof n);
+    at += sizeof n;
+    LC_CHECK(at + n <= blob.size(), "elastic: the state received is truncated");
+    std::string s = blob.substr(at, n);
+    at += n;
+    return s;
+  };
+  const std::string name = get();
+  LC_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+           "elastic: the state received names a bad folder '", name, "'");
+  const fs::path dir = fs::path(root) / name, tmp = fs::path(root) / (name + ".join.tmp");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const std::size_t files = std::stoull(get());
+  for (std::size_t i = 0; i < files; ++i) {
+    const std::string file = get();
+    LC_CHECK(!file.empty() && file.find('/') == std::string::npos, "elastic: the state received names a bad file");
+    const std::string body = get();
+    std::ofstream out(tmp / file, std::ios::binary | std::ios::trunc);
+    out.write(body.data(), static_cast<std::streamsize>(body.size()));
+    out.close();
+    LC_CHECK(out.good(), "elastic: cannot write ", (tmp / file).string());
+  }
+  fs::remove_all(dir);
+  fs::rename(tmp, dir);
+  return dir.string();
+}
+
+}  // namespace
+
+ElasticGroup::ElasticGroup(ElasticOptions opts, std::ostream* log)
+    : opts_(std::move(opts)), log_(log), store_(KeyStore::open(opts_.store)) {
+  LC_CHECK(opts_.replicas >= 1 && opts_.replica >= 0 && opts_.replica < opts_.replicas, "elastic: replica ",
+           opts_.replica, " of ", opts_.replicas);
+  LC_CHECK(opts_.max_attempts >= 1, "elastic: max_attempts ", opts_.max_attempts);
+}
+
+ElasticGroup::~ElasticGroup() = default;
+
+std::string ElasticGroup::key(std::int64_t round, const std::string& what) const {
+  return "round." + std::to_string(round) + "." + what;
+}
+
+void ElasticGroup::count(const Transport& t) {
+  const ByteCounters b = t.bytes();
+  sent_ += b.sent;
+  recv_ += b.recv;
+  messages_ += b.messages_sent;
+}
+
+void ElasticGroup::log(const std::string& line) const {
+  if (log_) *log_ << "laconic: elastic: replica " << opts_.replica << ": " << line << std::endl;
+}
+
+std::optional<ElasticGroup::Quorum> ElasticGroup::read_quorum(std::int64_t round) {
+  const auto text = store_->find(key(round, "quorum"));
+  if (!text) return std::nullopt;
+  return Quorum::from_json(json::parse(*text));
+}
+
+std::int64_t ElasticGroup::first_open_round() {
+  std::int64_t r = 0;
+  while (store_->find(key(r, "quorum"))) ++r;
+  return r;
+}
+
+ElasticGroup::Quorum ElasticGroup::decide(std::int64_t round, const Hello& mine) {
+  store_->create(key(round, "hello." + std::to_string(opts_.replica)), mine.to_json().dump());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::map<int, Hello> here;
+  std::vector<int> awaited = expected_;
+  if (awaited.empty())
+    for (int i = 0; i < opts_.replicas; ++i) awaited.push_back(i);
+  for (;;) {
+    if (auto q = read_quorum(round)) return *q;
+    if (mine.joiner) {  // joiners never decide: the members do, when they come
+      LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " waited ", opts_.join_wait_s,
+               " s (elastic.join_wait_s) at round ", round, " and no member formed a quorum");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    for (int i = 0; i < opts_.replicas; ++i)
+      if (!here.count(i))
+        if (auto h = store_->find(key(round, "hello." + std::to_string(i)))) here.emplace(i, Hello::from_json(json::parse(*h)));
+    const bool all_here = std::all_of(awaited.begin(), awaited.end(), [&](int i) { return here.count(i) > 0; });
+    if (all_here || since(t0) >= opts_.join_timeout_s) {
+      // The members in step: those sharing the most common (step, fragment, anchor); ties go to
+      // the later step, then to the lowest replica.
+      std::map<std::tuple<std::int64_t, int, std::string>, int> votes;
+      for (const auto& [i, h] : here)
+        if (!h.joiner) ++votes[{h.step, h.fragment, h.checksum}];
+      auto best = votes.begin();
+      for (auto it = votes.begin(); it != votes.end(); ++it)
+        if (it->second > best->second || (it->second == best->second && std::get<0>(it->first) > std::get<0>(best->first)))
+          best = it;
+      Quorum q;
+      q.decided_by = opts_.replica;
+      q.step = std::get<0>(best->first);
+      for (const auto& [i, h] : here) {
+        if (h.joiner) {
+          q.joiners.push_back(i);
+        } else if (std::tie(h.step, h.fragment, h.checksum) == best->first) {
+          q.members.push_back(i);
+          q.examples.push_back(h.examples);
+        } else {
+          q.dropped.push_back(i);
+        }
+      }
+      store_->create(key(round, "quorum"), q.to_json().dump());  // the first decision stands
+      continue;
+    }
+    pause();
+  }
+}
+
+void ElasticGroup::reduce(ReplicaSync& sync) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LC_CHECK(store_ != nullptr, "elastic: no store");
+  // What a retry starts again from.
+  const std::vector<float> delta0(sync.delta.begin(), sync.delta.end());
+  std::vector<std::vector<float>> state0;
+  for (const StateTensor& s : sync.reducer_state) {
+    LC_CHECK(s.device == Device::cpu, "elastic: reducer state '", s.name, "' on a device (elastic runs on the CPU)");
+    state0.emplace_back(s.data.begin(), s.data.end());
+  }
+  Hello mine;
+  mine.replica = opts_.replica;
+  mine.step = sync.step;
+  mine.fragment = sync.fragment;
+  mine.checksum = checksum_of(sync.anchor);
+  mine.examples = sync.local_steps * opts_.examples_per_step;
+  std::string why;
+  for (int attempt = 1;; ++attempt) {
+    const std::int64_t round = round_++;
+    const Quorum q = decide(round, mine);
+    const auto self = std::find(q.members.begin(), q.members.end(), opts_.replica);
+    if (self == q.members.end()) {
+      dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
+                                          q.step + 1, " of replicas ", list(q.members), "; this replica is at step ",
+                                          sync.step + 1, contains(q.dropped, opts_.replica) ? ", its anchor differs" : ", it came late",
+                                          "): restart it to rejoin");
+      throw ReplicaDropped(dropped_);
+    }
+    const int rank = static_cast<int>(self - q.members.begin()), size = static_cast<int>(q.members.size());
+    std::int64_t total = 0;
+    for (std::int64_t e : q.examples) total += e;
+    // The reducer averages over the quorum: weigh this replica's share by its examples.
+    if (total > 0 && mine.examples * size != total) {
+      const float w = static_cast<float>(static_cast<double>(mine.examples) * size / static_cast<double>(total));
+      for (float& x : sync.delta) x *= w;
+    }
+    bool ok = false;
+    try {
+      GlooCommunicator comm(*store_, key(round, "gloo"), rank, size, {opts_.sync_timeout_s, opts_.address});
+      sync.reduce(comm);
+      count(comm);
+      ok = true;
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    std::string verdict = "retry";
+    if (ok) {
+      store_->create(key(round, "ok." + std::to_string(opts_.replica)), "1");
+      const auto t1 = std::chrono::steady_clock::now();
+      std::vector<int> missing = q.members;
+      while (!missing.empty() && since(t1) < opts_.sync_timeout_s) {
+        if (store_->find(key(round, "ok." + std::to_string(missing.back())))) missing.pop_back();
+        else pause();
+      }
+      if (missing.empty()) verdict = "commit";
+      else why = detail::concat("replica ", missing.back(), " did not confirm its reduction within ", opts_.sync_timeout_s, " s");
+    }
+    store_->create(key(round, "outcome"), verdict);
+    const std::string outcome = store_->find(key(round, "outcome")).value_or("retry");
+    if (outcome == "commit") {
+      LC_CHECK(ok, "elastic: round ", round, " committed without this replica's reduction");
+      Membership m;
+      m.round = round;
+      m.step = sync.step;
+      m.fragment = sync.fragment;
+      m.attempts = attempt;
+      m.members = q.members;
+      m.joiners = q.joiners;
+      std::vector<int> now = q.members;
+      now.insert(now.end(), q.joiners.begin(), q.joiners.end());
+      std::sort(now.begin(), now.end());
+      // Left: in the last committed quorum (as member or joiner) but no member now; joined: the
+      // joiners, who receive the state now and are members from the next sync on.
+      for (int i : expected_)
+        if (!contains(q.members, i)) m.left.push_back(i);
+      m.joined = q.joiners;
+      m.seconds = since(t0);
+      m.contributed_steps = sync.local_steps;
+      if (!m.left.empty() || !m.joined.empty() || attempt > 1)
+        log(detail::concat("sync at step ", sync.step + 1, " (round ", round, "): quorum ", list(q.members),
+                           q.joiners.empty() ? "" : ", joining " + list(q.joiners),
+                           m.left.empty() ? "" : ", left " + list(m.left),
+                           attempt > 1 ? ", after " + std::to_string(attempt - 1) + " failed round(s)" : ""));
+      history_.push_back(m);
+      expected_ = now;
+      if (!q.joiners.empty() && rank == 0) {
+        donate_round_ = round;
+        donate_to_ = q.joiners;
+      }
+      return;
+    }
+    log(detail::concat("round ", round, " (sync at step ", sync.step + 1, ", replicas ", list(q.members),
+                       ") failed: ", why.empty() ? "another member failed" : why, "; retrying with the replicas left"));
+    LC_CHECK(attempt < opts_.max_attempts, "elastic: the sync at step ", sync.step + 1, " failed in ", attempt,
+             " rounds (elastic.max_attempts): ", why);
+    std::copy(delta0.begin(), delta0.end(), sync.delta.begin());
+    for (std::size_t i = 0; i < state0.size(); ++i)
+      std::copy(state0[i].begin(), state0[i].end(), sync.reducer_state[i].data.begin());
+    expected_ = q.members;  // wait for those that were in step, not for the ones that failed
+  }
+}
+
+std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root) {
+  std::int64_t round = first_open_round();
+  bool committed = false;
+  for (std::int64_t r = 0; r < round && !committed; ++r) committed = store_->find(key(r, "outcome")) == "commit";
+  if (!committed) {
+    round_ = round;
+    return std::nullopt;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Hello mine;
+  mine.replica = opts_.replica;
+  mine.joiner = true;
+  for (;;) {
+    LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " could not join within ",
+             opts_.join_wait_s, " s (elastic.join_wait_s)");
+    const Quorum q = decide(round, mine);
+    const auto self = std::find(q.joiners.begin(), q.joiners.end(), opts_.replica);
+    if (self == q.joiners.end()) {  // decided before this replica's hello arrived
+      round = std::max(round + 1, first_open_round());
+      continue;
+    }
+    const auto outcome = store_->wait(key(round, "outcome"), opts_.join_wait_s);
+    if (outcome != "commit") {
+      round = std::max(round + 1, first_open_round());
+      continue;
+    }
+    log(detail::concat("joining at round ", round, " (after the sync at step ", q.step + 1, ", from replica ",
+                       q.members.front(), ")"));
+    GlooCommunicator comm(*store_, key(round, "join"), 1 + static_cast<int>(self - q.joiners.begin()),
+                          1 + static_cast<int>(q.joiners.size()), {opts_.join_wait_s, opts_.address});
+    std::uint64_t bytes = 0;
+    comm.broadcast(&bytes, sizeof bytes, 0);
+    std::string blob(bytes, '\0');
+    comm.broadcast(blob.data(), blob.size(), 0);
+    count(comm);
+    const std::string dir = unpack_dir(blob, checkpoint_root);
+    round_ = round + 1;
+    expected_ = q.members;
+    expected_.insert(expected_.end(), q.joiners.begin(), q.joiners.end());
+    std::sort(expected_.begin(), expected_.end());
+    return dir;
+  }
+}
+
+void ElasticGroup::donate(const std::string& checkpoint_dir) {
+  const std::int64_t round = donate_round_;
+  const std::vector<int> to = donate_to_;
+  donate_round_ = -1;
+  donate_to_.clear();
+  try {
+    std::string blob = pack_dir(checkpoint_dir);
+    GlooCommunicator comm(*store_, key(round, "join"), 0, 1 + static_cast<int>(to.size()),
+                          {opts_.sync_timeout_s, opts_.address});
+    std::uint64_t bytes = blob.size();
+    comm.broadcast(&bytes, sizeof bytes, 0);
+    comm.broadcast(blob.data(), blob.size(), 0);
+    count(comm);
+    log(detail::concat("sent the state of ", checkpoint_dir, " (", bytes, " bytes) to replica(s) ", list(to)));
+  } catch (const std::exception& e) {
+    log(detail::concat("could not send the state to replica(s) ", list(to), ": ", e.what(),
+                       " (they will time out and be restarted)"));
+  }
+}
+
+}  // namespace laconic

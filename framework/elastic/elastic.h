@@ -1,0 +1,127 @@
+// Elastic periodic training: replicas (processes) that leave and rejoin between outer syncs.
+//
+// Each replica is an ordinary run (its ranks, its own communicator and run directory) of a
+// periodic strategy (local_sgd, diloco, streaming_diloco, sparseloco); only the outer sync crosses
+// replicas, over a gloo communicator formed anew at every sync from the replicas alive
+// (collectives/gloo). `trainer elastic` (framework/cli) starts and restarts the processes.
+//
+// Rendezvous is a KeyStore (a folder, or redis) and needs no coordinator: every decision is a
+// set-once key that the first writer wins. Round R (one attempt at one outer sync):
+//   round.R.hello.I    replica I is here: member (in step with the run) or joiner (needs state),
+//                      with its step, its anchor's checksum and the examples since its last sync
+//   round.R.quorum     written by the first member to see every replica it waits for (the last
+//                      quorum's, plus any already here), or when join_timeout_s has passed since
+//                      it arrived: the members (those in step with the majority's anchor), the
+//                      joiners, each member's examples
+//   round.R.ok.I       member I's reduction over the quorum's gloo group completed
+//   round.R.outcome    "commit" (every member's ok arrived within sync_timeout_s) or "retry"
+//                      (a member died, stalled or failed): the first verdict written stands
+// A retry is round R+1 with the same pseudo-gradients and the replicas left; after max_attempts
+// rounds without a commit the sync fails. A member left out of a quorum (it came too late, or
+// its anchor is behind) is dropped: ReplicaDropped, and the supervisor restarts it as a joiner.
+//
+// A joiner (a restarted replica, or a new one) announces itself at the next undecided round and
+// waits; after that round commits, its lowest-numbered member (the donor) writes the checkpoint
+// of the step (theta_global, the outer momentum, the inner optimizer, the data cursor: everything
+// a resume needs) and sends its files over gloo; the joiner resumes from them and is a member from
+// the next round on. It does not replay what it missed: the examples its shard would have read
+// while it was away are not trained on in this pass over the data (the cursor is global, so its
+// shard goes on from the run's step).
+//
+// The pseudo-gradient average is weighted by the examples each member processed since its last
+// sync (equal in step; a replica that skipped steps counts less).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collectives/gloo/key_store.h"
+#include "collectives/transport.h"
+#include "framework/sync/replica_group.h"
+
+namespace laconic {
+
+struct ElasticOptions {
+  int replica = 0;   // this replica's id, 0..replicas-1 (its shard of the data)
+  int replicas = 1;  // how many the run has when all are alive
+  StoreSpec store;   // where the replicas meet
+  double join_timeout_s = 10;  // a quorum waits this long for replicas that have not arrived
+  double sync_timeout_s = 30;  // connecting and each reduction step, and the members' verdicts
+  double join_wait_s = 600;    // how long a joiner waits for a round to admit it and its state
+  int max_attempts = 3;        // rounds one sync may take before it fails
+  std::string address = "127.0.0.1";  // where this replica's gloo ranks listen
+  std::int64_t examples_per_step = 1; // this replica's examples per optimizer step
+};
+
+// This replica is no longer part of the run (it was left out of a quorum): restart it to rejoin.
+struct ReplicaDropped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One committed outer sync as every member saw it.
+struct Membership {
+  std::int64_t round = 0, step = 0;
+  int fragment = 0;
+  int attempts = 1;                    // rounds it took (a retry each after the first)
+  std::vector<int> members, joiners;   // joiners receive the state after this sync
+  std::vector<int> joined;             // the joiners (members from the next sync on)
+  std::vector<int> left;               // in the previous committed quorum, not a member now
+  double seconds = 0;                  // waiting for the quorum, reducing, agreeing
+  std::int64_t contributed_steps = 0;  // this replica's inner steps that reached theta_global here
+};
+
+class ElasticGroup final : public ReplicaGroup {
+ public:
+  explicit ElasticGroup(ElasticOptions opts, std::ostream* log = nullptr);
+  ~ElasticGroup() override;
+
+  // For a (re)starting replica, before training: if the run has committed a sync, joins at the
+  // next round and writes the donor's checkpoint under `checkpoint_root` (step-N); returns its
+  // directory. nullopt: the run has not synced yet, start from the beginning as a member.
+  std::optional<std::string> join(const std::string& checkpoint_root);
+
+  void reduce(ReplicaSync& sync) override;
+
+  // After the step whose sync admitted joiners, on the donor: the checkpoint directory to send
+  // (written by every rank of this replica); failures to send are logged, not thrown.
+  bool donation_pending() const { return donate_round_ >= 0; }
+  void donate(const std::string& checkpoint_dir);
+
+  const std::vector<Membership>& history() const { return history_; }
+  int last_quorum_size() const { return history_.empty() ? 0 : static_cast<int>(history_.back().members.size()); }
+  const ElasticOptions& options() const { return opts_; }
+  // Why this replica was dropped ("" while it is in the run): the world of its ranks reports the
+  // failure as its own error, so the trainer rethrows ReplicaDropped from this.
+  const std::string& dropped() const { return dropped_; }
+  // Every byte this replica's gloo groups moved (reductions, state sent or received).
+  ByteCounters bytes() const { return {sent_.load(), recv_.load(), messages_.load()}; }
+
+ private:
+  void count(const Transport& t);
+  struct Hello;
+  struct Quorum;
+  std::string key(std::int64_t round, const std::string& what) const;
+  Quorum decide(std::int64_t round, const Hello& mine);
+  std::optional<Quorum> read_quorum(std::int64_t round);
+  std::int64_t first_open_round();
+  void log(const std::string& line) const;
+
+  ElasticOptions opts_;
+  std::ostream* log_;
+  std::unique_ptr<KeyStore> store_;
+  std::int64_t round_ = 0;           // the next round this replica takes part in
+  std::vector<int> expected_;        // the last committed quorum's members and joiners
+  std::vector<Membership> history_;
+  std::string dropped_;
+  std::int64_t donate_round_ = -1;   // a committed round whose joiners await this replica's state
+  std::vector<int> donate_to_;
+  std::atomic<std::uint64_t> sent_{0}, recv_{0}, messages_{0};
+};
+
+}  // namespace laconic

@@ -1,0 +1,233 @@
+#include "framework/elastic/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "framework/core/check.h"
+#include "framework/core/timer.h"
+
+namespace laconic {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+namespace {
+
+std::atomic<int> g_signal{0};  // the signal to forward (set by the handler, read by the loop)
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+
+// How a process ended, in words, and whether it succeeded.
+std::string how(int status) {
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    if (code == 76) return "was dropped from the run (exit 76)";
+    return "exited " + std::to_string(code);
+  }
+  if (WIFSIGNALED(status)) return std::string("was killed by SIG") + sigabbrev_np(WTERMSIG(status));
+  return "ended";
+}
+
+}  // namespace
+
+SupervisorResult run_supervisor(const SupervisorOptions& o) {
+  LC_CHECK(o.replicas >= 1, "elastic: --replicas ", o.replicas);
+  LC_CHECK(o.max_restarts >= 0, "elastic: --max-restarts ", o.max_restarts);
+  fs::create_directories(o.out_dir);
+  std::string store = o.store;
+  if (store.empty()) {
+    const fs::path dir = fs::path(o.out_dir) / "store";
+    fs::remove_all(dir);  // a store left by an earlier run would look like a run in progress
+    fs::create_directories(dir);
+    store = "file:" + fs::absolute(dir).string();
+  }
+  auto say = [&](const std::string& line) {
+    if (o.log) *o.log << "elastic: " << line << std::endl;
+  };
+  Stopwatch wall;
+  struct Replica {
+    pid_t pid = -1;
+    int starts = 0;
+    bool done = false;
+    int status = 0;
+  };
+  std::vector<Replica> rs(static_cast<std::size_t>(o.replicas));
+  ordered_json events = ordered_json::array();
+  auto event = [&](int i, const std::string& what) {
+    events.push_back({{"wall_s", wall.seconds()}, {"replica", i}, {"event", what}});
+  };
+  auto start = [&](int i) {
+    const std::string dir = (fs::path(o.out_dir) / ("replica-" + std::to_string(i))).string();
+    fs::create_directories(dir);
+    std::vector<std::string> args{o.program};
+    args.insert(args.end(), o.args.begin(), o.args.end());
+    for (const std::string& a : {std::string("--out"), dir, std::string("--replica"), std::to_string(i),
+                                 std::string("--replicas"), std::to_string(o.replicas), std::string("--elastic-store"), store})
+      args.push_back(a);
+    const std::string log = dir + "/log.txt";
+    const pid_t pid = ::fork();
+    LC_CHECK(pid >= 0, "elastic: fork: ", std::strerror(errno));
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(o.program.c_str(), argv.data());
+      ::_exit(127);
+    }
+    Replica& r = rs[static_cast<std::size_t>(i)];
+    r.pid = pid;
+    ++r.starts;
+    std::ofstream(dir + "/pid") << pid << "\n";
+    event(i, r.starts == 1 ? "started" : "restarted");
+  };
+
+  struct sigaction sa {}, old_term {}, old_int {}, old_usr1 {};
+  sa.sa_handler = on_signal;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGUSR1, &sa, &old_usr1);
+  g_signal = 0;
+
+  say("starting " + std::to_string(o.replicas) + " replicas in " + o.out_dir + " (store " + store + ", up to " +
+      std::to_string(o.max_restarts) + " restarts)");
+  for (int i = 0; i < o.replicas; ++i) start(i);
+  SupervisorResult res;
+  int forwarded = 0;
+  for (;;) {
+    if (const int sig = g_signal.exchange(0)) {
+      say(std::string("forwarding SIG") + sigabbrev_np(sig) + " to the replicas");
+      for (const Replica& r : rs)
+        if (!r.done && r.pid > 0) ::kill(r.pid, sig);
+      forwarded = sig;
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      if (std::all_of(rs.begin(), rs.end(), [](const Replica& r) { return r.done; })) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const auto it = std::find_if(rs.begin(), rs.end(), [&](const Replica& r) { return r.pid == pid && !r.done; });
+    if (it == rs.end()) continue;
+    const int i = static_cast<int>(it - rs.begin());
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    event(i, ok ? "finished" : how(status));
+    const bool bad_input = WIFEXITED(status) && WEXITSTATUS(status) == 2;  // restarting cannot help
+    if (ok || forwarded || bad_input) {
+      it->done = true;
+      it->status = status;
+      say("replica " + std::to_string(i) + " " + (ok ? "finished" : how(status)));
+      continue;
+    }
+    if (res.restarts < o.max_restarts) {
+      ++res.restarts;
+      say("replica " + std::to_string(i) + " " + how(status) + " after " + std::to_string(wall.seconds()) +
+          " s; restarting it (restart " + std::to_string(res.restarts) + " of " + std::to_string(o.max_restarts) + ")");
+      start(i);
+    } else {
+      it->done = true;
+      it->status = status;
+      say("replica " + std::to_string(i) + " " + how(status) + "; no restarts left (--max-restarts " +
+          std::to_string(o.max_restarts) + ")");
+    }
+  }
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  res.wall_s = wall.seconds();
+
+  // The membership of every committed sync (each member logged it; rounds agree), each replica's
+  // contributions, and its final parameters' checksum.
+  std::map<std::int64_t, ordered_json> timeline;
+  ordered_json replicas = ordered_json::array();
+  bool all_ok = true;
+  for (int i = 0; i < o.replicas; ++i) {
+    const Replica& r = rs[static_cast<std::size_t>(i)];
+    const fs::path dir = fs::path(o.out_dir) / ("replica-" + std::to_string(i));
+    std::int64_t useful = 0;
+    std::ifstream in(dir / "elastic.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) continue;
+      useful += j.value("contributed_steps", std::int64_t{0});
+      const std::int64_t round = j.value("round", std::int64_t{-1});
+      if (!timeline.count(round))
+        timeline[round] = {{"round", round},        {"step", j.value("step", std::int64_t{0})},
+                           {"quorum", j["members"]}, {"joined", j["joined"]},
+                           {"left", j["left"]},      {"attempts", j.value("attempts", 1)}};
+    }
+    res.useful_steps += useful;
+    ordered_json rj = {{"replica", i}, {"starts", r.starts}, {"exit", how(r.status)}, {"useful_steps", useful}};
+    std::ifstream sum(dir / "summary.json");
+    if (sum) {
+      const auto s = nlohmann::json::parse(sum, nullptr, false);
+      if (!s.is_discarded()) {
+        rj["params_checksum"] = s.value("params_checksum", std::string());
+        if (s.contains("eval_loss") && s["eval_loss"].is_number()) rj["eval_loss"] = s["eval_loss"].get<double>();
+        rj["steps"] = s.value("steps", std::int64_t{0});
+      }
+    }
+    replicas.push_back(rj);
+    all_ok = all_ok && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+  }
+  res.goodput = res.wall_s > 0 ? static_cast<double>(res.useful_steps) / (res.wall_s * o.replicas) : 0;
+  res.useful_share = o.steps > 0 ? static_cast<double>(res.useful_steps) / (static_cast<double>(o.steps) * o.replicas) : 0;
+  const bool any_bad_input = std::any_of(rs.begin(), rs.end(), [](const Replica& r) {
+    return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2;
+  });
+  res.exit_code = all_ok ? 0 : forwarded ? 128 + forwarded : any_bad_input ? 2 : 1;
+  ordered_json out;
+  out["replicas"] = o.replicas;
+  out["max_restarts"] = o.max_restarts;
+  out["restarts"] = res.restarts;
+  out["wall_s"] = res.wall_s;
+  out["steps"] = o.steps;
+  out["useful_steps"] = res.useful_steps;
+  out["goodput_steps_per_replica_s"] = res.goodput;
+  out["useful_share"] = res.useful_share;
+  out["store"] = store;
+  out["exit_code"] = res.exit_code;
+  out["processes"] = replicas;
+  out["events"] = events;
+  ordered_json tl = ordered_json::array();
+  for (auto& [round, j] : timeline) tl.push_back(j);
+  out["timeline"] = tl;
+  {
+    const fs::path path = fs::path(o.out_dir) / "elastic.json", tmp = fs::path(o.out_dir) / "elastic.json.tmp";
+    std::ofstream(tmp) << out.dump(2) << "\n";
+    fs::rename(tmp, path);
+  }
+  // The timeline, where membership changed, and the figures.
+  for (const auto& j : tl)
+    if (!j["joined"].empty() || !j["left"].empty() || j["attempts"].get<int>() > 1)
+      say("sync at step " + std::to_string(j["step"].get<std::int64_t>()) + ": quorum " + j["quorum"].dump() +
+          (j["left"].empty() ? "" : ", left " + j["left"].dump()) +
+          (j["joined"].empty() ? "" : ", joined " + j["joined"].dump()));
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "done in %.1f s: %d restart(s); %lld useful inner steps of %lld (%.1f%%), goodput %.2f steps per "
+                "replica-second; %s/elastic.json",
+                res.wall_s, res.restarts, static_cast<long long>(res.useful_steps),
+                static_cast<long long>(o.steps * o.replicas), 100 * res.useful_share, res.goodput, o.out_dir.c_str());
+  say(line);
+  return res;
+}
+
+}  // namespace laconic

@@ -1,0 +1,44 @@
+// `trainer elastic`: the supervisor of an elastic run, as torchrun's elastic agent is for PyTorch.
+// It starts N replica processes (each `trainer --recipe R --replica I --replicas N ...`, one run
+// directory each), restarts one that dies (up to max_restarts in all), forwards SIGTERM, SIGINT and
+// SIGUSR1 to them, and when they are done writes OUT/elastic.json: every process's exit, the
+// membership of every outer sync, the replicas' final parameter checksums, and the run's goodput.
+//
+//   OUT/store/            the replicas' rendezvous (a file store; fresh at every start)
+//   OUT/replica-I/        replica I's run directory; log.txt holds its output, pid its process id
+//   OUT/elastic.json      the run as a whole (below)
+//
+// Goodput: the inner steps that reached theta_global (each replica's contributed_steps over its
+// committed syncs, elastic.jsonl), per replica and per second of wall time; and the same steps as
+// a share of what N replicas running throughout would have contributed (N x steps).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace laconic {
+
+struct SupervisorOptions {
+  std::string program;            // the trainer executable
+  std::vector<std::string> args;  // every replica's arguments (--recipe, overrides)
+  std::string out_dir;            // OUT
+  int replicas = 2;
+  int max_restarts = 3;           // restarts allowed over the whole run
+  std::string store;              // "" = file:OUT/store
+  std::int64_t steps = 0;         // the recipe's steps (for the useful share)
+  std::ostream* log = nullptr;
+};
+
+struct SupervisorResult {
+  int exit_code = 0;  // 0: every replica finished; 128 + signal when stopped by one; else 1
+  int restarts = 0;
+  double wall_s = 0;
+  std::int64_t useful_steps = 0;
+  double goodput = 0;        // useful steps per replica per second
+  double useful_share = 0;   // useful steps / (replicas x steps)
+};
+
+SupervisorResult run_supervisor(const SupervisorOptions& opts);
+
+}  // namespace laconic
