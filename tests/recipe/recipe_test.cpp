@@ -164,7 +164,7 @@ TEST_F(RecipeTest, UnknownSection) {
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
                                    "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, "
-                         "sync.streaming_diloco, sync.sparseloco, sync.demo, network, checkpoint, guards, fault)");
+                         "sync.streaming_diloco, sync.sparseloco, sync.demo, network, checkpoint, guards, elastic, fault)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
@@ -380,6 +380,7 @@ Recipe unusual_recipe() {
   r.checkpoint = {25, 3, "/tmp/ck pts"};
   r.guards = {NonfiniteKind::skip, 4, 9};
   r.fault = {FaultKind::stall, 5, 123};
+  r.elastic = {2.5, 7.25, 90, 5, "10.0.0.2"};
   return r;
 }
 
@@ -469,7 +470,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 140u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 145u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

@@ -1,0 +1,200 @@
+// Elastic training's replica group (framework/elastic) with replicas as threads of this process,
+// each with its own store handle, over a file store: the quorum's weighted mean, a member that
+// fails mid-sync dropped and the sync retried from the same inputs, a replica whose anchor is
+// behind dropped, and a joiner receiving a live member's checkpoint directory.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "framework/core/check.h"
+#include "framework/elastic/elastic.h"
+
+namespace laconic {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Dir {
+  explicit Dir(const std::string& name)
+      : path((fs::temp_directory_path() / ("laconic-elastic-" + std::to_string(::getpid()) + "-" + name)).string()) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Dir() { fs::remove_all(path); }
+  std::string path;
+};
+
+ElasticOptions options(const std::string& store, int replica, int replicas) {
+  ElasticOptions o;
+  o.replica = replica;
+  o.replicas = replicas;
+  o.store = StoreSpec::parse(store);
+  o.join_timeout_s = 1;
+  o.sync_timeout_s = 3;
+  o.join_wait_s = 30;
+  o.examples_per_step = 1;
+  return o;
+}
+
+// One sync of replica r: delta filled with `value`, `local_steps` inner steps, a dense average as
+// the reducer, the anchor `anchor`.
+void sync(ElasticGroup& g, std::vector<float>& delta, std::int64_t step, std::int64_t local_steps,
+          const std::vector<float>& anchor, std::vector<StateTensor> state = {},
+          std::function<void(Communicator&)> reduce = {}) {
+  ReplicaSync s;
+  s.step = step;
+  s.local_steps = local_steps;
+  s.delta = delta;
+  s.anchor = anchor;
+  s.reducer_state = std::move(state);
+  s.reduce = reduce ? std::move(reduce) : [&](Communicator& c) { c.all_reduce(std::span<float>(delta), ReduceOp::avg); };
+  g.reduce(s);
+}
+
+void run(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> ts;
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    ts.emplace_back([&, i] {
+      try {
+        fn(i);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(i)] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(errors[static_cast<std::size_t>(i)], "") << "replica " << i;
+}
+
+TEST(Elastic, TheSyncIsTheExamplesWeightedMeanOverTheQuorum) {
+  Dir dir("weighted");
+  const std::vector<float> anchor(100, 0.5f);
+  std::vector<std::vector<float>> out(3);
+  run(3, [&](int i) {
+    ElasticGroup g(options("file:" + dir.path, i, 3));
+    std::vector<float> delta(100, static_cast<float>(i + 1));  // 1, 2, 3
+    sync(g, delta, 9, /*local_steps=*/i == 2 ? 2 : 1, anchor);  // replica 2 counts twice
+    out[static_cast<std::size_t>(i)] = delta;
+    ASSERT_EQ(g.history().size(), 1u);
+    EXPECT_EQ(g.history()[0].members, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(g.last_quorum_size(), 3);
+    EXPECT_GT(g.bytes().sent, 0u);
+  });
+  for (const auto& d : out) {
+    ASSERT_EQ(d.size(), 100u);
+    EXPECT_NEAR(d[0], (1.0 + 2.0 + 2 * 3.0) / 4.0, 1e-6);
+    EXPECT_EQ(d, out[0]);  // the same bits on every replica
+  }
+}
+
+TEST(Elastic, AMemberThatFailsMidSyncIsDroppedAndTheSyncRetriedFromTheSameInputs) {
+  Dir dir("retry");
+  const std::vector<float> anchor(10, 0.0f);
+  std::vector<std::vector<float>> out(3);
+  std::vector<float> residual0(4, 0.0f), residual1(4, 0.0f);
+  run(3, [&](int i) {
+    ElasticGroup g(options("file:" + dir.path, i, 3));
+    std::vector<float> delta(10, static_cast<float>(10 * (i + 1)));  // 10, 20, 30
+    if (i == 2) {  // it dies in the reduction, connected but before sending a byte
+      EXPECT_THROW(sync(g, delta, 4, 1, anchor, {}, [](Communicator&) { throw std::runtime_error("process died"); }),
+                   std::runtime_error);
+      return;
+    }
+    std::vector<float>& residual = i == 0 ? residual0 : residual1;
+    // The reducer's state moves with every attempt (as error feedback would); the retry must see
+    // it as it was before the sync.
+    sync(g, delta, 4, 1, anchor, {{"residual", residual}}, [&](Communicator& c) {
+      for (float& x : residual) x += 1.0f;
+      c.all_reduce(std::span<float>(delta), ReduceOp::avg);
+    });
+    out[static_cast<std::size_t>(i)] = delta;
+    ASSERT_EQ(g.history().size(), 1u);
+    EXPECT_EQ(g.history()[0].members, (std::vector<int>{0, 1}));
+    EXPECT_EQ(g.history()[0].attempts, 2);
+    EXPECT_EQ(g.history()[0].left, (std::vector<int>{2}));
+  });
+  EXPECT_EQ(out[0], std::vector<float>(10, 15.0f));  // (10 + 20) / 2: the first attempt's scaling undone
+  EXPECT_EQ(out[1], out[0]);
+  EXPECT_EQ(residual0, std::vector<float>(4, 1.0f));  // once: the failed attempt's change was restored
+  EXPECT_EQ(residual1, std::vector<float>(4, 1.0f));
+}
+
+TEST(Elastic, AReplicaWhoseAnchorIsBehindIsDropped) {
+  Dir dir("stale");
+  std::vector<std::string> dropped(3);
+  run(3, [&](int i) {
+    ElasticGroup g(options("file:" + dir.path, i, 3));
+    const std::vector<float> anchor(10, i == 1 ? 1.0f : 0.0f);  // replica 1 missed a sync
+    std::vector<float> delta(10, 1.0f);
+    try {
+      sync(g, delta, 4, 1, anchor);
+    } catch (const ReplicaDropped& e) {
+      dropped[static_cast<std::size_t>(i)] = e.what();
+      EXPECT_EQ(g.dropped(), e.what());
+      return;
+    }
+    EXPECT_EQ(g.history().at(0).members, (std::vector<int>{0, 2}));
+  });
+  EXPECT_EQ(dropped[0], "");
+  EXPECT_NE(dropped[1].find("replica 1 was left out of round 0"), std::string::npos) << dropped[1];
+  EXPECT_NE(dropped[1].find("its anchor differs"), std::string::npos) << dropped[1];
+  EXPECT_EQ(dropped[2], "");
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) {
+  Dir dir("join"), donor_root("join-donor"), joiner_root("join-joiner");
+  const std::string store = "file:" + dir.path + "/store";
+  // The donor's "checkpoint": two files.
+  const std::string ck = donor_root.path + "/step-000000008";
+  fs::create_directories(ck);
+  std::ofstream(ck + "/MANIFEST.json") << "{\"step\": 8}\n";
+  std::string shard(100000, '\0');
+  for (std::size_t k = 0; k < shard.size(); ++k) shard[k] = static_cast<char>(k * 7);
+  std::ofstream(ck + "/rank-0.bin", std::ios::binary) << shard;
+  {  // Before any sync, a starting replica has nothing to join: it starts as a member.
+    ElasticGroup g(options(store, 2, 3));
+    EXPECT_FALSE(g.join(joiner_root.path));
+  }
+  const std::vector<float> anchor(10, 0.0f);
+  std::string joined;
+  run(3, [&](int i) {
+    ElasticGroup g(options(store, i, 3));
+    if (i == 2) {  // it came back after the first sync: it joins
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      joined = g.join(joiner_root.path).value_or("");
+      return;
+    }
+    std::vector<float> delta(10, 1.0f);
+    sync(g, delta, 3, 4, anchor);  // replica 2 absent: a quorum of two after join_timeout_s
+    EXPECT_EQ(g.history().back().members, (std::vector<int>{0, 1}));
+    EXPECT_FALSE(g.donation_pending());
+    std::this_thread::sleep_for(std::chrono::milliseconds(4000));  // replica 2 announces itself meanwhile
+    sync(g, delta, 7, 4, anchor);
+    EXPECT_EQ(g.history().back().joiners, (std::vector<int>{2}));
+    EXPECT_EQ(g.history().back().joined, (std::vector<int>{2}));
+    EXPECT_EQ(g.donation_pending(), i == 0);  // the lowest member gives the state
+    if (g.donation_pending()) g.donate(ck);
+  });
+  ASSERT_EQ(joined, joiner_root.path + "/step-000000008");
+  EXPECT_EQ(read(joined + "/MANIFEST.json"), "{\"step\": 8}\n");
+  EXPECT_EQ(read(joined + "/rank-0.bin"), shard);
+}
+
+}  // namespace
+}  // namespace laconic
