@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,7 +46,10 @@
 #include "framework/recipe/recipe.h"
 #include "report/compare.h"
 #include "report/seeds.h"
+#include "framework/core/units.h"
 #include "framework/train/export.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/failures.h"
 #include "framework/train/faults.h"
 #include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
@@ -211,6 +215,7 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
 
 struct SimulateArgs {
   std::string run_dir;
+  std::string failures;  // --failures mtbf=...,restart=...: goodput of checkpoint-restart vs elastic
   double as_params = 0;  // a double, so that 7e9 is accepted
   laconic::SimulateOptions o;
 };
@@ -218,9 +223,81 @@ struct SimulateArgs {
 void add_simulate_options(CLI::App& sim, SimulateArgs& a) {
   sim.add_option("run_dir", a.run_dir, "a finished run's directory (with trace/)")->required();
   sim.add_option("--network", a.o.network_file, "a TOML file with a [network] table (default: the run's own)");
+  sim.add_option("--failures", a.failures, "mtbf=D,restart=D[,seed=N,trials=N,checkpoint_every=N,period=N]: goodput "
+                                           "of data parallel with checkpoint-restart against elastic training when "
+                                           "hosts fail at random");
   sim.add_option("--platform", a.o.platform_file, "a SimGrid platform file (XML); its first N hosts are the ranks");
   sim.add_option("--as-params", a.as_params, "project message bytes and compute onto a model of N parameters (e.g. 7e9)");
   sim.add_option("--out", a.o.out_dir, "where summary.json and timeline.json go (default: RUN_DIR/simulated)");
+}
+
+// --failures: the replayed step time under both failure policies (framework/train/failures.h),
+// printed and written to OUT/goodput.json.
+// A long duration in the unit that reads best: "14.5 days", "3.2 h", "12 min", "12.5 s".
+std::string long_duration(double s) {
+  char out[32];
+  if (s >= 2 * 86400) std::snprintf(out, sizeof out, "%.3g days", s / 86400);
+  else if (s >= 2 * 3600) std::snprintf(out, sizeof out, "%.3g h", s / 3600);
+  else if (s >= 120) std::snprintf(out, sizeof out, "%.3g min", s / 60);
+  else std::snprintf(out, sizeof out, "%.3g s", s);
+  return out;
+}
+
+void report_failures(const SimulateArgs& a, const laconic::FailureModel& m, const laconic::Simulation& s) {
+  const laconic::Recipe r = laconic::load_recipe((std::filesystem::path(a.run_dir) / "recipe.resolved.toml").string());
+  laconic::FailureRun run;
+  run.hosts = r.distributed.world_size;
+  run.replicas = r.network.groups > 0 ? r.network.groups : run.hosts;
+  const std::int64_t replayed = s.steps.empty() ? 0 : s.steps.back() - s.first_step;
+  run.step_s = replayed > 0 ? s.time_s / static_cast<double>(replayed) : 0;
+  run.steps = m.steps > 0 ? m.steps : replayed;
+  const std::string& strategy = r.sync.strategy.value;
+  std::int64_t period = m.period;
+  if (period == 0) {
+    if (strategy == "local_sgd") period = r.sync.local_sgd.period;
+    else if (strategy == "diloco") period = r.sync.diloco.period;
+    else if (strategy == "streaming_diloco") period = r.sync.streaming_diloco.period;
+    else if (strategy == "sparseloco") period = r.sync.sparseloco.period;
+    else LC_INPUT_ERROR("--failures: the run's sync.strategy \"", strategy, "\" has no outer period; give period=N for the elastic side");
+  }
+  run.period = period;
+  run.checkpoint_every = m.checkpoint_every > 0 ? m.checkpoint_every : r.checkpoint.every > 0 ? r.checkpoint.every : period;
+  run.join_timeout_s = r.elastic.join_timeout_s;
+  if (replayed < 1 || run.hosts % run.replicas != 0)
+    LC_INPUT_ERROR("--failures: the replay of ", a.run_dir, " has no steps to replay failures on");
+  const laconic::GoodputResult g = laconic::simulate_failures(m, run);
+  std::cout << std::defaultfloat << std::setprecision(4) << "simulate: failures: " << run.hosts << " hosts failing every "
+            << long_duration(m.mtbf_s) << " on average, back after " << long_duration(m.restart_s)
+            << "; " << run.steps << " steps of " << long_duration(run.step_s) << " ("
+            << long_duration(run.steps * run.step_s) << " without failures); " << m.trials << " trials from seed "
+            << m.seed << ", " << g.failures << " failures each on average\n"
+            << std::fixed << std::setprecision(1)
+            << "simulate:   data parallel, checkpoint-restart every " << run.checkpoint_every << " steps: goodput "
+            << 100 * g.goodput_dp << "% +- " << 100 * g.goodput_dp_std << " (" << long_duration(g.wall_dp_s)
+            << ", " << g.lost_dp_steps << " steps redone)\n"
+            << "simulate:   elastic, " << run.replicas << " replicas syncing every " << run.period << " steps: goodput "
+            << 100 * g.goodput_elastic << "% +- " << 100 * g.goodput_elastic_std << " ("
+            << long_duration(g.wall_elastic_s) << ", " << g.lost_elastic_replica_steps
+            << " replica-steps lost)\n";
+  nlohmann::ordered_json j;
+  j["mtbf_s"] = m.mtbf_s;
+  j["restart_s"] = m.restart_s;
+  j["seed"] = m.seed;
+  j["trials"] = m.trials;
+  j["hosts"] = run.hosts;
+  j["replicas"] = run.replicas;
+  j["steps"] = run.steps;
+  j["step_s"] = run.step_s;
+  j["period"] = run.period;
+  j["checkpoint_every"] = run.checkpoint_every;
+  j["join_timeout_s"] = run.join_timeout_s;
+  j["failures_per_trial"] = g.failures;
+  j["data_parallel"] = {{"goodput", g.goodput_dp}, {"goodput_std", g.goodput_dp_std}, {"wall_s", g.wall_dp_s},
+                        {"steps_redone", g.lost_dp_steps}};
+  j["elastic"] = {{"goodput", g.goodput_elastic}, {"goodput_std", g.goodput_elastic_std}, {"wall_s", g.wall_elastic_s},
+                  {"replica_steps_lost", g.lost_elastic_replica_steps}};
+  laconic::write_file_atomic(s.out_dir + "/goodput.json", j.dump(2) + "\n");
+  std::cout << "simulate: wrote " << s.out_dir << "/goodput.json\n";
 }
 
 int run_simulate(const SimulateArgs& a) {
@@ -230,6 +307,9 @@ int run_simulate(const SimulateArgs& a) {
     LC_INPUT_ERROR("simulate: --as-params: expected a whole number of parameters >= 1, got ", a.as_params);
   laconic::SimulateOptions o = a.o;
   o.as_params = static_cast<std::int64_t>(a.as_params);
+  std::optional<laconic::FailureModel> model;  // checked before the replay
+  if (!a.failures.empty()) model = laconic::parse_failures(a.failures);
+  else model.emplace();
   const laconic::Simulation s = laconic::simulate_run(a.run_dir, o);
   std::cout << "simulate: " << s.replay.engine << "\n"
             << "simulate: on " << s.network << "\n";
@@ -241,6 +321,7 @@ int run_simulate(const SimulateArgs& a) {
             << (s.time_s > 0 ? 100 * s.exposed_s / s.time_s : 0) << "%), sent " << s.bytes_intra << " B inside groups, "
             << s.bytes_inter << " B between\n"
             << "simulate: wrote " << s.out_dir << "/summary.json and timeline.json (open in ui.perfetto.dev)\n";
+  if (!a.failures.empty()) report_failures(a, *model, s);
   return 0;
 }
 

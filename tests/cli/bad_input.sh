@@ -125,6 +125,8 @@ expect simulate_other_section "" "not_net\.toml:1:2: a network file holds only a
   simulate "$sim/a_run" --network "$sim/not_net.toml"
 expect simulate_no_network "" "the run describes no \[network\] to replay on" simulate "$sim/a_run"
 expect simulate_as_params "" "--as-params: expected a whole number of parameters >= 1, got 0.5" simulate empty_dir --as-params 0.5
+expect simulate_failures "" "--failures: expected mtbf=DURATION,restart=DURATION, got 'restart=1m'" \
+  simulate empty_dir --failures restart=1m
 
 # device = "cuda" where it cannot run: a build without CUDA, or no visible device (this machine,
 # unless a GPU is present: then the run would be legitimate and the case is skipped).

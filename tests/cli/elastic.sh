@@ -9,7 +9,9 @@
 #    loss is within 2% of the uninterrupted run's; metrics.jsonl shows quorum sizes 2 and 3;
 #  - SIGSTOP of replica 1 mid-period: it is dropped, not waited on; once continued it learns it
 #    was left out (exit 76), is restarted and rejoins; the run completes;
-#  - a recipe that cannot be elastic is refused once (exit 2), not restarted.
+#  - a recipe that cannot be elastic is refused once (exit 2), not restarted;
+#  - `trainer simulate --failures`: the cross-datacenter DiLoCo run's replayed step time with its 8
+#    hosts failing at random: elastic training's goodput above data parallel's checkpoint-restart.
 # usage: elastic.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$1
@@ -134,4 +136,18 @@ set -e
 [ "$rc" -eq 2 ] || { echo "expected exit 2 for a non-periodic strategy, got $rc"; cat "$tmp/bad.out"; exit 1; }
 grep -q "elastic training needs one periodic strategy" "$tmp/bad"/replica-0/log.txt
 grep -q "0 restart(s)" "$tmp/bad.out"
+# ---- goodput under simulated failures: the cross-datacenter DiLoCo run replayed with hosts failing ----
+"$trainer" --recipe "$src/recipes/cross_dc_diloco.toml" --train.steps=20 --train.eval_every=0 --sync.diloco.period=10 \
+  --out "$tmp/cross_dc" > "$tmp/cross_dc.out" 2>&1 || { cat "$tmp/cross_dc.out"; exit 1; }
+"$trainer" simulate "$tmp/cross_dc" --as-params 7e9 --failures mtbf=2h,restart=10m,steps=20000,trials=10 \
+  > "$tmp/failures.out" 2>&1 || { cat "$tmp/failures.out"; exit 1; }
+grep "simulate:   " "$tmp/failures.out"
+/usr/bin/python3 - "$tmp/cross_dc/simulated/goodput.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+dp, el = g["data_parallel"]["goodput"], g["elastic"]["goodput"]
+assert g["hosts"] == 8 and g["replicas"] == 2 and g["period"] == 10 and g["steps"] == 20000, g
+assert 0 < dp < el < 1, (dp, el)
+assert g["failures_per_trial"] > 10, g
+PY
 echo "elastic: all checks passed"

@@ -1,0 +1,222 @@
+#include "framework/train/failures.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "framework/core/check.h"
+#include "framework/core/units.h"
+
+namespace laconic {
+
+FailureModel parse_failures(const std::string& spec) {
+  FailureModel m;
+  bool mtbf = false, restart = false;
+  std::stringstream in(spec);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos)
+      LC_INPUT_ERROR("--failures: expected key=value, got '", item, "' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps)");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto integer = [&](std::int64_t lo) {
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < lo)
+        LC_INPUT_ERROR("--failures: ", key, ": expected an integer >= ", lo, ", got '", value, "'");
+      return static_cast<std::int64_t>(v);
+    };
+    auto duration = [&] {
+      const std::optional<double> s = parse_duration(value);
+      if (!s || !(*s >= 0)) LC_INPUT_ERROR("--failures: ", key, ": expected a duration (e.g. 2h, 10m, 90s), got '", value, "'");
+      return *s;
+    };
+    if (key == "mtbf") {
+      m.mtbf_s = duration();
+      mtbf = true;
+      if (m.mtbf_s <= 0) LC_INPUT_ERROR("--failures: mtbf: expected a duration > 0, got '", value, "'");
+    } else if (key == "restart") {
+      m.restart_s = duration();
+      restart = true;
+    } else if (key == "seed") {
+      m.seed = static_cast<std::uint64_t>(integer(0));
+    } else if (key == "trials") {
+      m.trials = static_cast<int>(std::min<std::int64_t>(integer(1), 100000));
+    } else if (key == "checkpoint_every") {
+      m.checkpoint_every = integer(1);
+    } else if (key == "period") {
+      m.period = integer(1);
+    } else if (key == "steps") {
+      m.steps = integer(1);
+    } else {
+      LC_INPUT_ERROR("--failures: unknown key '", key, "' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps)");
+    }
+  }
+  if (!mtbf || !restart) LC_INPUT_ERROR("--failures: expected mtbf=DURATION,restart=DURATION, got '", spec, "'");
+  return m;
+}
+
+namespace {
+
+// One host's down intervals [fail, fail + restart), in time order, up to `horizon`.
+std::vector<std::pair<double, double>> failures_of(std::mt19937_64& rng, const FailureModel& m, double horizon) {
+  std::exponential_distribution<double> gap(1.0 / m.mtbf_s);
+  std::vector<std::pair<double, double>> out;
+  for (double t = gap(rng); t < horizon; t += m.restart_s + gap(rng)) out.push_back({t, t + m.restart_s});
+  return out;
+}
+
+struct Trial {
+  double wall_dp = 0, wall_elastic = 0, useful_elastic = 0, lost_dp = 0, failures = 0;
+};
+
+Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  // Far enough: the failure-free time, many times over (the loops below stop at the end anyway).
+  const double ideal = static_cast<double>(r.steps) * r.step_s;
+  const double horizon = 50 * ideal + 100 * (m.restart_s + m.mtbf_s);
+  std::vector<std::vector<std::pair<double, double>>> down(static_cast<std::size_t>(r.hosts));
+  Trial t;
+  for (auto& d : down) {
+    d = failures_of(rng, m, horizon);
+    for (const auto& f : d) t.failures += f.first < ideal ? 1 : 0;
+  }
+  // The first failure of any of `hosts` in [from, to), and when all of them are up again after it.
+  auto first_failure = [&](int h0, int h1, double from, double to) {
+    double when = std::numeric_limits<double>::infinity();
+    for (int h = h0; h < h1; ++h)
+      for (const auto& f : down[static_cast<std::size_t>(h)])
+        if (f.first >= from && f.first < to) {
+          when = std::min(when, f.first);
+          break;
+        }
+    return when;
+  };
+  auto all_up_at = [&](int h0, int h1, double from) {  // the first time >= from when hosts [h0, h1) are all up
+    double t0 = from;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int h = h0; h < h1; ++h)
+        for (const auto& f : down[static_cast<std::size_t>(h)])
+          if (f.first <= t0 && t0 < f.second) {
+            t0 = f.second;
+            moved = true;
+          }
+    }
+    return t0;
+  };
+
+  // Data parallel with checkpoint-restart.
+  {
+    double now = all_up_at(0, r.hosts, 0);
+    std::int64_t done = 0;
+    while (done < r.steps) {
+      const double finish = now + static_cast<double>(r.steps - done) * r.step_s;
+      const double fail = first_failure(0, r.hosts, now, finish);
+      if (fail == std::numeric_limits<double>::infinity()) {
+        now = finish;
+        done = r.steps;
+        break;
+      }
+      const auto progressed = static_cast<std::int64_t>(std::floor((fail - now) / r.step_s));
+      const std::int64_t reached = done + progressed;
+      const std::int64_t kept = reached / r.checkpoint_every * r.checkpoint_every;  // >= done: a checkpoint
+      t.lost_dp += static_cast<double>(reached - kept);
+      done = kept;
+      now = all_up_at(0, r.hosts, fail);
+    }
+    t.wall_dp = now;
+  }
+
+  // Elastic periodic training, period by period.
+  {
+    const int per = r.hosts / r.replicas;
+    auto hosts_of = [&](int q) { return std::pair{q * per, (q + 1) * per}; };
+    std::vector<bool> member(static_cast<std::size_t>(r.replicas), true);
+    double now = 0;
+    std::int64_t done = 0;
+    while (done < r.steps) {
+      const std::int64_t h = std::min(r.period, r.steps - done);
+      const double end = now + static_cast<double>(h) * r.step_s;
+      int contributing = 0;
+      bool awaited = false;  // a member that failed and is not back by the sync: the quorum waits for it
+      for (int q = 0; q < r.replicas; ++q) {
+        const auto [h0, h1] = hosts_of(q);
+        if (!member[static_cast<std::size_t>(q)]) continue;
+        if (first_failure(h0, h1, now, end) == std::numeric_limits<double>::infinity()) ++contributing;
+        else if (all_up_at(h0, h1, end) != end) awaited = true;
+      }
+      if (contributing == 0) {
+        // Every member failed within the period: it is run again from the last sync's state (as
+        // from a checkpoint) by the replicas up when the first is back after the last failure.
+        double last = now;
+        for (int q = 0; q < r.replicas; ++q)
+          if (member[static_cast<std::size_t>(q)])
+            last = std::max(last, first_failure(hosts_of(q).first, hosts_of(q).second, now, end));
+        double back = std::numeric_limits<double>::infinity();
+        for (int q = 0; q < r.replicas; ++q) back = std::min(back, all_up_at(hosts_of(q).first, hosts_of(q).second, last));
+        for (int q = 0; q < r.replicas; ++q)
+          member[static_cast<std::size_t>(q)] = all_up_at(hosts_of(q).first, hosts_of(q).second, back) == back;
+        now = back;
+        continue;
+      }
+      t.useful_elastic += static_cast<double>(contributing) * static_cast<double>(h);
+      done += h;
+      // At the sync every replica up (never down, or restarted and waiting as a joiner) holds the
+      // state of the next period.
+      for (int q = 0; q < r.replicas; ++q)
+        member[static_cast<std::size_t>(q)] = all_up_at(hosts_of(q).first, hosts_of(q).second, end) == end;
+      now = end + (awaited ? r.join_timeout_s : 0.0);
+    }
+    t.wall_elastic = now;
+  }
+  return t;
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+}  // namespace
+
+GoodputResult simulate_failures(const FailureModel& m, const FailureRun& r) {
+  LC_CHECK(r.hosts >= 1 && r.replicas >= 1 && r.hosts % r.replicas == 0, "failures: ", r.hosts, " hosts in ",
+           r.replicas, " replicas");
+  LC_CHECK(r.steps >= 1 && r.period >= 1 && r.checkpoint_every >= 1 && r.step_s > 0, "failures: bad run");
+  std::vector<double> gdp, gel, wdp, wel, lost_dp, lost_el, fails;
+  const double ideal = static_cast<double>(r.steps) * r.step_s;
+  for (int k = 0; k < m.trials; ++k) {
+    const Trial t = run_trial(m, r, m.seed + static_cast<std::uint64_t>(k));
+    gdp.push_back(ideal / t.wall_dp);
+    gel.push_back(t.useful_elastic * r.step_s / (static_cast<double>(r.replicas) * t.wall_elastic));
+    wdp.push_back(t.wall_dp);
+    wel.push_back(t.wall_elastic);
+    lost_dp.push_back(t.lost_dp);
+    lost_el.push_back(static_cast<double>(r.replicas) * static_cast<double>(r.steps) - t.useful_elastic);
+    fails.push_back(t.failures);
+  }
+  GoodputResult g;
+  g.failures = mean(fails);
+  g.wall_dp_s = mean(wdp);
+  g.wall_elastic_s = mean(wel);
+  g.goodput_dp = mean(gdp);
+  g.goodput_elastic = mean(gel);
+  g.goodput_dp_std = stddev(gdp);
+  g.goodput_elastic_std = stddev(gel);
+  g.lost_dp_steps = mean(lost_dp);
+  g.lost_elastic_replica_steps = mean(lost_el);
+  return g;
+}
+
+}  // namespace laconic
