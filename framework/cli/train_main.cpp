@@ -13,7 +13,7 @@
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
 //   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
 //   trainer export RUN_DIR|CHECKPOINT_DIR --format safetensors --out FILE [--recipe R] [--config config.json]
-//   trainer elastic --replicas N [--max-restarts K] --recipe R --out DIR [--store redis:HOST:PORT]
+//   trainer elastic --replicas N [--max-restarts K] --recipe R --out DIR [--store redis:HOST:PORT] [--resume]
 //                   [--section.key=value ...]   (N replica processes, restarted when they die)
 //   trainer --recipe R --replica I --replicas N --elastic-store SPEC --out DIR   (one replica; what
 //                   `trainer elastic` starts)
@@ -373,6 +373,7 @@ int run_export(const ExportArgs& a) {
 struct ElasticArgs {
   int replicas = 0;
   int max_restarts = 3;
+  bool resume = false;
   std::string recipe, out, store;
 };
 
@@ -384,6 +385,7 @@ void add_elastic_options(CLI::App& e, ElasticArgs& a) {
   e.add_option("--recipe", a.recipe, "the recipe every replica runs")->required();
   e.add_option("--out", a.out, "where replica-I/, store/ and elastic.json go")->required();
   e.add_option("--store", a.store, "the replicas' rendezvous: redis:HOST[:PORT] (default: a file store in OUT/store)");
+  e.add_flag("--resume", a.resume, "continue a stopped elastic run: every replica from its newest checkpoint");
 }
 
 // The supervisor: the recipe (and its data) checked once here, then the replica processes.
@@ -405,14 +407,20 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
   o.program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   LC_CHECK(!ec, "elastic: cannot find this program (/proc/self/exe): ", ec.message());
   o.args = {"--recipe", a.recipe};
+  if (a.resume) o.args.insert(o.args.end(), {"--resume", "auto"});
   for (const std::string& ov : overrides) o.args.push_back("--" + ov);
   o.out_dir = a.out;
   o.replicas = a.replicas;
   o.max_restarts = a.max_restarts;
   o.store = a.store;
   o.steps = spec.plan.steps;
+  o.resume = a.resume;
   o.log = &std::cout;
-  return laconic::run_supervisor(o).exit_code;
+  const laconic::SupervisorResult r = laconic::run_supervisor(o);
+  if (r.exit_code > 128)
+    std::cerr << "trainer: elastic run stopped by a signal; every replica checkpointed its step (continue with trainer "
+                 "elastic ... --resume)" << std::endl;
+  return r.exit_code;
 }
 
 int run(int argc, char** argv, bool& quiet_errors) {

@@ -54,6 +54,23 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
   auto say = [&](const std::string& line) {
     if (o.log) *o.log << "elastic: " << line << std::endl;
   };
+  // What the replicas' sync logs held before this invocation: a resumed run counts only its own.
+  std::vector<std::size_t> logged_before(static_cast<std::size_t>(o.replicas), 0);
+  std::int64_t steps_before = 0;
+  for (int i = 0; i < o.replicas; ++i) {
+    const fs::path log = fs::path(o.out_dir) / ("replica-" + std::to_string(i)) / "elastic.jsonl";
+    if (!o.resume) {
+      fs::remove(log);
+      continue;
+    }
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      ++logged_before[static_cast<std::size_t>(i)];
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (i == 0 && !j.is_discarded()) steps_before = std::max(steps_before, j.value("step", std::int64_t{0}));
+    }
+  }
   Stopwatch wall;
   struct Replica {
     pid_t pid = -1;
@@ -162,8 +179,13 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     const fs::path dir = fs::path(o.out_dir) / ("replica-" + std::to_string(i));
     std::int64_t useful = 0;
     std::ifstream in(dir / "elastic.jsonl");
+    std::size_t skip = logged_before[static_cast<std::size_t>(i)];
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) continue;
+      if (skip > 0) {
+        --skip;
+        continue;
+      }
       const auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded()) continue;
       useful += j.value("contributed_steps", std::int64_t{0});
@@ -188,7 +210,8 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     all_ok = all_ok && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
   }
   res.goodput = res.wall_s > 0 ? static_cast<double>(res.useful_steps) / (res.wall_s * o.replicas) : 0;
-  res.useful_share = o.steps > 0 ? static_cast<double>(res.useful_steps) / (static_cast<double>(o.steps) * o.replicas) : 0;
+  const std::int64_t left = o.steps - steps_before;  // the steps this invocation had to run
+  res.useful_share = left > 0 ? static_cast<double>(res.useful_steps) / (static_cast<double>(left) * o.replicas) : 0;
   const bool any_bad_input = std::any_of(rs.begin(), rs.end(), [](const Replica& r) {
     return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2;
   });
@@ -199,6 +222,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
   out["restarts"] = res.restarts;
   out["wall_s"] = res.wall_s;
   out["steps"] = o.steps;
+  out["resumed_at"] = steps_before;
   out["useful_steps"] = res.useful_steps;
   out["goodput_steps_per_replica_s"] = res.goodput;
   out["useful_share"] = res.useful_share;
@@ -225,7 +249,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
                 "done in %.1f s: %d restart(s); %lld useful inner steps of %lld (%.1f%%), goodput %.2f steps per "
                 "replica-second; %s/elastic.json",
                 res.wall_s, res.restarts, static_cast<long long>(res.useful_steps),
-                static_cast<long long>(o.steps * o.replicas), 100 * res.useful_share, res.goodput, o.out_dir.c_str());
+                static_cast<long long>(left * o.replicas), 100 * res.useful_share, res.goodput, o.out_dir.c_str());
   say(line);
   return res;
 }

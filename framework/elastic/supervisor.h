@@ -10,7 +10,8 @@
 //
 // Goodput: the inner steps that reached theta_global (each replica's contributed_steps over its
 // committed syncs, elastic.jsonl), per replica and per second of wall time; and the same steps as
-// a share of what N replicas running throughout would have contributed (N x steps).
+// a share of what N replicas running throughout would have contributed (N x steps). A resumed
+// run's figures count this invocation's syncs against the steps it had left.
 #pragma once
 
 #include <ostream>
@@ -27,6 +28,8 @@ struct SupervisorOptions {
   int max_restarts = 3;           // restarts allowed over the whole run
   std::string store;              // "" = file:OUT/store
   std::int64_t steps = 0;         // the recipe's steps (for the useful share)
+  bool resume = false;            // the replicas continue from their checkpoints (--resume in args):
+                                  // goodput counts the syncs of this invocation only
   std::ostream* log = nullptr;
 };
 

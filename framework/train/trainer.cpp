@@ -591,12 +591,14 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   const TrainOptions* chosen = &options;
   if (options.elastic.replicas > 0) {
     elastic = make_elastic_group(recipe, spec, options);
-    if (options.resume.empty())
-      if (std::optional<std::string> dir = elastic->join(root)) {
-        joined = options;
-        joined.resume = *dir;
-        chosen = &joined;
-      }
+    // A run in progress (a committed sync) is joined, whatever this replica's own checkpoints
+    // hold; before that, --resume applies (`trainer elastic --resume`: each from its own).
+    if (std::optional<std::string> dir = elastic->join(root)) {
+      joined = options;
+      joined.resume = *dir;
+      joined.resume_any_recipe = false;
+      chosen = &joined;
+    }
   }
   const TrainOptions& opts = *chosen;
   const std::optional<CheckpointInfo> resume = resolve_resume(recipe, opts, root, spec.hash);

@@ -9,6 +9,8 @@
 #    loss is within 2% of the uninterrupted run's; metrics.jsonl shows quorum sizes 2 and 3;
 #  - SIGSTOP of replica 1 mid-period: it is dropped, not waited on; once continued it learns it
 #    was left out (exit 76), is restarted and rejoins; the run completes;
+#  - SIGTERM to the supervisor: every replica checkpoints its step (exit 143), and `trainer elastic
+#    --resume` ends with the uninterrupted run's parameters, bit for bit;
 #  - a recipe that cannot be elastic is refused once (exit 2), not restarted;
 #  - `trainer simulate --failures`: the cross-datacenter DiLoCo run's replayed step time with its 8
 #    hosts failing at random: elastic training's goodput above data parallel's checkpoint-restart.
@@ -127,6 +129,24 @@ finished "$pid"
 check stopped "$rc"
 grep -q "replica 1 was dropped from the run (exit 76)" "$tmp/stopped.out" || { cat "$tmp/stopped.out"; exit 1; }
 grep -q "replica 1 was left out of round" "$tmp/stopped/replica-1/log.txt"
+
+# ---- SIGTERM to the supervisor mid-period: every replica checkpoints, exit 143; --resume ends with
+# the uninterrupted run's bits (each replica resumes from its own step, all before the next sync) ----
+start term
+at_step term 0 110
+kill -TERM "$pid"
+finished "$pid"
+[ "$rc" -eq 143 ] || { echo "expected exit 143 after SIGTERM, got $rc"; cat "$tmp/term.out"; exit 1; }
+[ "$(grep -c 'trainer: stopped by SIGTERM after step' "$tmp"/term/replica-*/log.txt | awk -F: '{s+=$2} END {print s}')" -eq 3 ]
+"$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$recipe" --out "$tmp/term" --resume > "$tmp/term2.out" 2>&1 \
+  || { echo "the resumed elastic run failed"; cat "$tmp/term2.out"; exit 1; }
+check term 0
+/usr/bin/python3 - "$tmp/plain/elastic.json" "$tmp/term/elastic.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["processes"][0]["params_checksum"] for p in sys.argv[1:])
+assert a == b, (a, b)
+print("stopped by SIGTERM and resumed: the uninterrupted run's parameters")
+PY
 
 # ---- bad input: refused once, exit 2, no restarts ----
 set +e
