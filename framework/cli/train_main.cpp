@@ -247,7 +247,7 @@ void report_failures(const SimulateArgs& a, const laconic::FailureModel& m, cons
   const laconic::Recipe r = laconic::load_recipe((std::filesystem::path(a.run_dir) / "recipe.resolved.toml").string());
   laconic::FailureRun run;
   run.hosts = r.distributed.world_size;
-  run.replicas = r.network.groups > 0 ? r.network.groups : run.hosts;
+  run.replicas = m.replicas > 0 ? m.replicas : r.network.groups > 0 ? r.network.groups : run.hosts;
   const std::int64_t replayed = s.steps.empty() ? 0 : s.steps.back() - s.first_step;
   run.step_s = replayed > 0 ? s.time_s / static_cast<double>(replayed) : 0;
   run.steps = m.steps > 0 ? m.steps : replayed;
@@ -263,8 +263,9 @@ void report_failures(const SimulateArgs& a, const laconic::FailureModel& m, cons
   run.period = period;
   run.checkpoint_every = m.checkpoint_every > 0 ? m.checkpoint_every : r.checkpoint.every > 0 ? r.checkpoint.every : period;
   run.join_timeout_s = r.elastic.join_timeout_s;
-  if (replayed < 1 || run.hosts % run.replicas != 0)
-    LC_INPUT_ERROR("--failures: the replay of ", a.run_dir, " has no steps to replay failures on");
+  if (replayed < 1) LC_INPUT_ERROR("--failures: the replay of ", a.run_dir, " has no steps to replay failures on");
+  if (run.hosts % run.replicas != 0)
+    LC_INPUT_ERROR("--failures: replicas=", run.replicas, ": expected a divisor of the run's ", run.hosts, " hosts");
   const laconic::GoodputResult g = laconic::simulate_failures(m, run);
   std::cout << std::defaultfloat << std::setprecision(4) << "simulate: failures: " << run.hosts << " hosts failing every "
             << long_duration(m.mtbf_s) << " on average, back after " << long_duration(m.restart_s)

@@ -19,7 +19,7 @@ FailureModel parse_failures(const std::string& spec) {
   for (std::string item; std::getline(in, item, ',');) {
     const auto eq = item.find('=');
     if (eq == std::string::npos)
-      LC_INPUT_ERROR("--failures: expected key=value, got '", item, "' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps)");
+      LC_INPUT_ERROR("--failures: expected key=value, got '", item, "' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps, replicas)");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto integer = [&](std::int64_t lo) {
       char* end = nullptr;
@@ -50,8 +50,10 @@ FailureModel parse_failures(const std::string& spec) {
       m.period = integer(1);
     } else if (key == "steps") {
       m.steps = integer(1);
+    } else if (key == "replicas") {
+      m.replicas = static_cast<int>(std::min<std::int64_t>(integer(1), 1 << 20));
     } else {
-      LC_INPUT_ERROR("--failures: unknown key '", key, "' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps)");
+      LC_INPUT_ERROR("--failures: unknown key '", key, "' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps, replicas)");
     }
   }
   if (!mtbf || !restart) LC_INPUT_ERROR("--failures: expected mtbf=DURATION,restart=DURATION, got '", spec, "'");
@@ -70,6 +72,7 @@ std::vector<std::pair<double, double>> failures_of(std::mt19937_64& rng, const F
 
 struct Trial {
   double wall_dp = 0, wall_elastic = 0, useful_elastic = 0, lost_dp = 0, failures = 0;
+  std::int64_t done_dp = 0;  // steps data parallel kept (all of them unless it hit the horizon)
 };
 
 Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) {
@@ -83,39 +86,43 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
     d = failures_of(rng, m, horizon);
     for (const auto& f : d) t.failures += f.first < ideal ? 1 : 0;
   }
-  // The first failure of any of `hosts` in [from, to), and when all of them are up again after it.
+  // The first failure of any of hosts [h0, h1) in [from, to) (infinity: none), and the first time
+  // >= from when all of them are up. Each host's intervals are sorted and disjoint: binary search.
+  constexpr double kNever = std::numeric_limits<double>::infinity();
   auto first_failure = [&](int h0, int h1, double from, double to) {
-    double when = std::numeric_limits<double>::infinity();
-    for (int h = h0; h < h1; ++h)
-      for (const auto& f : down[static_cast<std::size_t>(h)])
-        if (f.first >= from && f.first < to) {
-          when = std::min(when, f.first);
-          break;
-        }
+    double when = kNever;
+    for (int h = h0; h < h1; ++h) {
+      const auto& d = down[static_cast<std::size_t>(h)];
+      const auto it = std::lower_bound(d.begin(), d.end(), from, [](const auto& f, double t) { return f.first < t; });
+      if (it != d.end() && it->first < to) when = std::min(when, it->first);
+    }
     return when;
   };
-  auto all_up_at = [&](int h0, int h1, double from) {  // the first time >= from when hosts [h0, h1) are all up
+  auto all_up_at = [&](int h0, int h1, double from) {
     double t0 = from;
     for (bool moved = true; moved;) {
       moved = false;
-      for (int h = h0; h < h1; ++h)
-        for (const auto& f : down[static_cast<std::size_t>(h)])
-          if (f.first <= t0 && t0 < f.second) {
-            t0 = f.second;
-            moved = true;
-          }
+      for (int h = h0; h < h1; ++h) {
+        const auto& d = down[static_cast<std::size_t>(h)];
+        auto it = std::upper_bound(d.begin(), d.end(), t0, [](double t, const auto& f) { return t < f.first; });
+        if (it != d.begin() && t0 < std::prev(it)->second) {  // inside the interval that began last
+          t0 = std::prev(it)->second;
+          moved = true;
+        }
+      }
     }
     return t0;
   };
 
-  // Data parallel with checkpoint-restart.
+  // Data parallel with checkpoint-restart (given up at the horizon: its goodput is then what it
+  // kept by then).
   {
     double now = all_up_at(0, r.hosts, 0);
     std::int64_t done = 0;
-    while (done < r.steps) {
+    while (done < r.steps && now < horizon) {
       const double finish = now + static_cast<double>(r.steps - done) * r.step_s;
       const double fail = first_failure(0, r.hosts, now, finish);
-      if (fail == std::numeric_limits<double>::infinity()) {
+      if (fail == kNever) {
         now = finish;
         done = r.steps;
         break;
@@ -127,7 +134,8 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
       done = kept;
       now = all_up_at(0, r.hosts, fail);
     }
-    t.wall_dp = now;
+    t.wall_dp = std::min(now, horizon);
+    t.done_dp = done;
   }
 
   // Elastic periodic training, period by period.
@@ -137,7 +145,7 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
     std::vector<bool> member(static_cast<std::size_t>(r.replicas), true);
     double now = 0;
     std::int64_t done = 0;
-    while (done < r.steps) {
+    while (done < r.steps && now < horizon) {
       const std::int64_t h = std::min(r.period, r.steps - done);
       const double end = now + static_cast<double>(h) * r.step_s;
       int contributing = 0;
@@ -145,7 +153,7 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
       for (int q = 0; q < r.replicas; ++q) {
         const auto [h0, h1] = hosts_of(q);
         if (!member[static_cast<std::size_t>(q)]) continue;
-        if (first_failure(h0, h1, now, end) == std::numeric_limits<double>::infinity()) ++contributing;
+        if (first_failure(h0, h1, now, end) == kNever) ++contributing;
         else if (all_up_at(h0, h1, end) != end) awaited = true;
       }
       if (contributing == 0) {
@@ -155,7 +163,7 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
         for (int q = 0; q < r.replicas; ++q)
           if (member[static_cast<std::size_t>(q)])
             last = std::max(last, first_failure(hosts_of(q).first, hosts_of(q).second, now, end));
-        double back = std::numeric_limits<double>::infinity();
+        double back = kNever;
         for (int q = 0; q < r.replicas; ++q) back = std::min(back, all_up_at(hosts_of(q).first, hosts_of(q).second, last));
         for (int q = 0; q < r.replicas; ++q)
           member[static_cast<std::size_t>(q)] = all_up_at(hosts_of(q).first, hosts_of(q).second, back) == back;
@@ -170,7 +178,7 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
         member[static_cast<std::size_t>(q)] = all_up_at(hosts_of(q).first, hosts_of(q).second, end) == end;
       now = end + (awaited ? r.join_timeout_s : 0.0);
     }
-    t.wall_elastic = now;
+    t.wall_elastic = std::min(now, horizon);
   }
   return t;
 }
@@ -195,10 +203,9 @@ GoodputResult simulate_failures(const FailureModel& m, const FailureRun& r) {
            r.replicas, " replicas");
   LC_CHECK(r.steps >= 1 && r.period >= 1 && r.checkpoint_every >= 1 && r.step_s > 0, "failures: bad run");
   std::vector<double> gdp, gel, wdp, wel, lost_dp, lost_el, fails;
-  const double ideal = static_cast<double>(r.steps) * r.step_s;
   for (int k = 0; k < m.trials; ++k) {
     const Trial t = run_trial(m, r, m.seed + static_cast<std::uint64_t>(k));
-    gdp.push_back(ideal / t.wall_dp);
+    gdp.push_back(static_cast<double>(t.done_dp) * r.step_s / t.wall_dp);
     gel.push_back(t.useful_elastic * r.step_s / (static_cast<double>(r.replicas) * t.wall_elastic));
     wdp.push_back(t.wall_dp);
     wel.push_back(t.wall_elastic);

@@ -27,9 +27,10 @@ struct FailureModel {
   std::int64_t checkpoint_every = 0;  // data parallel's checkpoints, in steps (0: the run's, else the period)
   std::int64_t period = 0;            // elastic's sync period in steps (0: the run's strategy's)
   std::int64_t steps = 0;             // the job's length at the replayed step time (0: the run's steps)
+  int replicas = 0;                   // elastic replicas (0: the run's [network] groups, else one per host)
 };
 
-// "mtbf=2h,restart=10m[,seed=N][,trials=N][,checkpoint_every=N][,period=N][,steps=N]" (durations as in
+// "mtbf=2h,restart=10m[,seed=N][,trials=N][,checkpoint_every=N][,period=N][,steps=N][,replicas=N]" (durations as in
 // recipes: "90s", "3h50m", or seconds). Throws InputError naming --failures and the key.
 FailureModel parse_failures(const std::string& spec);
 

@@ -93,7 +93,7 @@ TEST(Failures, TheSpecParsesOrSaysWhatWasExpected) {
   };
   EXPECT_EQ(message("restart=10m"), "--failures: expected mtbf=DURATION,restart=DURATION, got 'restart=10m'");
   EXPECT_EQ(message("mtbf=2h,restart=10m,mtbf2=1"),
-            "--failures: unknown key 'mtbf2' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps)");
+            "--failures: unknown key 'mtbf2' (keys: mtbf, restart, seed, trials, checkpoint_every, period, steps, replicas)");
   EXPECT_EQ(message("mtbf=soon,restart=1m"), "--failures: mtbf: expected a duration (e.g. 2h, 10m, 90s), got 'soon'");
   EXPECT_EQ(message("mtbf=0s,restart=1m"), "--failures: mtbf: expected a duration > 0, got '0s'");
   EXPECT_EQ(message("mtbf=1h,restart=1m,trials=0"), "--failures: trials: expected an integer >= 1, got '0'");
