@@ -10,17 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "framework/core/stats.h"  // Stat, stat_of
 #include "report/compare.h"
 
 namespace laconic {
 
-// Mean and sample standard deviation (n - 1 in the denominator; 0 for one value) of the values
-// that are not NaN; n counts them (mean and std NaN when n is 0).
-struct Stat {
-  double mean = kAbsent, std = kAbsent;
-  int n = 0;
-};
-Stat stat_of(std::span<const double> values);
 // "4.8120 ± 0.0123" (digits after the point), "4.8120" for one value, "—" for none.
 std::string format_stat(const Stat& s, int digits);
 

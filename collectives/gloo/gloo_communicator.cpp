@@ -54,60 +54,61 @@ void GlooCommunicator::fail(const char* what, int peer, std::size_t bytes, const
               " failed: " + why);
 }
 
-void GlooCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
-  if (bytes == 0) return;
-  const std::uint64_t s = slot(rank_, peer, sent_, peer);
+// Runs `io`, turning gloo's exceptions (a reset connection, a timeout) into laconic::Error
+// naming the operation, the peer and the bytes. `what` and `peer` say where `io` is.
+template <typename F>
+void GlooCommunicator::guarded(const char*& what, int& peer, std::size_t& bytes, F&& io) {
   try {
-    auto buf = gloo_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
-    buf->send(peer, s);
-    if (!buf->waitSend(gloo_->timeout)) fail("send", peer, bytes, "aborted");
+    io();
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    fail("send", peer, bytes, e.what());
+    fail(what, peer, bytes, e.what());
   }
+}
+
+void GlooCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
+  if (bytes == 0) return;
+  const char* what = "send";
+  guarded(what, peer, bytes, [&] {
+    auto buf = gloo_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
+    buf->send(peer, slot(rank_, peer, sent_, peer));
+    if (!buf->waitSend(gloo_->timeout)) fail(what, peer, bytes, "aborted");
+  });
 }
 
 void GlooCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
   if (bytes == 0) return;
-  const std::uint64_t s = slot(peer, rank_, received_, peer);
-  try {
+  const char* what = "recv";
+  guarded(what, peer, bytes, [&] {
     auto buf = gloo_->context->createUnboundBuffer(data, bytes);
-    buf->recv(peer, s);
-    if (!buf->waitRecv(gloo_->timeout)) fail("recv", peer, bytes, "aborted");
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail("recv", peer, bytes, e.what());
-  }
+    buf->recv(peer, slot(peer, rank_, received_, peer));
+    if (!buf->waitRecv(gloo_->timeout)) fail(what, peer, bytes, "aborted");
+  });
 }
 
 void GlooCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
                                    std::size_t recv_bytes, int from) {
-  std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
-  const char* op = "recv";
+  const char* what = "recv";
   int peer = from;
   std::size_t bytes = recv_bytes;
-  try {
-    if (recv_bytes > 0) {
+  guarded(what, peer, bytes, [&] {
+    std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
+    if (recv_bytes > 0) {  // posted first, so the peer's send always finds it
       in = gloo_->context->createUnboundBuffer(recv_data, recv_bytes);
       in->recv(from, slot(from, rank_, received_, from));
     }
     if (send_bytes > 0) {
+      what = "send", peer = to, bytes = send_bytes;
       out = gloo_->context->createUnboundBuffer(const_cast<void*>(send_data), send_bytes);
       out->send(to, slot(rank_, to, sent_, to));
-      op = "send", peer = to, bytes = send_bytes;
-      if (!out->waitSend(gloo_->timeout)) fail(op, peer, bytes, "aborted");
+      if (!out->waitSend(gloo_->timeout)) fail(what, peer, bytes, "aborted");
     }
     if (in) {
-      op = "recv", peer = from, bytes = recv_bytes;
-      if (!in->waitRecv(gloo_->timeout)) fail(op, peer, bytes, "aborted");
+      what = "recv", peer = from, bytes = recv_bytes;
+      if (!in->waitRecv(gloo_->timeout)) fail(what, peer, bytes, "aborted");
     }
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail(op, peer, bytes, e.what());
-  }
+  });
 }
 
 }  // namespace laconic

@@ -57,6 +57,8 @@ class GlooCommunicator final : public Communicator {
   struct Gloo;
   std::uint64_t slot(int from, int to, std::vector<std::uint64_t>& seq, int peer);
   [[noreturn]] void fail(const char* what, int peer, std::size_t bytes, const std::string& why) const;
+  template <typename F>
+  void guarded(const char*& what, int& peer, std::size_t& bytes, F&& io);
 
   int rank_, size_;
   GlooOptions opts_;

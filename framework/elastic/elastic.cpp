@@ -312,7 +312,7 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
         if (!contains(q.members, i)) m.left.push_back(i);
       m.joined = q.joiners;
       m.seconds = since(t0);
-      m.contributed_steps = sync.local_steps;
+      m.contributed_steps = static_cast<double>(sync.local_steps) * sync.share;
       if (!m.left.empty() || !m.joined.empty() || attempt > 1)
         log(detail::concat("sync at step ", sync.step + 1, " (round ", round, "): quorum ", list(q.members),
                            q.joiners.empty() ? "" : ", joining " + list(q.joiners),
@@ -321,8 +321,8 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
       history_.push_back(m);
       expected_ = now;
       if (!q.joiners.empty() && rank == 0) {
+        donate_to_ = q.joiners;  // before the round, which publishes it
         donate_round_ = round;
-        donate_to_ = q.joiners;
       }
       return;
     }

@@ -73,7 +73,8 @@ struct Membership {
   std::vector<int> joined;             // the joiners (members from the next sync on)
   std::vector<int> left;               // in the previous committed quorum, not a member now
   double seconds = 0;                  // waiting for the quorum, reducing, agreeing
-  std::int64_t contributed_steps = 0;  // this replica's inner steps that reached theta_global here
+  // This replica's inner steps that reached theta_global here (a fragment's sync: its share of them).
+  double contributed_steps = 0;
 };
 
 class ElasticGroup final : public ReplicaGroup {
@@ -88,9 +89,9 @@ class ElasticGroup final : public ReplicaGroup {
 
   void reduce(ReplicaSync& sync) override;
 
-  // After the step whose sync admitted joiners, on the donor: the checkpoint directory to send
-  // (written by every rank of this replica); failures to send are logged, not thrown.
-  bool donation_pending() const { return donate_round_ >= 0; }
+  // After a step whose sync admitted joiners, on the donor's rank 0: the checkpoint directory to
+  // send (written by every rank of this replica); failures to send are logged, not thrown.
+  bool donation_pending() const { return donate_round_.load() >= 0; }
   void donate(const std::string& checkpoint_dir);
 
   const std::vector<Membership>& history() const { return history_; }
@@ -118,8 +119,11 @@ class ElasticGroup final : public ReplicaGroup {
   std::int64_t round_ = 0;           // the next round this replica takes part in
   std::vector<int> expected_;        // the last committed quorum's members and joiners
   std::vector<Membership> history_;
+
   std::string dropped_;
-  std::int64_t donate_round_ = -1;   // a committed round whose joiners await this replica's state
+  // A committed round whose joiners await this replica's state (set where the sync ran: with
+  // overlap, the communication thread; read by the step loop).
+  std::atomic<std::int64_t> donate_round_{-1};
   std::vector<int> donate_to_;
   std::atomic<std::uint64_t> sent_{0}, recv_{0}, messages_{0};
 };

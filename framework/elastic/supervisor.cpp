@@ -177,7 +177,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
   for (int i = 0; i < o.replicas; ++i) {
     const Replica& r = rs[static_cast<std::size_t>(i)];
     const fs::path dir = fs::path(o.out_dir) / ("replica-" + std::to_string(i));
-    std::int64_t useful = 0;
+    double useful = 0;
     std::ifstream in(dir / "elastic.jsonl");
     std::size_t skip = logged_before[static_cast<std::size_t>(i)];
     for (std::string line; std::getline(in, line);) {
@@ -188,7 +188,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
       }
       const auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded()) continue;
-      useful += j.value("contributed_steps", std::int64_t{0});
+      useful += j.value("contributed_steps", 0.0);
       const std::int64_t round = j.value("round", std::int64_t{-1});
       if (!timeline.count(round))
         timeline[round] = {{"round", round},        {"step", j.value("step", std::int64_t{0})},
@@ -201,7 +201,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     if (sum) {
       const auto s = nlohmann::json::parse(sum, nullptr, false);
       if (!s.is_discarded()) {
-        rj["params_checksum"] = s.value("params_checksum", std::string());
+        rj["theta_global_checksum"] = s.value("theta_global_checksum", std::string());
         if (s.contains("eval_loss") && s["eval_loss"].is_number()) rj["eval_loss"] = s["eval_loss"].get<double>();
         rj["steps"] = s.value("steps", std::int64_t{0});
       }
@@ -246,9 +246,9 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
           (j["joined"].empty() ? "" : ", joined " + j["joined"].dump()));
   char line[256];
   std::snprintf(line, sizeof line,
-                "done in %.1f s: %d restart(s); %lld useful inner steps of %lld (%.1f%%), goodput %.2f steps per "
+                "done in %.1f s: %d restart(s); %.0f useful inner steps of %lld (%.1f%%), goodput %.2f steps per "
                 "replica-second; %s/elastic.json",
-                res.wall_s, res.restarts, static_cast<long long>(res.useful_steps),
+                res.wall_s, res.restarts, res.useful_steps,
                 static_cast<long long>(left * o.replicas), 100 * res.useful_share, res.goodput, o.out_dir.c_str());
   say(line);
   return res;

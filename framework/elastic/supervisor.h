@@ -2,7 +2,7 @@
 // It starts N replica processes (each `trainer --recipe R --replica I --replicas N ...`, one run
 // directory each), restarts one that dies (up to max_restarts in all), forwards SIGTERM, SIGINT and
 // SIGUSR1 to them, and when they are done writes OUT/elastic.json: every process's exit, the
-// membership of every outer sync, the replicas' final parameter checksums, and the run's goodput.
+// membership of every outer sync, the replicas' final theta_global checksums, and the run's goodput.
 //
 //   OUT/store/            the replicas' rendezvous (a file store; fresh at every start)
 //   OUT/replica-I/        replica I's run directory; log.txt holds its output, pid its process id
@@ -37,7 +37,7 @@ struct SupervisorResult {
   int exit_code = 0;  // 0: every replica finished; 128 + signal when stopped by one; else 1
   int restarts = 0;
   double wall_s = 0;
-  std::int64_t useful_steps = 0;
+  double useful_steps = 0;
   double goodput = 0;        // useful steps per replica per second
   double useful_share = 0;   // useful steps / (replicas x steps)
 };

@@ -279,6 +279,7 @@ void PeriodicAveraging::reduce(Fragment& f) {
       s.step = f.sync_step;
       s.fragment = f.index;
       s.local_steps = f.sync_step - f.last_sync_step;
+      s.share = static_cast<double>(f.size) / static_cast<double>(store().size());
       s.delta = delta;
       s.anchor = f.shadow.params();
       s.reducer_state = reducer_->state();

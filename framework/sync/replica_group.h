@@ -23,6 +23,7 @@ struct ReplicaSync {
   std::int64_t step = 0;         // the step whose sync this is
   int fragment = 0;              // which fragment (streaming DiLoCo), 0 otherwise
   std::int64_t local_steps = 0;  // inner steps since this fragment's previous sync
+  double share = 1;              // the fragment's share of the parameters (its sync carries that much of the steps)
   std::span<float> delta;        // in: this replica's pseudo-gradient; out: the quorum's weighted mean
   std::span<const float> anchor; // theta_global of the fragment (identical on every replica in step)
   // The reducer's state (error feedback): a failed attempt's reduction may have changed it, so the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/core/check.h"
+#include "framework/core/stats.h"
 #include "framework/core/units.h"
 
 namespace laconic {
@@ -183,19 +184,6 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
   return t;
 }
 
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
-double stddev(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean(v);
-  double s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size() - 1));
-}
-
 }  // namespace
 
 GoodputResult simulate_failures(const FailureModel& m, const FailureRun& r) {
@@ -214,15 +202,16 @@ GoodputResult simulate_failures(const FailureModel& m, const FailureRun& r) {
     fails.push_back(t.failures);
   }
   GoodputResult g;
-  g.failures = mean(fails);
-  g.wall_dp_s = mean(wdp);
-  g.wall_elastic_s = mean(wel);
-  g.goodput_dp = mean(gdp);
-  g.goodput_elastic = mean(gel);
-  g.goodput_dp_std = stddev(gdp);
-  g.goodput_elastic_std = stddev(gel);
-  g.lost_dp_steps = mean(lost_dp);
-  g.lost_elastic_replica_steps = mean(lost_el);
+  g.failures = stat_of(fails).mean;
+  g.wall_dp_s = stat_of(wdp).mean;
+  g.wall_elastic_s = stat_of(wel).mean;
+  const Stat dp = stat_of(gdp), el = stat_of(gel);
+  g.goodput_dp = dp.mean;
+  g.goodput_elastic = el.mean;
+  g.goodput_dp_std = dp.std;
+  g.goodput_elastic_std = el.std;
+  g.lost_dp_steps = stat_of(lost_dp).mean;
+  g.lost_elastic_replica_steps = stat_of(lost_el).mean;
   return g;
 }
 

@@ -96,9 +96,9 @@ struct RunSummary {
   // it ran to the end; `steps` is then the steps done), the signal's name, and the checkpoint of
   // the step it stopped at ("" when the run has no checkpoint directory).
   std::string stopped, signal, checkpoint;
-  // optional, elastic: xxh64 of the final parameters (replicas in step hold the same) and this
-  // replica's committed outer syncs.
-  std::string params_checksum;
+  // optional, elastic: xxh64 of the final theta_global (every fragment's anchor, in order: the
+  // replicas in step hold the same) and this replica's committed outer syncs.
+  std::string theta_global_checksum;
   std::optional<std::uint64_t> elastic_syncs;
 
   template <class Self, class F>
@@ -120,7 +120,7 @@ struct RunSummary {
     f("sim_time_s", s.sim_time_s, true);
     f("peak_inter_bytes_per_s", s.peak_inter_bytes_per_s, true);
     f("bytes_inter_start", s.bytes_inter_start, true);
-    f("params_checksum", s.params_checksum, true);
+    f("theta_global_checksum", s.theta_global_checksum, true);
     f("elastic_syncs", s.elastic_syncs, true);
   }
 };

@@ -204,7 +204,10 @@ class Worker {
       s.checkpoint = checkpoint;
     }
     if (elastic_ && comm_.rank() == 0) {
-      s.params_checksum = hex64(hash_bytes(s.final_params.data(), s.final_params.size() * sizeof(float)));
+      std::vector<float> anchors;  // the host copy of every fragment's theta_global
+      for (const StateTensor& t : sync_->state())
+        if (t.name.rfind("periodic.global", 0) == 0) anchors.insert(anchors.end(), t.data.begin(), t.data.end());
+      s.theta_global_checksum = hex64(hash_bytes(anchors.data(), anchors.size() * sizeof(float)));
       s.elastic_syncs = elastic_->history().size();
     }
     return s;
@@ -233,7 +236,11 @@ class Worker {
   // checkpoint (every rank of the replica) and sends it to them; rank 0 logs the syncs committed
   // since to elastic.jsonl.
   void after_elastic_step(std::int64_t step) {
-    if (elastic_->donation_pending()) {
+    // Rank 0 decides for the replica (with overlapped syncs its communication thread sets the
+    // flag at any time): one int on the control plane when the replica has several ranks.
+    std::int32_t donate = comm_.rank() == 0 && elastic_->donation_pending() ? 1 : 0;
+    if (control_.size() > 1) control_.broadcast(&donate, sizeof donate, 0);
+    if (donate) {
       const std::string dir = checkpointer_->write(step + 1);
       if (comm_.rank() == 0) elastic_->donate(dir);
     }

@@ -45,7 +45,7 @@ check() {  # check RUN RC: the supervisor's report, every replica's parameters t
   /usr/bin/python3 - "$tmp/$1/elastic.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-sums = {p["params_checksum"] for p in d["processes"]}
+sums = {p["theta_global_checksum"] for p in d["processes"]}
 assert len(sums) == 1 and "" not in sums, d["processes"]
 assert all(p["steps"] == 300 for p in d["processes"]), d["processes"]
 print(f"{sys.argv[1]}: {d['restarts']} restart(s), parameters {sums.pop()}, useful {d['useful_steps']} of 900, "
@@ -80,7 +80,7 @@ if [ -x /usr/bin/redis-server ]; then
   check redis "$rc"
   /usr/bin/python3 - "$tmp/plain/elastic.json" "$tmp/redis/elastic.json" <<'PY'
 import json, sys
-a, b = (json.load(open(p))["processes"][0]["params_checksum"] for p in sys.argv[1:])
+a, b = (json.load(open(p))["processes"][0]["theta_global_checksum"] for p in sys.argv[1:])
 assert a == b, (a, b)
 print("redis store: the same parameters as the file store's run")
 PY
@@ -143,7 +143,7 @@ finished "$pid"
 check term 0
 /usr/bin/python3 - "$tmp/plain/elastic.json" "$tmp/term/elastic.json" <<'PY'
 import json, sys
-a, b = (json.load(open(p))["processes"][0]["params_checksum"] for p in sys.argv[1:])
+a, b = (json.load(open(p))["processes"][0]["theta_global_checksum"] for p in sys.argv[1:])
 assert a == b, (a, b)
 print("stopped by SIGTERM and resumed: the uninterrupted run's parameters")
 PY
