@@ -492,8 +492,8 @@ int run(int argc, char** argv, bool& quiet_errors) {
     return run_export(export_args);
   }
   if (elastic_cmd->parsed()) return run_elastic(elastic_args, overrides);
-  if ((elastic.replicas > 0) != !elastic.store.empty())
-    LC_INPUT_ERROR("--replicas and --elastic-store go together (one replica of an elastic run; see trainer elastic)");
+  if ((elastic.replicas > 0) != !elastic.store.empty() || (elastic.replica != 0 && elastic.replicas == 0))
+    LC_INPUT_ERROR("--replica, --replicas and --elastic-store go together (one replica of an elastic run; see trainer elastic)");
   if (simulate->parsed()) {
     if (!overrides.empty()) LC_INPUT_ERROR("simulate: --", overrides.front(), ": recipe overrides do not apply (use --network)");
     return run_simulate(simulate_args);
@@ -565,6 +565,9 @@ int train_main(int argc, char** argv) {
   } catch (const laconic::ReplicaDropped& e) {
     std::cerr << "trainer: " << e.what() << std::endl;
     return 76;
+  } catch (const laconic::RunFinished& e) {
+    std::cout << "trainer: " << e.what() << std::endl;
+    return 0;
   } catch (const laconic::InputError& e) {
     if (!quiet_errors) {
       std::cerr << "trainer: error: " << e.what() << std::endl;

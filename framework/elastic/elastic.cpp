@@ -85,7 +85,10 @@ bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.
 
 std::string list(const std::vector<int>& v) {
   std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  for (int x : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
   return "[" + s + "]";
 }
 
@@ -186,8 +189,12 @@ std::int64_t ElasticGroup::first_open_round() {
   return r;
 }
 
-ElasticGroup::Quorum ElasticGroup::decide(std::int64_t round, const Hello& mine) {
-  store_->create(key(round, "hello." + std::to_string(opts_.replica)), mine.to_json().dump());
+bool ElasticGroup::run_finished() { return store_->find("finished").has_value(); }
+
+void ElasticGroup::finished() { store_->create("finished", std::to_string(opts_.replica)); }
+
+std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, const Hello& mine) {
+  if (!store_->create(key(round, "hello." + std::to_string(opts_.replica)), mine.to_json().dump())) return std::nullopt;
   const auto t0 = std::chrono::steady_clock::now();
   std::map<int, Hello> here;
   std::vector<int> awaited = expected_;
@@ -196,6 +203,8 @@ ElasticGroup::Quorum ElasticGroup::decide(std::int64_t round, const Hello& mine)
   for (;;) {
     if (auto q = read_quorum(round)) return *q;
     if (mine.joiner) {  // joiners never decide: the members do, when they come
+      if (run_finished())
+        throw RunFinished(detail::concat("replica ", opts_.replica, ": the run finished before it could rejoin"));
       LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " waited ", opts_.join_wait_s,
                " s (elastic.join_wait_s) at round ", round, " and no member formed a quorum");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -254,7 +263,10 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
   std::string why;
   for (int attempt = 1;; ++attempt) {
     const std::int64_t round = round_++;
-    const Quorum q = decide(round, mine);
+    const std::optional<Quorum> decided = decide(round, mine);
+    LC_CHECK(decided, "elastic: replica ", opts_.replica, " announced itself twice in round ", round,
+             " (two processes with one replica id?)");
+    const Quorum& q = *decided;
     const auto self = std::find(q.members.begin(), q.members.end(), opts_.replica);
     if (self == q.members.end()) {
       dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
@@ -345,6 +357,8 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
     round_ = round;
     return std::nullopt;
   }
+  if (run_finished())
+    throw RunFinished(detail::concat("replica ", opts_.replica, ": the run finished before it could rejoin"));
   const auto t0 = std::chrono::steady_clock::now();
   Hello mine;
   mine.replica = opts_.replica;
@@ -352,7 +366,12 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
   for (;;) {
     LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " could not join within ",
              opts_.join_wait_s, " s (elastic.join_wait_s)");
-    const Quorum q = decide(round, mine);
+    const std::optional<Quorum> decided = decide(round, mine);
+    if (!decided) {  // this replica's earlier process announced itself here before it died
+      round = std::max(round + 1, first_open_round());
+      continue;
+    }
+    const Quorum& q = *decided;
     const auto self = std::find(q.joiners.begin(), q.joiners.end(), opts_.replica);
     if (self == q.joiners.end()) {  // decided before this replica's hello arrived
       round = std::max(round + 1, first_open_round());

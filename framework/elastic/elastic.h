@@ -64,6 +64,11 @@ struct ReplicaDropped : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A replica that was to rejoin found the run over (a member finished training): nothing to do.
+struct RunFinished : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // One committed outer sync as every member saw it.
 struct Membership {
   std::int64_t round = 0, step = 0;
@@ -93,6 +98,8 @@ class ElasticGroup final : public ReplicaGroup {
   // send (written by every rank of this replica); failures to send are logged, not thrown.
   bool donation_pending() const { return donate_round_.load() >= 0; }
   void donate(const std::string& checkpoint_dir);
+  // This replica trained to the end: a replica waiting to join learns the run is over.
+  void finished();
 
   const std::vector<Membership>& history() const { return history_; }
   int last_quorum_size() const { return history_.empty() ? 0 : static_cast<int>(history_.back().members.size()); }
@@ -108,7 +115,10 @@ class ElasticGroup final : public ReplicaGroup {
   struct Hello;
   struct Quorum;
   std::string key(std::int64_t round, const std::string& what) const;
-  Quorum decide(std::int64_t round, const Hello& mine);
+  // Announces `mine` at `round` and returns the round's quorum; nullopt when this replica's slot
+  // in the round was taken (an earlier process of the same replica announced itself there).
+  std::optional<Quorum> decide(std::int64_t round, const Hello& mine);
+  bool run_finished();
   std::optional<Quorum> read_quorum(std::int64_t round);
   std::int64_t first_open_round();
   void log(const std::string& line) const;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,6 +96,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     const pid_t pid = ::fork();
     LC_CHECK(pid >= 0, "elastic: fork: ", std::strerror(errno));
     if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a supervisor that dies stops its replicas (with checkpoints)
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
         ::dup2(fd, 1);

@@ -184,6 +184,7 @@ class Worker {
         why = agree_to_stop(step++);
       }
       sync_->drain();  // nothing in flight: a stop's checkpoint holds the step whole
+      if (elastic_ && why == 0 && comm_.rank() == 0) elastic_->finished();
       if (why != 0 && !spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
       finish_trace(step);
     } catch (const InputError&) {

@@ -1,7 +1,8 @@
 // Elastic training's replica group (framework/elastic) with replicas as threads of this process,
 // each with its own store handle, over a file store: the quorum's weighted mean, a member that
 // fails mid-sync dropped and the sync retried from the same inputs, a replica whose anchor is
-// behind dropped, and a joiner receiving a live member's checkpoint directory.
+// behind dropped, a joiner receiving a live member's checkpoint directory, and one that comes back
+// after the end told so.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -194,6 +195,20 @@ TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) {
   ASSERT_EQ(joined, joiner_root.path + "/step-000000008");
   EXPECT_EQ(read(joined + "/MANIFEST.json"), "{\"step\": 8}\n");
   EXPECT_EQ(read(joined + "/rank-0.bin"), shard);
+}
+
+TEST(Elastic, AReplicaComingBackAfterTheEndLearnsTheRunIsOver) {
+  Dir dir("finished");
+  const std::string store = "file:" + dir.path;
+  const std::vector<float> anchor(10, 0.0f);
+  run(2, [&](int i) {  // replicas 0 and 1 of 3 sync once (2 never came) and finish
+    ElasticGroup g(options(store, i, 3));
+    std::vector<float> delta(10, 1.0f);
+    sync(g, delta, 3, 4, anchor);
+    g.finished();
+  });
+  ElasticGroup late(options(store, 2, 3));
+  EXPECT_THROW(late.join(dir.path + "/ck"), RunFinished);
 }
 
 }  // namespace
