@@ -1,4 +1,5 @@
-// Training: the step loop, what builds it from a recipe, checkpoints, export, simulation.
+// Training: the step loop, what builds it from a recipe, checkpoints, export, simulation (and
+// goodput under failures), elastic training.
 #pragma once
 
 #include "framework/train/trainer.h"
@@ -7,5 +8,8 @@
 #include "framework/train/export.h"
 #include "framework/train/safetensors.h"
 #include "framework/train/simulate.h"
+#include "framework/train/failures.h"
+#include "framework/elastic/elastic.h"
+#include "framework/elastic/supervisor.h"
 #include "framework/cli/train_main.h"
 #include "framework/train/registry.h"
