@@ -180,6 +180,11 @@ class RedisKeyStore final : public KeyStore {
     }
   };
   static Gloo connect(const StoreSpec& spec) {
+    // Probe first: gloo's RedisStore leaks its connection when its constructor throws.
+    redisContext* probe = redisConnect(spec.host.c_str(), spec.port);
+    const std::string why = probe == nullptr ? "out of memory" : probe->err ? probe->errstr : "";
+    if (probe) redisFree(probe);
+    if (!why.empty()) throw Error("store " + spec.str() + ": cannot connect: " + why);
     try {
       return Gloo(spec.host, spec.port);
     } catch (const std::exception& e) {  // gloo enforces the connection
