@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -22,8 +24,16 @@
 
 namespace laconic {
 
-StoreSpec StoreSpec::parse(const std::string& text) {
+StoreSpec StoreSpec::parse(const std::string& spec) {
   StoreSpec s;
+  const auto hash = spec.rfind('#');
+  const std::string text = spec.substr(0, hash);
+  if (hash != std::string::npos) {
+    s.ns = spec.substr(hash + 1);
+    LC_CHECK(!s.ns.empty() && std::all_of(s.ns.begin(), s.ns.end(), [](char c) {
+               return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+             }), "store '", spec, "': expected a namespace of letters, digits, '-' and '_' after '#'");
+  }
   auto rest = [&](const char* scheme) { return text.substr(std::strlen(scheme)); };
   if (text.rfind("redis:", 0) == 0) {
     s.kind = Kind::redis;
@@ -49,10 +59,16 @@ StoreSpec StoreSpec::parse(const std::string& text) {
 }
 
 std::string StoreSpec::str() const {
-  return kind == Kind::file ? "file:" + path : "redis:" + host + ":" + std::to_string(port);
+  return (kind == Kind::file ? "file:" + path : "redis:" + host + ":" + std::to_string(port)) +
+         (ns.empty() ? "" : "#" + ns);
 }
 
 KeyStore::~KeyStore() = default;
+
+std::string KeyStore::stored(const std::string& key) const {
+  LC_CHECK(!key.empty() && key.find('/') == std::string::npos, "store key '", key, "': expected a name without '/'");
+  return spec_.ns.empty() ? key : spec_.ns + "." + key;
+}
 
 std::optional<std::string> KeyStore::wait(const std::string& key, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -64,10 +80,6 @@ std::optional<std::string> KeyStore::wait(const std::string& key, double timeout
 }
 
 namespace {
-
-void check_key(const std::string& key) {
-  LC_CHECK(!key.empty() && key.find('/') == std::string::npos, "store key '", key, "': expected a name without '/'");
-}
 
 // gloo's Store interface over another with every key prefixed "prefix." (gloo's own PrefixStore
 // joins with '/', which a file store would take for a folder).
@@ -98,17 +110,21 @@ class FileKeyStore final : public KeyStore {
   explicit FileKeyStore(StoreSpec spec) : KeyStore(spec), gloo_((make_dir(spec.path), spec.path)) {}
 
   bool create(const std::string& key, const std::string& value) override {
-    check_key(key);
+    const std::string name = stored(key);
     static std::atomic<unsigned> serial{0};
     const std::string tmp = spec().path + "/.create." + std::to_string(::getpid()) + "." +
-                            std::to_string(serial.fetch_add(1)) + "." + key;
+                            std::to_string(serial.fetch_add(1)) + "." + name;
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
       out.write(value.data(), static_cast<std::streamsize>(value.size()));
       out.close();
-      LC_CHECK(out.good(), "store ", spec().str(), ": cannot write ", tmp, ": ", std::strerror(errno));
+      if (!out.good()) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw Error(detail::concat("store ", spec().str(), ": cannot write ", tmp, ": ", std::strerror(err)));
+      }
     }
-    const int rc = ::link(tmp.c_str(), gloo_.path(key).c_str());
+    const int rc = ::link(tmp.c_str(), gloo_.path(name).c_str());
     const int err = errno;
     ::unlink(tmp.c_str());
     if (rc == 0) return true;
@@ -117,8 +133,7 @@ class FileKeyStore final : public KeyStore {
   }
 
   std::optional<std::string> find(const std::string& key) override {
-    check_key(key);
-    std::ifstream in(gloo_.path(key), std::ios::binary);
+    std::ifstream in(gloo_.path(stored(key)), std::ios::binary);
     if (!in) return std::nullopt;
     std::ostringstream s;
     s << in.rdbuf();
@@ -126,7 +141,7 @@ class FileKeyStore final : public KeyStore {
   }
 
   std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) override {
-    return std::make_unique<Prefixed>(prefix, gloo_);
+    return std::make_unique<Prefixed>(stored(prefix), gloo_);
   }
 
  private:
@@ -148,16 +163,16 @@ class RedisKeyStore final : public KeyStore {
   explicit RedisKeyStore(StoreSpec spec) : KeyStore(spec), gloo_(connect(spec)) {}
 
   bool create(const std::string& key, const std::string& value) override {
-    check_key(key);
-    auto* reply = gloo_.command("SETNX %b %b", key.data(), key.size(), value.data(), value.size());
+    const std::string name = stored(key);
+    auto* reply = gloo_.command("SETNX %b %b", name.data(), name.size(), value.data(), value.size());
     const bool created = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
     freeReplyObject(reply);
     return created;
   }
 
   std::optional<std::string> find(const std::string& key) override {
-    check_key(key);
-    auto* reply = gloo_.command("GET %b", key.data(), key.size());
+    const std::string name = stored(key);
+    auto* reply = gloo_.command("GET %b", name.data(), name.size());
     std::optional<std::string> out;
     if (reply->type == REDIS_REPLY_STRING) out = std::string(reply->str, reply->len);
     freeReplyObject(reply);
@@ -165,7 +180,7 @@ class RedisKeyStore final : public KeyStore {
   }
 
   std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) override {
-    return std::make_unique<Prefixed>(prefix, gloo_);
+    return std::make_unique<Prefixed>(stored(prefix), gloo_);
   }
 
  private:
@@ -175,7 +190,11 @@ class RedisKeyStore final : public KeyStore {
     redisReply* command(const char* format, A... args) {
       auto* reply = static_cast<redisReply*>(redisCommand(redis_, format, args...));
       LC_CHECK(reply != nullptr, "store redis: ", redis_->errstr);
-      LC_CHECK(reply->type != REDIS_REPLY_ERROR, "store redis: ", std::string(reply->str, reply->len));
+      if (reply->type == REDIS_REPLY_ERROR) {
+        const std::string why(reply->str, reply->len);
+        freeReplyObject(reply);
+        throw Error("store redis: " + why);
+      }
       return reply;
     }
   };

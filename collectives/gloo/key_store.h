@@ -31,8 +31,9 @@ struct StoreSpec {
   std::string path;  // file: the folder (created if missing)
   std::string host;  // redis
   int port = 6379;
-  // "file:DIR", "redis:HOST[:PORT]", or a bare DIR (a file store). Throws laconic::Error
-  // naming what was expected.
+  std::string ns;    // a namespace every key is prefixed with ("ns."): one run's keys in a shared store
+  // "file:DIR", "redis:HOST[:PORT]", or a bare DIR (a file store), each optionally followed by
+  // "#NS" (letters, digits, '-', '_'). Throws laconic::Error naming what was expected.
   static StoreSpec parse(const std::string& text);
   std::string str() const;
 };
@@ -56,6 +57,8 @@ class KeyStore {
 
  protected:
   explicit KeyStore(StoreSpec spec) : spec_(std::move(spec)) {}
+  // The key as stored: checked (no '/'), in this store's namespace.
+  std::string stored(const std::string& key) const;
 
  private:
   StoreSpec spec_;

@@ -158,6 +158,7 @@ ElasticGroup::ElasticGroup(ElasticOptions opts, std::ostream* log)
   LC_CHECK(opts_.replicas >= 1 && opts_.replica >= 0 && opts_.replica < opts_.replicas, "elastic: replica ",
            opts_.replica, " of ", opts_.replicas);
   LC_CHECK(opts_.max_attempts >= 1, "elastic: max_attempts ", opts_.max_attempts);
+  for (int i = 0; i < opts_.replicas; ++i) committed_.push_back(i);  // a run starts with all of them
 }
 
 ElasticGroup::~ElasticGroup() = default;
@@ -264,8 +265,11 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
   for (int attempt = 1;; ++attempt) {
     const std::int64_t round = round_++;
     const std::optional<Quorum> decided = decide(round, mine);
-    LC_CHECK(decided, "elastic: replica ", opts_.replica, " announced itself twice in round ", round,
-             " (two processes with one replica id?)");
+    if (!decided) {  // an earlier process of this replica announced itself here before it died
+      why = detail::concat("replica ", opts_.replica, " had already announced itself in round ", round);
+      LC_CHECK(attempt < opts_.max_attempts, "elastic: ", why, " (two processes with one replica id?)");
+      continue;
+    }
     const Quorum& q = *decided;
     const auto self = std::find(q.members.begin(), q.members.end(), opts_.replica);
     if (self == q.members.end()) {
@@ -299,6 +303,7 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
       std::vector<int> missing = q.members;
       while (!missing.empty() && since(t1) < opts_.sync_timeout_s) {
         if (store_->find(key(round, "ok." + std::to_string(missing.back())))) missing.pop_back();
+        else if (store_->find(key(round, "outcome"))) break;  // decided already (a retry)
         else pause();
       }
       if (missing.empty()) verdict = "commit";
@@ -320,7 +325,7 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
       std::sort(now.begin(), now.end());
       // Left: in the last committed quorum (as member or joiner) but no member now; joined: the
       // joiners, who receive the state now and are members from the next sync on.
-      for (int i : expected_)
+      for (int i : committed_)
         if (!contains(q.members, i)) m.left.push_back(i);
       m.joined = q.joiners;
       m.seconds = since(t0);
@@ -330,12 +335,10 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
                            q.joiners.empty() ? "" : ", joining " + list(q.joiners),
                            m.left.empty() ? "" : ", left " + list(m.left),
                            attempt > 1 ? ", after " + std::to_string(attempt - 1) + " failed round(s)" : ""));
-      history_.push_back(m);
-      expected_ = now;
-      if (!q.joiners.empty() && rank == 0) {
-        donate_to_ = q.joiners;  // before the round, which publishes it
-        donate_round_ = round;
-      }
+      expected_ = committed_ = now;
+      std::lock_guard lock(mu_);
+      history_.push_back(std::move(m));
+      if (!q.joiners.empty() && rank == 0) donations_.push_back({round, q.joiners});
       return;
     }
     log(detail::concat("round ", round, " (sync at step ", sync.step + 1, ", replicas ", list(q.members),
@@ -396,15 +399,41 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
     expected_ = q.members;
     expected_.insert(expected_.end(), q.joiners.begin(), q.joiners.end());
     std::sort(expected_.begin(), expected_.end());
+    committed_ = expected_;
     return dir;
   }
 }
 
+bool ElasticGroup::donation_pending() const {
+  std::lock_guard lock(mu_);
+  return !donations_.empty();
+}
+
+std::vector<Membership> ElasticGroup::history(std::size_t from) const {
+  std::lock_guard lock(mu_);
+  return {history_.begin() + static_cast<std::ptrdiff_t>(std::min(from, history_.size())), history_.end()};
+}
+
+std::size_t ElasticGroup::syncs() const {
+  std::lock_guard lock(mu_);
+  return history_.size();
+}
+
+int ElasticGroup::last_quorum_size() const {
+  std::lock_guard lock(mu_);
+  return history_.empty() ? 0 : static_cast<int>(history_.back().members.size());
+}
+
 void ElasticGroup::donate(const std::string& checkpoint_dir) {
-  const std::int64_t round = donate_round_;
-  const std::vector<int> to = donate_to_;
-  donate_round_ = -1;
-  donate_to_.clear();
+  std::vector<Donation> pending;
+  {
+    std::lock_guard lock(mu_);
+    pending.swap(donations_);
+  }
+  for (const Donation& d : pending) donate(checkpoint_dir, d.round, d.to);
+}
+
+void ElasticGroup::donate(const std::string& checkpoint_dir, std::int64_t round, const std::vector<int>& to) {
   try {
     std::string blob = pack_dir(checkpoint_dir);
     GlooCommunicator comm(*store_, key(round, "join"), 0, 1 + static_cast<int>(to.size()),

@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
@@ -96,13 +97,16 @@ class ElasticGroup final : public ReplicaGroup {
 
   // After a step whose sync admitted joiners, on the donor's rank 0: the checkpoint directory to
   // send (written by every rank of this replica); failures to send are logged, not thrown.
-  bool donation_pending() const { return donate_round_.load() >= 0; }
+  bool donation_pending() const;
   void donate(const std::string& checkpoint_dir);
   // This replica trained to the end: a replica waiting to join learns the run is over.
   void finished();
 
-  const std::vector<Membership>& history() const { return history_; }
-  int last_quorum_size() const { return history_.empty() ? 0 : static_cast<int>(history_.back().members.size()); }
+  // The committed syncs from the `from`-th on (a copy: with overlapped syncs the communication
+  // thread appends while the step loop reads), how many there are, and the last one's quorum size.
+  std::vector<Membership> history(std::size_t from = 0) const;
+  std::size_t syncs() const;
+  int last_quorum_size() const;
   const ElasticOptions& options() const { return opts_; }
   // Why this replica was dropped ("" while it is in the run): the world of its ranks reports the
   // failure as its own error, so the trainer rethrows ReplicaDropped from this.
@@ -112,6 +116,7 @@ class ElasticGroup final : public ReplicaGroup {
 
  private:
   void count(const Transport& t);
+  void donate(const std::string& checkpoint_dir, std::int64_t round, const std::vector<int>& to);
   struct Hello;
   struct Quorum;
   std::string key(std::int64_t round, const std::string& what) const;
@@ -127,14 +132,19 @@ class ElasticGroup final : public ReplicaGroup {
   std::ostream* log_;
   std::unique_ptr<KeyStore> store_;
   std::int64_t round_ = 0;           // the next round this replica takes part in
-  std::vector<int> expected_;        // the last committed quorum's members and joiners
+  std::vector<int> expected_;        // whom the next round waits for
+  std::vector<int> committed_;       // the last committed quorum's members and joiners
+  mutable std::mutex mu_;            // history_ and donations_: written where the sync runs
   std::vector<Membership> history_;
 
   std::string dropped_;
-  // A committed round whose joiners await this replica's state (set where the sync ran: with
-  // overlap, the communication thread; read by the step loop).
-  std::atomic<std::int64_t> donate_round_{-1};
-  std::vector<int> donate_to_;
+  // Committed rounds whose joiners await this replica's state (added where the sync ran: with
+  // overlap, the communication thread; taken by the step loop).
+  struct Donation {
+    std::int64_t round;
+    std::vector<int> to;
+  };
+  std::vector<Donation> donations_;
   std::atomic<std::uint64_t> sent_{0}, recv_{0}, messages_{0};
 };
 

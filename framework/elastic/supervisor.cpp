@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 
 #include "framework/core/check.h"
 #include "framework/core/timer.h"
+#include "collectives/gloo/key_store.h"
 
 namespace laconic {
 
@@ -29,13 +31,18 @@ std::atomic<int> g_signal{0};  // the signal to forward (set by the handler, rea
 extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 // How a process ended, in words, and whether it succeeded.
+std::string signal_abbrev(int sig) {
+  const char* name = sigabbrev_np(sig);  // null for real-time signals
+  return name ? std::string("SIG") + name : "signal " + std::to_string(sig);
+}
+
 std::string how(int status) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code == 76) return "was dropped from the run (exit 76)";
     return "exited " + std::to_string(code);
   }
-  if (WIFSIGNALED(status)) return std::string("was killed by SIG") + sigabbrev_np(WTERMSIG(status));
+  if (WIFSIGNALED(status)) return "was killed by " + signal_abbrev(WTERMSIG(status));
   return "ended";
 }
 
@@ -52,6 +59,10 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     fs::create_directories(dir);
     store = "file:" + fs::absolute(dir).string();
   }
+  // Every invocation's keys in a namespace of their own, so that a shared store (redis) holds
+  // nothing of an earlier run (or an earlier invocation of this one) for these replicas to find.
+  if (StoreSpec::parse(store).ns.empty())
+    store += "#run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
   auto say = [&](const std::string& line) {
     if (o.log) *o.log << "elastic: " << line << std::endl;
   };
@@ -93,21 +104,27 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
                                  std::string("--replicas"), std::to_string(o.replicas), std::string("--elastic-store"), store})
       args.push_back(a);
     const std::string log = dir + "/log.txt";
+    // Everything the child needs is made before fork(): after it, only async-signal-safe calls.
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    LC_CHECK(fd >= 0, "elastic: cannot open ", log, ": ", std::strerror(errno));
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
-    LC_CHECK(pid >= 0, "elastic: fork: ", std::strerror(errno));
+    if (pid < 0) {
+      ::close(fd);
+      throw Error(detail::concat("elastic: fork: ", std::strerror(errno)));
+    }
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a supervisor that dies stops its replicas (with checkpoints)
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
+      if (::getppid() != parent) ::_exit(143);  // it died before the line above
+      ::dup2(fd, 1);  // dup2's copies are not close-on-exec; fd itself is
+      ::dup2(fd, 2);
       ::execv(o.program.c_str(), argv.data());
       ::_exit(127);
     }
+    ::close(fd);
     Replica& r = rs[static_cast<std::size_t>(i)];
     r.pid = pid;
     ++r.starts;
@@ -130,7 +147,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
   int forwarded = 0;
   for (;;) {
     if (const int sig = g_signal.exchange(0)) {
-      say(std::string("forwarding SIG") + sigabbrev_np(sig) + " to the replicas");
+      say("forwarding " + signal_abbrev(sig) + " to the replicas");
       for (const Replica& r : rs)
         if (!r.done && r.pid > 0) ::kill(r.pid, sig);
       forwarded = sig;

@@ -309,7 +309,7 @@ class Reporter final : public StepHook {
       r.eval_accuracy = eval_.last().accuracy;
     }
     step_times(r);
-    if (loop_.elastic && !loop_.elastic->history().empty()) r.quorum_size = loop_.elastic->last_quorum_size();
+    if (loop_.elastic && loop_.elastic->syncs() > 0) r.quorum_size = loop_.elastic->last_quorum_size();
     if (metrics_) metrics_->write_line(to_json_line(r));
     records_.push_back(r);
     if (loop_.opts.log) log(r);

@@ -184,7 +184,10 @@ class Worker {
         why = agree_to_stop(step++);
       }
       sync_->drain();  // nothing in flight: a stop's checkpoint holds the step whole
-      if (elastic_ && why == 0 && comm_.rank() == 0) elastic_->finished();
+      if (elastic_) {
+        after_elastic_step(step - 1);  // a sync the drain completed: its log line, its joiners' state
+        if (why == 0 && comm_.rank() == 0) elastic_->finished();
+      }
       if (why != 0 && !spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
       finish_trace(step);
     } catch (const InputError&) {
@@ -209,7 +212,7 @@ class Worker {
       for (const StateTensor& t : sync_->state())
         if (t.name.rfind("periodic.global", 0) == 0) anchors.insert(anchors.end(), t.data.begin(), t.data.end());
       s.theta_global_checksum = hex64(hash_bytes(anchors.data(), anchors.size() * sizeof(float)));
-      s.elastic_syncs = elastic_->history().size();
+      s.elastic_syncs = elastic_->syncs();
     }
     return s;
   }
@@ -246,9 +249,8 @@ class Worker {
       if (comm_.rank() == 0) elastic_->donate(dir);
     }
     if (comm_.rank() != 0 || opts_.run_dir.empty()) return;
-    const auto& h = elastic_->history();
-    for (; logged_syncs_ < h.size(); ++logged_syncs_) {
-      const Membership& m = h[logged_syncs_];
+    for (const Membership& m : elastic_->history(logged_syncs_)) {
+      ++logged_syncs_;
       nlohmann::ordered_json j;
       j["round"] = m.round;
       j["step"] = m.step + 1;
@@ -558,6 +560,13 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
     LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", s, "\"", recipe.sync.phases.phases.empty() ? "" : " with sync.phases",
                    ": elastic training needs one periodic strategy (local_sgd, diloco, streaming_diloco or sparseloco): "
                    "only its outer syncs cross replicas");
+  const std::int64_t warmup = s == "local_sgd"  ? recipe.sync.local_sgd.warmup_steps
+                              : s == "sparseloco" ? recipe.sync.sparseloco.warmup_steps
+                              : s == "diloco"     ? recipe.sync.diloco.warmup_steps
+                                                  : recipe.sync.streaming_diloco.warmup_steps;
+  if (warmup > 0)
+    LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
+                   "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");
   if (resolve_backend(recipe) != BackendKind::threads)
     LC_INPUT_ERROR(recipe.path, ": distributed.backend: an elastic replica is one process (the threads backend); "
                                 "run one replica per process under `trainer elastic`");

@@ -230,11 +230,27 @@ TEST(Gloo, FileStoreKeysAreSetOnce) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Gloo, NamespacesOfOneStoreDoNotSeeEachOthersKeys) {
+  const std::string dir = fresh_dir("ns");
+  auto a = KeyStore::open(StoreSpec::parse("file:" + dir + "#one"));
+  auto b = KeyStore::open(StoreSpec::parse("file:" + dir + "#two"));
+  EXPECT_TRUE(a->create("k", "a"));
+  EXPECT_FALSE(b->find("k"));
+  EXPECT_TRUE(b->create("k", "b"));
+  EXPECT_EQ(a->find("k").value_or(""), "a");
+  EXPECT_EQ(b->find("k").value_or(""), "b");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Gloo, StoreSpecsParseOrSayWhatWasExpected) {
   EXPECT_EQ(StoreSpec::parse("redis:127.0.0.1:7000").port, 7000);
   EXPECT_EQ(StoreSpec::parse("redis:host").port, 6379);
   EXPECT_EQ(StoreSpec::parse("/tmp/x").kind, StoreSpec::Kind::file);
   EXPECT_EQ(StoreSpec::parse("file:/tmp/x").path, "/tmp/x");
+  EXPECT_EQ(StoreSpec::parse("redis:h:7000#run-1").ns, "run-1");
+  EXPECT_EQ(StoreSpec::parse("file:/tmp/x#a_b").str(), "file:/tmp/x#a_b");
+  EXPECT_THROW(StoreSpec::parse("file:/tmp/x#"), Error);
+  EXPECT_THROW(StoreSpec::parse("file:/tmp/x#a.b"), Error);
   EXPECT_THROW(StoreSpec::parse("redis:h:99999"), Error);
   EXPECT_THROW(StoreSpec::parse("redis:"), Error);
   EXPECT_THROW(StoreSpec::parse(""), Error);
