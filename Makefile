@@ -22,7 +22,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
-run: build
+# The run needs the trainer alone: the tests and benchmarks are built by `make test` (or `make build`).
+run: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target trainer
 	./$(BUILD)/trainer --recipe $(RECIPE)
 
 test: build
