@@ -1,4 +1,4 @@
-// Optimizers (SGD, AdamW, LARS, LAMB) and learning-rate schedules.
+// Optimizers (SGD, AdamW, LARS, LAMB), gradient clipping and learning-rate schedules.
 #pragma once
 
 #include "optimizers/optimizer.h"
@@ -6,4 +6,5 @@
 #include "optimizers/adamw.h"
 #include "optimizers/lars.h"
 #include "optimizers/lamb.h"
+#include "optimizers/clip.h"
 #include "optimizers/schedule.h"

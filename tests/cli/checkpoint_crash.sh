@@ -31,7 +31,7 @@ grep -q "resumed from .*step-000000010" "$tmp/resume.log"
 # The resumed run's metrics.jsonl equals the uninterrupted run's, record for record, in every field
 # that does not measure time (the killed run's records after its checkpoint were dropped).
 same_losses() {  # same_losses WHOLE_DIR RESUMED_DIR
-python3 - "$1" "$2" <<'PY'
+/usr/bin/python3 - "$1" "$2" <<'PY'
 import json, sys
 math = ["step", "epoch", "loss", "lr", "bytes_sent", "bytes_recv", "bytes_per_step", "compression_ratio",
         "eval_loss", "eval_accuracy", "noise_scale", "grad_norm"]

@@ -22,7 +22,7 @@ common=(--recipe "$recipe" --train.steps=40 --train.log_every=10 --distributed.w
 "$trainer" "${common[@]}" --distributed.algorithm=ring --out "$tmp/threads" >/dev/null
 "${mpi[@]}" -np 2 "$trainer" "${common[@]}" --distributed.algorithm=ring --out "$tmp/mpi_ring" >/dev/null
 "${mpi[@]}" -np 2 "$trainer" "${common[@]}" --out "$tmp/mpi_native" >/dev/null
-python3 - "$tmp" <<'PY'
+/usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 t = sys.argv[1]
 def losses(d):

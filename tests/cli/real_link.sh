@@ -21,7 +21,7 @@ rate=${LACONIC_LINK_RATE:-100mbit}
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
 [ "${LACONIC_HAVE_MPI:-OFF}" = ON ] || skip "this build has no MPI backend"
-for c in ip tc mpirun python3 timeout; do command -v "$c" >/dev/null || skip "no $c on this machine"; done
+for c in ip tc mpirun /usr/bin/python3 timeout; do command -v "$c" >/dev/null || skip "no $c on this machine"; done
 p=lc$(($$ % 100000))
 ip netns add "${p}probe" 2>/dev/null || skip "cannot create network namespaces here"
 ip netns del "${p}probe"
@@ -34,9 +34,9 @@ fi
 
 # The link as it is: one TCP flow's rate across the uplink, and inside a group.
 bw() {  # FROM_NS TO_NS TO_ADDR PORT BYTES -> MB/s
-  ip netns exec "$2" timeout 30 python3 "$src/scripts/netns-bw" server "$3" "$4" 1 &
+  ip netns exec "$2" timeout 30 /usr/bin/python3 "$src/scripts/netns-bw" server "$3" "$4" 1 &
   sleep 0.5
-  ip netns exec "$1" timeout 30 python3 "$src/scripts/netns-bw" client "$3" "$4" "$5" | cut -d' ' -f1
+  ip netns exec "$1" timeout 30 /usr/bin/python3 "$src/scripts/netns-bw" client "$3" "$4" "$5" | cut -d' ' -f1
   wait
 }
 inter=$(bw "${p}a0" "${p}b0" 10.214.2.10 5301 8000000)
@@ -86,7 +86,7 @@ for c in a_dense_recursive_doubling b_topk_ring_all_gather c_overlapped_buckets;
   mpi "$tmp/$c-clock" "${common[@]}" "${extra[@]}" "${net_overrides[@]}"
 done
 
-python3 - "$tmp" "$steps" "$inter" "${LACONIC_LINK_OUT:-}" <<'PY'
+/usr/bin/python3 - "$tmp" "$steps" "$inter" "${LACONIC_LINK_OUT:-}" <<'PY'
 import json, os, struct, sys
 tmp, steps, inter, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 lo, hi = 2, steps - 2  # the window: after the first steps, before the last (its evaluation)

@@ -49,7 +49,7 @@ world_size = 2
 TOML
 "$trainer" --recipe "$tmp/gpt.toml" --out "$tmp/run" | tee "$tmp/run.log"
 grep -q "unigram baseline (context-free) next-token loss" "$tmp/run.log"
-python3 - "$tmp/run" <<'PY'
+/usr/bin/python3 - "$tmp/run" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
 assert s["steps"] == 30 and s["eval_loss"] < 5.0, s

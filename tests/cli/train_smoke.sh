@@ -21,7 +21,7 @@ recipe="$src/recipes/mlp_fmnist.toml"
 for f in recipe.resolved.toml metrics.jsonl summary.json; do
   [ -s "$tmp/run/$f" ] || { echo "missing $f"; exit 1; }
 done
-python3 - "$tmp/run" <<'PY'
+/usr/bin/python3 - "$tmp/run" <<'PY'
 import json, sys
 run = sys.argv[1]
 recs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
