@@ -78,41 +78,6 @@ std::string filesystem_safe(const std::string& s) {
 }
 
 
-// A value as a recipe would spell it: floats in their shortest round-trip form (the resolved
-// recipe writes 17 digits: 0.10000000000000001), strings in double quotes.
-std::string format_value(const toml::node& node) {
-  if (const auto* d = node.as_floating_point()) {
-    char buf[32];
-    const auto res = std::to_chars(buf, buf + sizeof buf, d->get());
-    std::string out(buf, res.ptr);
-    if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // still a float in TOML
-    return out;
-  }
-  if (const auto* str = node.as_string()) return "\"" + str->get() + "\"";
-  if (const auto* a = node.as_array()) {
-    std::vector<std::string> items;
-    for (const auto& e : *a) items.push_back(format_value(e));
-    std::string out = "[";
-    for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-    return out + "]";
-  }
-  std::ostringstream os;
-  node.visit([&](const auto& v) { os << v; });
-  return os.str();
-}
-
-// recipe.resolved.toml flattened to "section.key" -> value.
-void flatten(const toml::table& t, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
-  for (const auto& [k, node] : t) {
-    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-    if (const auto* sub = node.as_table()) {
-      flatten(*sub, key, out);
-    } else {
-      out.emplace_back(key, format_value(node));
-    }
-  }
-}
-
 std::string fixed(double x, int digits) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(digits) << x;
@@ -434,13 +399,7 @@ RunResult run_result(const std::string& dir, const std::string& name, const RunS
     r.bytes_inter = static_cast<double>(*r.metrics.back().bytes_inter);
   // For the seeds, world sizes and differences the report states. A recipe written by another
   // version of Laconic is still TOML, so it is read as such, not as a Recipe.
-  if (!recipe_toml.empty()) {
-    try {
-      flatten(toml::parse(recipe_toml), "", r.recipe);
-    } catch (const toml::parse_error&) {
-      r.recipe.clear();
-    }
-  }
+  if (!recipe_toml.empty()) r.recipe = flatten_toml(recipe_toml).value_or(FlatToml{});
   return r;
 }
 

@@ -566,7 +566,7 @@ int train_main(int argc, char** argv) {
     std::cerr << "trainer: " << e.what() << std::endl;
     return 76;
   } catch (const laconic::RunFinished& e) {
-    std::cout << "trainer: " << e.what() << std::endl;
+    if (!quiet_errors) std::cout << "trainer: " << e.what() << std::endl;  // under mpirun, rank 0 says it
     return 0;
   } catch (const laconic::InputError& e) {
     if (!quiet_errors) {

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace laconic {
@@ -22,6 +23,16 @@ class Error : public std::runtime_error {
 class InputError : public Error {
  public:
   using Error::Error;
+};
+
+// Text from a file or a peer, fit for a one-line message: control and non-ASCII bytes as '?', at
+// most `max` characters ("..." after), so that one line stays one line.
+std::string printable(std::string_view s, std::size_t max = 80);
+
+// The run has nothing left to do (it finished before; a replica found the run over): the CLI says
+// why in one line and exits 0, writing nothing.
+struct RunFinished : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 namespace detail {

@@ -65,11 +65,6 @@ struct ReplicaDropped : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A replica that was to rejoin found the run over (a member finished training): nothing to do.
-struct RunFinished : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // One committed outer sync as every member saw it.
 struct Membership {
   std::int64_t round = 0, step = 0;

@@ -1132,6 +1132,52 @@ Recipe with_network_file(const Recipe& base, const std::string& path) {
   return d.recipe;
 }
 
+namespace {
+
+// A value as a recipe would spell it: floats in their shortest round-trip form (the resolved
+// recipe writes 17 digits: 0.10000000000000001), strings in double quotes.
+std::string format_value(const toml::node& node) {
+  if (const auto* d = node.as_floating_point()) {
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, d->get());
+    std::string out(buf, res.ptr);
+    if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // still a float in TOML
+    return out;
+  }
+  if (const auto* str = node.as_string()) return "\"" + str->get() + "\"";
+  if (const auto* a = node.as_array()) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < a->size(); ++i) out += (i ? ", " : "") + format_value(*a->get(i));
+    return out + "]";
+  }
+  std::ostringstream os;
+  node.visit([&](const auto& v) { os << v; });
+  return os.str();
+}
+
+void flatten(const toml::table& t, const std::string& prefix, FlatToml& out) {
+  for (const auto& [k, node] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = node.as_table()) {
+      flatten(*sub, key, out);
+    } else {
+      out.emplace_back(key, format_value(node));
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<FlatToml> flatten_toml(const std::string& text) {
+  try {
+    FlatToml out;
+    flatten(toml::parse(text), "", out);
+    return out;
+  } catch (const toml::parse_error&) {
+    return std::nullopt;
+  }
+}
+
 std::string to_toml(const Recipe& recipe) {
   std::string out =
       "# Laconic recipe, fully resolved: every key with the value the run used (defaults included).\n";

@@ -10,6 +10,7 @@
 #include <span>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -395,6 +396,12 @@ Recipe parse_recipe(const std::string& text, const std::string& name,
 // The fully resolved recipe as TOML (every key, defaults included); parse_recipe() of it gives
 // back an equal Recipe. Written to the run directory as recipe.resolved.toml.
 std::string to_toml(const Recipe& recipe);
+
+// TOML text flattened to ("section.key", value as a recipe spells it) pairs in document order;
+// nullopt if the text is not TOML. Compares recipes key by key (a resume's check, compare's
+// report) without reading them as a Recipe, so a recipe of another version still compares.
+using FlatToml = std::vector<std::pair<std::string, std::string>>;
+std::optional<FlatToml> flatten_toml(const std::string& text);
 
 // Enum <-> name, shared by parsing, printing and messages.
 const char* name_of(BackendKind);

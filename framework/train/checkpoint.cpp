@@ -48,14 +48,6 @@ std::size_t kind_bytes(std::uint8_t kind) { return kind == kF32 ? 4 : 8; }
   LC_INPUT_ERROR(path, ": ", what, ": ", std::strerror(err));
 }
 
-// Entry names come from the file: keep them printable and short so messages stay one line.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 80)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > 80) out += "...";
-  return out;
-}
-
 std::string parent_of(const std::string& path) {
   const fs::path parent = fs::path(path).parent_path();
   return parent.empty() ? std::string(".") : parent.string();
@@ -514,7 +506,7 @@ void prepare_staging(const std::string& root, std::int64_t step) {
 }
 
 CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int world_size,
-                                 const std::string& recipe_hash, int keep_latest,
+                                 const std::string& recipe_text, int keep_latest,
                                  const std::function<void()>& before_publish) {
   LC_CHECK(world_size >= 1, "world_size must be >= 1, got ", world_size);
   LC_CHECK(keep_latest >= 0, "keep_latest must be >= 0 (0 keeps all), got ", keep_latest);
@@ -523,12 +515,13 @@ CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int
   std::error_code ec;
   LC_CHECK(fs::is_directory(staging, ec), staging, ": no staging directory (prepare_staging first)");
 
-  CheckpointInfo info{final_dir, step, world_size, recipe_hash, {}};
+  CheckpointInfo info{final_dir, step, world_size, hash_text(recipe_text), recipe_text, {}};
   nlohmann::ordered_json m;
   m["format"] = kManifestFormat;
   m["step"] = step;
   m["world_size"] = world_size;
-  m["recipe_hash"] = recipe_hash;
+  m["recipe_hash"] = info.recipe_hash;
+  m["recipe"] = recipe_text;
   m["shards"] = nlohmann::ordered_json::array();
   for (int r = 0; r < world_size; ++r) {
     info.shards.push_back(probe_shard(staging, r));
@@ -582,6 +575,10 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_in) {
   info.world_size = static_cast<int>(world);
   if (!m.contains("recipe_hash") || !m["recipe_hash"].is_string()) LC_INPUT_ERROR(mpath, ": 'recipe_hash' must be a string");
   info.recipe_hash = m["recipe_hash"].get<std::string>();
+  if (m.contains("recipe")) {
+    if (!m["recipe"].is_string()) LC_INPUT_ERROR(mpath, ": 'recipe' must be a string");
+    info.recipe = m["recipe"].get<std::string>();
+  }
   if (const auto parsed = parse_step_name(name); parsed && parsed->suffix.empty() && parsed->step != info.step)
     LC_INPUT_ERROR(mpath, ": says step ", info.step, " but the directory is ", name);
 
@@ -633,18 +630,32 @@ std::optional<CheckpointInfo> find_latest_checkpoint(const std::string& root,
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     return a.step != b.step ? a.step > b.step : (a.staging != b.staging ? !a.staging : a.path < b.path);
   });
+  std::string damage;  // the newest damaged checkpoint's reason
+  int damaged = 0;
   for (const Candidate& c : candidates) {
     if (c.staging) {
       if (on_skip) on_skip(c.path + ": staging directory of an unfinished checkpoint, ignored");
       continue;
     }
     try {
-      return read_checkpoint_info(c.path);
+      CheckpointInfo info = read_checkpoint_info(c.path);
+      verify_checkpoint(info);
+      return info;
     } catch (const InputError& e) {
+      if (fs::exists(join(c.path, kManifest), ec)) {  // committed once: damaged, not unfinished
+        if (damaged++ == 0) damage = e.what();
+      }
       if (on_skip) on_skip(e.what());
     }
   }
+  if (damaged > 0)
+    LC_INPUT_ERROR(root, ": no intact checkpoint: ", damaged == 1 ? "the only one is damaged: " : "all ",
+                   damaged == 1 ? "" : std::to_string(damaged) + " are damaged, the newest: ", damage);
   return std::nullopt;
+}
+
+void verify_checkpoint(const CheckpointInfo& info) {
+  for (int r = 0; r < info.world_size; ++r) open_shard(info, r);
 }
 
 ShardReader open_shard(const CheckpointInfo& info, int rank) {

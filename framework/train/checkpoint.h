@@ -10,7 +10,10 @@
 //   <root>/step-000001300.tmp/        staging directory of a checkpoint being written
 //
 // MANIFEST.json: {"format": 1, "step": N, "world_size": W, "recipe_hash": "<16 hex digits>",
+//                 "recipe": "<the TOML the hash is of>",
 //                 "shards": [{"file": "rank-0.bin", "bytes": B, "xxh64": "<16 hex digits>"}, ...]}
+// "recipe" (absent in checkpoints of earlier versions) lets a resume with another recipe name the
+// keys that differ.
 // A shard's "xxh64" is the hash stored in the shard's own trailer (of every byte before it), so
 // commit needs no pass over the data and a reader can tell a shard from another checkpoint.
 //
@@ -21,7 +24,7 @@
 //   every rank:  ShardWriter w; w.add(...); w.write(shard_path(staging_dir(root, N), rank));
 //                // rank-r.bin.tmp, fsync, rename to rank-r.bin, fsync the staging directory
 //   barrier
-//   rank 0:      commit_checkpoint(root, N, W, recipe_hash, keep_latest);
+//   rank 0:      commit_checkpoint(root, N, W, recipe_text, keep_latest);
 //                // checks every shard, writes MANIFEST.json (tmp, fsync, rename), fsyncs the
 //                // staging directory, renames step-N.tmp -> step-N, fsyncs <root>; then prunes
 //
@@ -161,11 +164,13 @@ struct CheckpointInfo {
   std::int64_t step = 0;
   int world_size = 0;
   std::string recipe_hash;
+  std::string recipe;             // the text recipe_hash is of; "" in checkpoints of earlier versions
   std::vector<ShardInfo> shards;  // one per rank, in rank order
 };
 
 // Rank 0, after the barrier that follows the shard writes: publishes step-N (see the protocol
-// above) and returns its info. A shard missing or malformed in the staging directory is an
+// above) and returns its info. `recipe_text`: what decides the run's numbers (recipe_identity); the
+// manifest keeps it and its hash. A shard missing or malformed in the staging directory is an
 // Error (the caller did not wait for every rank). If step-N already exists it is replaced
 // atomically (renameat2 RENAME_EXCHANGE where the filesystem has it). Then removes complete
 // checkpoints older than N beyond the keep_latest newest (the new one counts; 0 keeps all) and
@@ -174,7 +179,7 @@ struct CheckpointInfo {
 // `before_publish` (tests of crashes mid-commit): called once MANIFEST.json is durable in the
 // staging directory, just before the rename that publishes it.
 CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int world_size,
-                                 const std::string& recipe_hash, int keep_latest,
+                                 const std::string& recipe_text, int keep_latest,
                                  const std::function<void()>& before_publish = {});
 
 // The checkpoint in dir, for an explicit --resume PATH: the manifest must parse and agree with
@@ -182,9 +187,17 @@ CheckpointInfo commit_checkpoint(const std::string& root, std::int64_t step, int
 // checked when a shard is opened). InputError naming the file and what is wrong otherwise.
 CheckpointInfo read_checkpoint_info(const std::string& dir);
 
-// The complete checkpoint under root with the largest step (by number, not name), or nullopt if
-// there is none (or no root). Incomplete ones newer than it (staging directories, a missing
-// manifest or shard, ...) are skipped and each reported through on_skip with a one-line reason.
+// Opens every shard of the checkpoint (a full pass over its bytes) and checks each against its own
+// trailer and the manifest: damage that keeps the sizes (flipped bytes, shards swapped between
+// ranks or checkpoints) is an InputError naming the shard.
+void verify_checkpoint(const CheckpointInfo& info);
+
+// The newest intact checkpoint under root (the largest step, by number, not name; every shard
+// verified), or nullopt if there is none (or no root). Newer directories that are not usable are
+// skipped, each reported through on_skip with a one-line reason: staging directories and ones
+// without a manifest (never committed, or half-pruned), and damaged ones (a manifest, but a shard
+// missing, resized or corrupt). If every committed checkpoint is damaged, that is an InputError
+// naming the newest one's damage: a resume must not silently start over beside them.
 std::optional<CheckpointInfo> find_latest_checkpoint(
     const std::string& root, const std::function<void(const std::string&)>& on_skip = {});
 

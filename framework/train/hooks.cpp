@@ -463,9 +463,11 @@ Checkpointer::Checkpointer(Loop& loop, const Hooks& all, std::function<void(cons
     : loop_(loop), all_(all), restore_(std::move(restore_counters)) {}
 
 void Checkpointer::after_step(StepState& s) {
-  const std::int64_t every = loop_.spec.recipe.checkpoint.every;
-  // The last step too, so that a finished run can be exported (trainer export) or extended.
-  if (every > 0 && ((s.step + 1) % every == 0 || s.step + 1 == loop_.spec.plan.steps)) write(s.step + 1);
+  if (loop_.spec.checkpoint_root.empty()) return;  // no run directory
+  const std::int64_t every = loop_.spec.recipe.checkpoint.every, done = s.step + 1;
+  // The last step always, checkpoint.every or not: a finished run can be exported (trainer export),
+  // sampled from (trainer generate) or continued for more steps (--resume auto --train.steps=N).
+  if ((every > 0 && done % every == 0) || done == loop_.spec.plan.steps) write(done);
 }
 
 // Everything a step depends on, as this rank's shard of checkpoint `step`.
@@ -486,7 +488,7 @@ std::string Checkpointer::write(std::int64_t step) {
   });
   comm.barrier();  // every shard is on disk before the commit
   if (loop_.lead()) {
-    const CheckpointInfo info = commit_checkpoint(root, step, comm.size(), loop_.spec.hash, loop_.spec.recipe.checkpoint.keep_latest);
+    const CheckpointInfo info = commit_checkpoint(root, step, comm.size(), loop_.spec.identity, loop_.spec.recipe.checkpoint.keep_latest);
     if (loop_.opts.log) *loop_.opts.log << "laconic: checkpoint " << info.dir << std::endl;
   }
   return checkpoint_dir(root, step);

@@ -93,8 +93,8 @@ struct RunSummary {
   // what training itself sent across.
   std::optional<std::uint64_t> bytes_inter_start;
   // A run stopped before its last step (framework/train/stop.h): "signal" or "time_limit" ("" =
-  // it ran to the end; `steps` is then the steps done), the signal's name, and the checkpoint of
-  // the step it stopped at ("" when the run has no checkpoint directory).
+  // it ran to the end; `steps` is then the steps done), the signal's name; and the checkpoint of
+  // the last step done, the run's weights ("" when the run has no checkpoint directory).
   std::string stopped, signal, checkpoint;
   // optional, elastic: xxh64 of the final theta_global (every fragment's anchor, in order: the
   // replicas in step hold the same) and this replica's committed outer syncs.

@@ -1,6 +1,7 @@
 #include "framework/train/run_dir.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,6 +50,20 @@ void make_directories(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) LC_INPUT_ERROR(path, ": cannot create run directory: ", ec.message());
+}
+
+void check_writable_directory(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path at = fs::absolute(path, ec);
+  if (ec) LC_INPUT_ERROR(path, ": cannot create ", what, ": ", ec.message());
+  while (!fs::exists(at, ec) && at.has_relative_path()) at = at.parent_path();
+  if (!fs::is_directory(at, ec))
+    LC_INPUT_ERROR(path, ": cannot create ", what, ": ", std::strerror(ENOTDIR), " (", at.string(), " is not a directory)");
+  const fs::path probe = at / (".laconic-probe-" + std::to_string(::getpid()));
+  if (::mkdir(probe.c_str(), 0700) != 0)
+    LC_INPUT_ERROR(path, ": cannot create ", what, ": ", std::strerror(errno), " (in ", at.string(), ")");
+  ::rmdir(probe.c_str());
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {

@@ -16,6 +16,12 @@ std::string read_text(const std::string& path);
 // Creates the directory (and parents). Throws InputError naming it if that fails.
 void make_directories(const std::string& path);
 
+// Whether `path` can be created (with its parents) and written in, found without leaving anything
+// behind: its nearest existing ancestor must be a directory in which a directory can be made (a
+// probe, removed at once; /proc or a read-only mount fail here, not at the first write). Throws
+// InputError "PATH: cannot create WHAT: why" otherwise.
+void check_writable_directory(const std::string& path, const std::string& what);
+
 // Appends one line per record and flushes it, so `tail -f metrics.jsonl` follows a live run.
 class JsonlWriter {
  public:

@@ -47,7 +47,7 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   return p;
 }
 
-std::string recipe_hash(const Recipe& recipe) {
+std::string recipe_identity(const Recipe& recipe) {
   // What decides the numbers only: not where the run is written, how often it logs, evaluates
   // or checkpoints, when it stops for time, nor the fault injected into it.
   Recipe r = recipe;
@@ -64,8 +64,10 @@ std::string recipe_hash(const Recipe& recipe) {
   r.guards.straggler_records = GuardsConfig{}.straggler_records;
   r.fault = FaultConfig{};
   r.elastic = ElasticConfig{};
-  return hash_text(to_toml(r));
+  return to_toml(r);
 }
+
+std::string recipe_hash(const Recipe& recipe) { return hash_text(recipe_identity(recipe)); }
 
 std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir) {
   const std::filesystem::path dir(recipe.checkpoint.dir);
@@ -82,7 +84,8 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
   s.simulate = r.network.groups > 0;
   s.overlap = r.sync.overlap && r.guards.nonfinite != NonfiniteKind::skip;
   s.live_clock = s.simulate && !s.overlap;
-  s.hash = recipe_hash(r);
+  s.identity = recipe_identity(r);
+  s.hash = hash_text(s.identity);
   s.checkpoint_root = checkpoint_root(r, run_dir);
   if (r.train.trace.resolve(s.simulate)) {
     if (!run_dir.empty()) s.trace_dir = (std::filesystem::path(run_dir) / "trace").string();

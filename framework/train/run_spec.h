@@ -45,6 +45,7 @@ struct RunSpec {
   // overlapped reductions would race it). The replay at the end is the figure either way.
   bool live_clock = false;
   bool noise_scale = false;     // train.noise_scale and it can apply (see resolve)
+  std::string identity;         // recipe_identity(recipe), kept in checkpoint manifests
   std::string hash;             // recipe_hash(recipe)
   std::string checkpoint_root;  // checkpoint_root(recipe, run_dir)
   std::string trace_dir;        // run_dir/trace when the run is traced (train.trace), else ""
@@ -54,9 +55,10 @@ struct RunSpec {
 // `run_dir`: where the run writes ("" = nothing), for the checkpoint directory.
 RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& run_dir);
 
-// The hash the checkpoints carry: of the resolved recipe (to_toml), without what does not change
-// the numbers (the file it came from, run name and directory, logging, evaluation and checkpoint
-// intervals, the time limit, replica checks, the [fault]).
+// The resolved recipe (to_toml) without what does not change the numbers (the file it came from,
+// run name and directory, logging, evaluation and checkpoint intervals, the time limit, replica
+// checks, the [fault]); checkpoints carry it and its hash, recipe_hash.
+std::string recipe_identity(const Recipe& recipe);
 std::string recipe_hash(const Recipe& recipe);
 // The checkpoint directory of a run: recipe.checkpoint.dir, under run_dir when relative.
 std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir);

@@ -188,7 +188,8 @@ class Worker {
         after_elastic_step(step - 1);  // a sync the drain completed: its log line, its joiners' state
         if (why == 0 && comm_.rank() == 0) elastic_->finished();
       }
-      if (why != 0 && !spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
+      // A stop's step (the last step was written by the checkpointer already: this names it).
+      if (!spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
       finish_trace(step);
     } catch (const InputError&) {
       throw;
@@ -201,11 +202,12 @@ class Worker {
     TrainSummary s = summary();
     s.steps = step;
     s.planned_steps = spec_.plan.steps;
+    s.checkpoint = checkpoint;
+    s.baseline_loss = data_.baseline_loss;
     if (why != 0) {
       s.stopped = why == kTimeLimit ? "time_limit" : "signal";
       s.stop_signal = why == kTimeLimit ? 0 : why;
       if (s.stop_signal) s.signal = signal_name(why);
-      s.checkpoint = checkpoint;
     }
     if (elastic_ && comm_.rank() == 0) {
       std::vector<float> anchors;  // the host copy of every fragment's theta_global
@@ -514,26 +516,68 @@ std::string resolved_comment(const TrainPlan& p, const TrainData& d) {
 
 namespace {
 
-// The checkpoint `opts.resume` names, checked against this run (nullopt: start fresh).
-std::optional<CheckpointInfo> resolve_resume(const Recipe& recipe, const TrainOptions& opts, const std::string& root,
-                                             const std::string& hash) {
+// What differs between a checkpoint's recipe and this run's (both recipe_identity text): the keys,
+// each with both values, at most `most` of them ("" when the texts agree key by key).
+std::vector<std::string> recipe_differences(const std::string& theirs, const std::string& ours) {
+  const std::optional<FlatToml> a = flatten_toml(theirs), b = flatten_toml(ours);
+  if (!a || !b) return {"(the checkpoint's recipe is not TOML)"};
+  std::map<std::string, std::pair<std::string, std::string>> keys;  // key -> (checkpoint's, this run's)
+  for (const auto& [k, v] : *a) keys[k].first = v;
+  for (const auto& [k, v] : *b) keys[k].second = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : keys)
+    if (v.first != v.second)
+      out.push_back(printable(k) + " = " + (v.first.empty() ? "(absent)" : printable(v.first)) + " in the checkpoint, " +
+                    (v.second.empty() ? "(absent)" : printable(v.second)) + " here");
+  return out;
+}
+
+// The checkpoint `opts.resume` names, checked against this run (nullopt: start fresh). Everything
+// that would refuse it is found here, before anything is written: another world size, another
+// recipe (naming the keys), a damaged checkpoint (every shard verified), a run already finished.
+std::optional<CheckpointInfo> resolve_resume(const RunSpec& spec, const TrainOptions& opts, const std::string& root) {
   if (opts.resume.empty()) return std::nullopt;
+  const Recipe& recipe = spec.recipe;
   std::optional<CheckpointInfo> info;
   if (opts.resume == "auto") {
-    info = find_latest_checkpoint(root);
+    info = find_latest_checkpoint(root, [&](const std::string& why) {
+      if (opts.log) *opts.log << "laconic: --resume auto: skipped " << why << std::endl;
+    });
     if (!info) {
       if (opts.log) *opts.log << "laconic: --resume auto: no complete checkpoint under " << root << ", starting fresh" << std::endl;
       return std::nullopt;
     }
   } else {
     info = read_checkpoint_info(opts.resume);
+    verify_checkpoint(*info);
   }
   if (info->world_size != recipe.distributed.world_size)
     LC_INPUT_ERROR(info->dir, ": checkpoint of ", info->world_size, " ranks; this run has distributed.world_size = ",
                    recipe.distributed.world_size, " (every rank's state is its own: resume with the same world size)");
-  if (info->recipe_hash != hash && !opts.resume_any_recipe)
-    LC_INPUT_ERROR(info->dir, ": checkpoint of a different recipe (hash ", info->recipe_hash, ", this one ", hash,
-                   "; compare with its run's recipe.resolved.toml, or pass --resume-any-recipe to continue anyway)");
+  if (info->recipe_hash != spec.hash && !opts.resume_any_recipe) {
+    // Continuing a run for more (or fewer) steps is a resume too: the state is the same, the
+    // schedule is laid over the new length from here on.
+    std::vector<std::string> diff = info->recipe.empty() ? std::vector<std::string>{}
+                                                         : recipe_differences(info->recipe, spec.identity);
+    const auto length_only = [](const std::string& d) { return d.rfind("train.steps ", 0) == 0 || d.rfind("train.epochs ", 0) == 0; };
+    const bool extends = !diff.empty() && std::all_of(diff.begin(), diff.end(), length_only);
+    if (!extends) {
+      std::string keys;
+      for (std::size_t i = 0; i < diff.size() && i < 4; ++i) keys += (i ? "; " : ": ") + diff[i];
+      if (diff.size() > 4) keys += detail::concat("; and ", diff.size() - 4, " more");
+      LC_INPUT_ERROR(info->dir, ": checkpoint of a different recipe",
+                     diff.empty() ? detail::concat(" (hash ", info->recipe_hash, ", this one ", spec.hash, ")") : keys,
+                     " (pass --resume-any-recipe to continue anyway)");
+    }
+    if (opts.log) *opts.log << "laconic: continuing " << info->dir << " with " << diff.front() << std::endl;
+  }
+  if (info->step == spec.plan.steps)
+    throw RunFinished(detail::concat(opts.run_dir.empty() ? info->dir : opts.run_dir, " finished its ", info->step,
+                                     " steps already (", info->dir, "); nothing to do, nothing written (raise "
+                                     "train.steps to continue it)"));
+  if (info->step > spec.plan.steps)
+    LC_INPUT_ERROR(info->dir, ": checkpoint of step ", info->step, ", past this run's ", spec.plan.steps,
+                   " steps (train.steps)");
   return info;
 }
 
@@ -618,9 +662,11 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
     }
   }
   const TrainOptions& opts = *chosen;
-  const std::optional<CheckpointInfo> resume = resolve_resume(recipe, opts, root, spec.hash);
-  // An unusable checkpoint directory is bad input: found before anything else is written.
-  if (recipe.checkpoint.every > 0) make_directories(root);
+  const std::optional<CheckpointInfo> resume = resolve_resume(spec, opts, root);
+  // An unusable checkpoint directory is bad input: found before anything else is written (every
+  // run with a directory checkpoints its last step).
+  if (!opts.run_dir.empty()) check_writable_directory(opts.run_dir, "run directory");
+  if (!root.empty()) check_writable_directory(root, "checkpoint directory (checkpoint.dir)");
   TrainSummary summary;
   bool led = false;  // this process ran rank 0
   std::mutex mu;
@@ -642,11 +688,16 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
                   << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
                   << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
         *opts.log << "laconic: data " << data.describe << std::endl;
-        *opts.log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat
-                  << std::setprecision(6) << plan.lr << " (" << name_of(recipe.schedule.scaling_rule)
-                  << " scaling from batch " << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch)
-                  << " at lr " << recipe.optimizer.lr << "), warmup " << plan.warmup_steps << " steps, "
-                  << name_of(recipe.schedule.decay) << " decay" << std::endl;
+        *opts.log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat << std::setprecision(6)
+                  << plan.lr;
+        if (recipe.schedule.scaling_rule == ScalingRule::none)
+          *opts.log << " (no scaling)";
+        else
+          *opts.log << " (" << name_of(recipe.schedule.scaling_rule) << " scaling from batch "
+                    << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch) << " at lr "
+                    << recipe.optimizer.lr << ")";
+        *opts.log << ", warmup " << plan.warmup_steps << " steps, " << name_of(recipe.schedule.decay) << " decay"
+                  << std::endl;
         if (!std::isnan(data.baseline_loss))
           *opts.log << "laconic: unigram baseline (context-free) "
                     << (recipe.model.name == "gpt" ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)
@@ -727,8 +778,18 @@ std::string done_line(const TrainSummary& s) {
   if (s.skipped_steps > 0) os << " (" << s.skipped_steps << " skipped: non-finite gradients)";
   os << " in " << s.wall_s << " s";
   if (!std::isnan(s.sim_time_s)) os << " (simulated " << s.sim_time_s << " s)";
-  os << ", final loss " << s.final_loss << ", eval accuracy " << 100.0 * s.eval_accuracy << "%, sent "
-     << s.bytes_sent << " bytes per rank";
+  os << std::fixed << std::setprecision(3) << ", final loss " << s.final_loss;
+  if (!std::isnan(s.eval_loss)) {
+    os << ", eval loss " << s.eval_loss;
+    if (!std::isnan(s.baseline_loss)) {
+      const double below = s.baseline_loss - s.eval_loss;
+      os << " (" << std::setprecision(2) << std::abs(below) << " nats " << (below >= 0 ? "below" : "above")
+         << " the unigram baseline " << std::setprecision(3) << s.baseline_loss << ")";
+    }
+  }
+  if (!std::isnan(s.eval_accuracy)) os << ", eval accuracy " << std::setprecision(1) << 100.0 * s.eval_accuracy << "%";
+  os << ", sent " << format_bytes(static_cast<double>(s.bytes_sent)) << " per rank";
+  if (!s.checkpoint.empty()) os << "; weights in " << s.checkpoint;
   return os.str();
 }
 

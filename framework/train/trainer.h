@@ -55,6 +55,7 @@ struct TrainSummary : RunSummary {
   std::int64_t planned_steps = 0;  // what the recipe asked for (steps < planned_steps: it stopped early)
   int stop_signal = 0;             // the signal that stopped it (summary's "signal" names it)
   std::int64_t skipped_steps = 0;  // steps skipped by guards.nonfinite = "skip"
+  double baseline_loss = kAbsent;  // the data's unigram loss (language models), for the closing line
   std::vector<MetricsRecord> records;  // what this process wrote to metrics.jsonl (rank 0)
   std::vector<float> final_params;     // rank 0's parameters at the end
 };
@@ -65,7 +66,8 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
 TrainSummary train(const Recipe& recipe, const TrainOptions& opts = {});
 
 // The run's closing line: "done: N steps [(resumed at S)] [(K skipped: ...)] in W s [(simulated
-// T s)], final loss L, eval accuracy A%, sent B bytes per rank".
+// T s)], final loss L[, eval loss E [(D nats below the unigram baseline U)]][, eval accuracy A%],
+// sent B per rank[; weights in CHECKPOINT]", bytes in units (61.4 MB).
 std::string done_line(const TrainSummary& s);
 
 }  // namespace laconic

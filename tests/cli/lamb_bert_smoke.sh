@@ -17,10 +17,13 @@ cd "$tmp"
   --model.dim=64 --model.layers=1 --model.heads=2 --model.ffn=128 \
   --optimizer.lr=0.02 --schedule.scaling_rule=none --schedule.warmup_steps=10 | tee "$tmp/log"
 grep -q "unigram baseline" "$tmp/log"
-grep -q "peak lr 0.02" "$tmp/log"
+grep -q "peak lr 0.02 (no scaling)" "$tmp/log"
+# The closing line: the held-out loss against the baseline, bytes in units, where the weights are.
+grep -Eq "^done: 300 steps in .*, eval loss [0-9.]+ \([0-9.]+ nats (below|above) the unigram baseline [0-9.]+\), eval accuracy [0-9.]+%, sent [0-9.]+ [KMGTP]?B per rank; weights in $tmp/run/checkpoints/step-000000300; results in $tmp/run/" "$tmp/log" \
+  || { tail -1 "$tmp/log"; echo "unexpected closing line"; exit 1; }
 grep -q "effective_lr" "$tmp/run/recipe.resolved.toml"
 ls "$tmp"/cache/tokenizer-1000-????????????????.txt >/dev/null 2>&1 || { echo "tokenizer was not cached (keyed by its corpus)"; ls "$tmp/cache"; exit 1; }
-python3 - "$tmp/run" <<'PY'
+/usr/bin/python3 - "$tmp/run" <<'PY'
 import json, math, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
 print("summary:", s)

@@ -98,7 +98,7 @@ class CheckpointTest : public ::testing::Test {
   CheckpointInfo save(std::int64_t step, int world = 1, int keep = 0, std::size_t n = 1000) {
     prepare_staging(root(), step);
     for (int r = 0; r < world; ++r) write_shard(staging_dir(root(), step), step, r, n);
-    return commit_checkpoint(root(), step, world, hash_text("recipe"), keep, before_publish_);
+    return commit_checkpoint(root(), step, world, "recipe", keep, before_publish_);
   }
 
   // Opens every shard of info through the manifest and checks it holds exactly what save wrote.
@@ -298,6 +298,7 @@ TEST_F(CheckpointTest, CommitPublishesTheCheckpointAndRemovesStaging) {
   EXPECT_EQ(m["step"], 12);
   EXPECT_EQ(m["world_size"], 3);
   EXPECT_EQ(m["recipe_hash"], hash_text("recipe"));
+  EXPECT_EQ(m["recipe"], "recipe");  // the text of the hash, for naming what differs on a resume
   ASSERT_EQ(m["shards"].size(), 3u);
   for (int r = 0; r < 3; ++r) {
     const auto& s = m["shards"][r];
@@ -311,6 +312,7 @@ TEST_F(CheckpointTest, CommitPublishesTheCheckpointAndRemovesStaging) {
   EXPECT_EQ(read.step, 12);
   EXPECT_EQ(read.world_size, 3);
   EXPECT_EQ(read.recipe_hash, hash_text("recipe"));
+  EXPECT_EQ(read.recipe, "recipe");
   ASSERT_EQ(read.shards.size(), 3u);
   EXPECT_EQ(read.shards[2].xxh64, info.shards[2].xxh64);
   expect_intact(read);
@@ -393,6 +395,51 @@ TEST_F(CheckpointTest, FindLatestReturnsOnlyCompleteCheckpointsNewestByNumber) {
   EXPECT_TRUE(contains(skipped[4], "step-1000000000/MANIFEST.json") && contains(skipped[4], "missing")) << skipped[4];
   EXPECT_TRUE(contains(skipped[5], "step-999999999/rank-0.bin") && contains(skipped[5], "missing")) << skipped[5];
   for (const std::string& s : skipped) EXPECT_EQ(s.find('\n'), std::string::npos) << s;
+}
+
+// Damage that keeps every size (flipped bytes, shards swapped between ranks) is found by a pass
+// over the shards: the newest intact checkpoint is returned, each damaged one reported; when every
+// committed checkpoint is damaged, that is an error, never "no checkpoint, start fresh".
+TEST_F(CheckpointTest, FindLatestVerifiesShardsAndFallsBackToTheNewestIntact) {
+  for (std::int64_t step : {10, 20, 30}) save(step, /*world=*/2);
+  const auto flip_byte = [](const std::string& path) {
+    std::vector<char> b = read_bytes(path);
+    b[b.size() / 2] = static_cast<char>(b[b.size() / 2] ^ 0x40);
+    write_bytes(path, b);
+  };
+  flip_byte(shard_path(checkpoint_dir(root(), 30), 1));
+  std::vector<std::string> skipped;
+  auto latest = find_latest_checkpoint(root(), [&](const std::string& why) { skipped.push_back(why); });
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->step, 20);
+  expect_intact(*latest);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_TRUE(contains(skipped[0], shard_path(checkpoint_dir(root(), 30), 1))) << skipped[0];
+  std::string msg = input_error([&] { verify_checkpoint(read_checkpoint_info(checkpoint_dir(root(), 30))); });
+  EXPECT_TRUE(contains(msg, "rank-1.bin")) << msg;
+
+  // Rank 0's and rank 1's shards of step 20 swapped: both intact, both the manifest's size.
+  const std::string r0 = shard_path(checkpoint_dir(root(), 20), 0), r1 = shard_path(checkpoint_dir(root(), 20), 1);
+  ASSERT_EQ(fs::file_size(r0), fs::file_size(r1));
+  fs::rename(r0, root() + "/swap");
+  fs::rename(r1, r0);
+  fs::rename(root() + "/swap", r1);
+  latest = find_latest_checkpoint(root());
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->step, 10);
+
+  flip_byte(shard_path(checkpoint_dir(root(), 10), 0));
+  msg = input_error([&] { find_latest_checkpoint(root()); });
+  EXPECT_TRUE(contains(msg, "no intact checkpoint") && contains(msg, "all 3 are damaged") &&
+              contains(msg, checkpoint_dir(root(), 30)))
+      << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+
+  // Never committed (staging, no manifest) is not damage: nothing to resume, start fresh.
+  fs::remove_all(root());
+  fs::create_directories(staging_dir(root(), 5));
+  fs::create_directories(checkpoint_dir(root(), 4));
+  EXPECT_FALSE(find_latest_checkpoint(root()).has_value());
 }
 
 TEST_F(CheckpointTest, ExplicitResumePathMustBeComplete) {

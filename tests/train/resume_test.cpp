@@ -115,9 +115,27 @@ TEST_F(Resume, AutoPicksTheNewestCompleteCheckpointOrStartsFresh) {
   EXPECT_EQ(first.first_step, 0);
   // A half-written newer one (staging directory) is ignored.
   std::filesystem::create_directories(o.run_dir + "/checkpoints/step-000000099.tmp");
-  const TrainSummary again = train(r, data, o);
-  EXPECT_EQ(again.first_step, 16);  // the newest complete: the end of the first run
-  EXPECT_TRUE(same_bits(first.final_params, again.final_params));
+  // The newest complete checkpoint is the end of the run (the last step is always written): the
+  // run is over, and resuming it again writes nothing.
+  const auto summary_file = [&] { return std::filesystem::last_write_time(o.run_dir + "/summary.json"); };
+  const auto written = summary_file();
+  EXPECT_THROW(train(r, data, o), RunFinished);
+  EXPECT_EQ(summary_file(), written);
+  // More steps continue it from there; with a schedule that does not depend on the length, to
+  // the parameters of a run that planned them from the start.
+  r.schedule.decay = LrDecay::constant;
+  o.run_dir = run_dir("constant");
+  o.resume.clear();
+  train(r, data, o);
+  Recipe longer = r;
+  longer.train.steps = 24;
+  o.resume = "auto";
+  const TrainSummary more = train(longer, data, o);
+  EXPECT_EQ(more.first_step, 16);
+  EXPECT_EQ(more.steps, 24);
+  TrainOptions whole;
+  whole.run_dir = run_dir("whole");
+  EXPECT_TRUE(same_bits(train(longer, data, whole).final_params, more.final_params));
 }
 
 TEST_F(Resume, RefusesAnotherRecipeOrWorldSize) {
@@ -134,7 +152,9 @@ TEST_F(Resume, RefusesAnotherRecipeOrWorldSize) {
     train(other, data, again);
     FAIL() << "resumed a checkpoint of another recipe";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("checkpoint of a different recipe"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("checkpoint of a different recipe: optimizer.lr = 0.05 in the checkpoint, 0.1 here"),
+              std::string::npos)
+        << e.what();
   }
   again.resume_any_recipe = true;
   EXPECT_EQ(train(other, data, again).first_step, 8);
