@@ -12,6 +12,7 @@
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
 //   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
+//                    [--lowercase false]
 //   trainer export RUN_DIR|CHECKPOINT_DIR --format safetensors --out FILE [--recipe R] [--config config.json]
 //   trainer elastic --replicas N [--max-restarts K] --recipe R --out DIR [--store redis:HOST:PORT] [--resume]
 //                   [--section.key=value ...]   (N replica processes, restarted when they die)
@@ -332,10 +333,12 @@ void add_tokenize_options(CLI::App& tok, laconic::TokenizeOptions& o) {
   tok.add_option("--out", o.out_dir, "folder for train.bin, val.bin and tokenizer.txt")->required();
   tok.add_option("--eval-fraction", o.eval_fraction, "share of documents held out to val.bin")->capture_default_str();
   tok.add_option("--extensions", o.extensions, "the files read inside a folder (\"\" = no extension)")->delimiter(',')->capture_default_str();
+  tok.add_option("--lowercase", o.lowercase, "fold A-Z to a-z before tokenizing (true or false)")->capture_default_str();
 }
 
 int run_tokenize(const laconic::TokenizeOptions& o) {
   const laconic::TokenizeReport r = laconic::tokenize_to_files(o);
+  for (const std::string& line : r.read) std::cout << "text: " << line << "\n";
   std::cout << "tokenize: " << r.documents << " documents, vocabulary " << r.vocab << "\n"
             << "tokenize: wrote " << r.train_file << " (" << r.train_tokens << " tokens)";
   if (!r.val_file.empty()) std::cout << ", " << r.val_file << " (" << r.val_tokens << " tokens)";
