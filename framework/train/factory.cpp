@@ -149,6 +149,21 @@ TrainData token_data(TokenStream train, TokenStream eval, int seq_len) {
 
 TrainData load_data(const Recipe& r, const LoadOptions& opts) { return registry().load_data(r, opts); }
 
+std::optional<Tokenizer> run_tokenizer(const Recipe& r, const LoadOptions& opts) {
+  if (r.data.name == "text") {
+    std::string read, note;
+    const std::vector<std::string> docs = text_documents(r, opts, read);
+    return text_tokenizer(r, opts, docs, note);
+  }
+  if (r.data.name == "tokens") {
+    // trainer tokenize writes tokenizer.txt beside train.bin.
+    const std::filesystem::path beside = std::filesystem::path(r.data.train_path.path).parent_path() / "tokenizer.txt";
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(beside, ec)) return Tokenizer::load(beside.string());
+  }
+  return std::nullopt;
+}
+
 namespace {
 TrainData load_fashion_mnist_data(const Recipe& r) {
   const std::string path = data_path(r);
