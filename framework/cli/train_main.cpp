@@ -12,7 +12,10 @@
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
 //   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
+//                    [--lowercase false]
 //   trainer export RUN_DIR|CHECKPOINT_DIR --format safetensors --out FILE [--recipe R] [--config config.json]
+//                  [--tokenizer tokenizer.json]
+//   trainer generate RUN_DIR|CHECKPOINT_DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
 //   trainer elastic --replicas N [--max-restarts K] --recipe R --out DIR [--store redis:HOST:PORT] [--resume]
 //                   [--section.key=value ...]   (N replica processes, restarted when they die)
 //   trainer --recipe R --replica I --replicas N --elastic-store SPEC --out DIR   (one replica; what
@@ -48,6 +51,7 @@
 #include "report/seeds.h"
 #include "framework/core/units.h"
 #include "framework/train/export.h"
+#include "framework/train/generate.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/failures.h"
 #include "framework/train/faults.h"
@@ -332,10 +336,12 @@ void add_tokenize_options(CLI::App& tok, laconic::TokenizeOptions& o) {
   tok.add_option("--out", o.out_dir, "folder for train.bin, val.bin and tokenizer.txt")->required();
   tok.add_option("--eval-fraction", o.eval_fraction, "share of documents held out to val.bin")->capture_default_str();
   tok.add_option("--extensions", o.extensions, "the files read inside a folder (\"\" = no extension)")->delimiter(',')->capture_default_str();
+  tok.add_option("--lowercase", o.lowercase, "fold A-Z to a-z before tokenizing (true or false)")->capture_default_str();
 }
 
 int run_tokenize(const laconic::TokenizeOptions& o) {
   const laconic::TokenizeReport r = laconic::tokenize_to_files(o);
+  for (const std::string& line : r.read) std::cout << "text: " << line << "\n";
   std::cout << "tokenize: " << r.documents << " documents, vocabulary " << r.vocab << "\n"
             << "tokenize: wrote " << r.train_file << " (" << r.train_tokens << " tokens)";
   if (!r.val_file.empty()) std::cout << ", " << r.val_file << " (" << r.val_tokens << " tokens)";
@@ -357,6 +363,8 @@ void add_export_options(CLI::App& ex, ExportArgs& a) {
   ex.add_option("--out", a.o.out, "the file to write (written whole or not at all)")->required();
   ex.add_option("--recipe", a.o.recipe, "the run's recipe (default: recipe.resolved.toml of the run)");
   ex.add_option("--config", a.o.config_out, "also write the architecture's Hugging Face config.json here");
+  ex.add_option("--tokenizer", a.o.tokenizer_out,
+                "where the run's tokenizer goes as a Hugging Face tokenizer.json (default: beside --out)");
 }
 
 int run_export(const ExportArgs& a) {
@@ -368,6 +376,38 @@ int run_export(const ExportArgs& a) {
                 : r.architecture == "gpt" ? "Hugging Face GPT2LMHeadModel names"
                                           : "Laconic's parameter names")
             << (a.o.config_out.empty() ? "" : "; config in " + a.o.config_out) << "\n";
+  if (!r.tokenizer.empty()) std::cout << "export: wrote " << r.tokenizer << " (Hugging Face tokenizers, BPE)\n";
+  return 0;
+}
+
+struct GenerateArgs {
+  laconic::GenerateOptions o;
+  bool ids = false;
+};
+
+void add_generate_options(CLI::App& g, GenerateArgs& a) {
+  g.add_option("run", a.o.run, "a GPT run's directory (its newest checkpoint) or a checkpoint directory")->required();
+  g.add_option("--prompt", a.o.prompt, "the text to continue")->required();
+  g.add_option("--tokens", a.o.tokens, "tokens to generate")->capture_default_str();
+  g.add_option("--temperature", a.o.temperature, "softmax temperature; 0 = greedy")->capture_default_str();
+  g.add_option("--top-k", a.o.top_k, "draw among the K likeliest tokens (0 = all)")->capture_default_str();
+  g.add_option("--seed", a.o.seed, "the sampler's seed (same seed, same text)")->capture_default_str();
+  g.add_flag("--ids", a.ids, "also print the generated token ids, on a second line");
+}
+
+int run_generate(const GenerateArgs& a) {
+  const laconic::GenerateResult r = laconic::generate(a.o);
+  std::cerr << "generate: " << r.ids.size() << " tokens after a " << r.prompt_ids.size() << "-token prompt from "
+            << r.checkpoint << " (step " << r.step << "), "
+            << (a.o.temperature == 0 ? std::string("greedy")
+                                     : laconic::detail::concat("temperature ", a.o.temperature, ", top-k ", a.o.top_k,
+                                                               ", seed ", a.o.seed))
+            << "\n";
+  std::cout << r.text << "\n";
+  if (a.ids) {
+    for (std::size_t i = 0; i < r.ids.size(); ++i) std::cout << (i ? " " : "") << r.ids[i];
+    std::cout << "\n";
+  }
   return 0;
 }
 
@@ -464,6 +504,9 @@ int run(int argc, char** argv, bool& quiet_errors) {
   CLI::App* exporter = app.add_subcommand("export", "write a run's (or checkpoint's) weights as safetensors, in the "
                                                     "Hugging Face names of its architecture");
   add_export_options(*exporter, export_args);
+  GenerateArgs generate_args;
+  CLI::App* generate_cmd = app.add_subcommand("generate", "continue a prompt with a GPT run's newest checkpoint");
+  add_generate_options(*generate_cmd, generate_args);
   ElasticArgs elastic_args;
   CLI::App* elastic_cmd = app.add_subcommand("elastic", "run N replicas of a periodic strategy as processes that may "
                                                         "leave and rejoin, restarting those that die");
@@ -473,7 +516,7 @@ int run(int argc, char** argv, bool& quiet_errors) {
   try {
     app.parse(static_cast<int>(args.size()), args.data());
     if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && !tokenize->parsed() && !exporter->parsed() &&
-        !elastic_cmd->parsed() && recipe_path.empty())
+        !generate_cmd->parsed() && !elastic_cmd->parsed() && recipe_path.empty())
       throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -490,6 +533,10 @@ int run(int argc, char** argv, bool& quiet_errors) {
   if (exporter->parsed()) {
     if (!overrides.empty()) LC_INPUT_ERROR("export: --", overrides.front(), ": recipe overrides do not apply");
     return run_export(export_args);
+  }
+  if (generate_cmd->parsed()) {
+    if (!overrides.empty()) LC_INPUT_ERROR("generate: --", overrides.front(), ": recipe overrides do not apply");
+    return run_generate(generate_args);
   }
   if (elastic_cmd->parsed()) return run_elastic(elastic_args, overrides);
   if ((elastic.replicas > 0) != !elastic.store.empty() || (elastic.replica != 0 && elastic.replicas == 0))

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "framework/core/check.h"
+#include "framework/core/units.h"
 
 namespace laconic {
 namespace {
@@ -76,14 +77,16 @@ void split_documents(std::string_view text, std::vector<std::string>& out) {
   flush();
 }
 
-bool has_extension(const fs::path& file, const std::vector<std::string>& extensions) {
-  const std::string ext = file.extension().string();  // "" for "fortunes", ".txt" for "a.txt"
-  return std::find(extensions.begin(), extensions.end(), ext) != extensions.end();
+bool has_extension(const std::string& name, const std::vector<std::string>& extensions) {
+  const std::string ext = file_extension(name);
+  return std::any_of(extensions.begin(), extensions.end(),
+                     [&](const std::string& e) { return e == ext || (!e.empty() && name.ends_with(e)); });
 }
 
 // Regular, non-symlink files under dir with one of the extensions, in sorted path order; hidden
-// entries, run directories and the excluded folders are not entered.
-std::vector<fs::path> text_files_under(const fs::path& dir, const TextCorpusOptions& options) {
+// entries, run directories and the excluded folders are not entered. Files passed over are
+// counted in `report`.
+std::vector<fs::path> text_files_under(const fs::path& dir, const TextCorpusOptions& options, TextCorpusReport& report) {
   std::vector<fs::path> excluded;
   std::error_code ec;
   for (const std::string& e : options.exclude) {
@@ -103,9 +106,22 @@ std::vector<fs::path> text_files_under(const fs::path& dir, const TextCorpusOpti
       if (skip) it.disable_recursion_pending();
       continue;
     }
-    if (hidden || it->is_symlink(ec) || !it->is_regular_file(ec) || !has_extension(p, options.extensions)) continue;
-    files.push_back(p);
+    const std::string name = p.filename().string();
+    if (hidden) {
+      ++report.hidden;
+    } else if (it->is_symlink(ec) || !it->is_regular_file(ec)) {
+      ++report.links;
+    } else if (!has_extension(name, options.extensions)) {
+      ++report.other_extension;
+      const std::string ext = file_extension(name);
+      report.skipped_extensions.push_back(ext.empty() ? "none" : ext);
+    } else {
+      files.push_back(p);
+    }
   }
+  auto& seen = report.skipped_extensions;
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
   if (ec) LC_INPUT_ERROR(dir.string(), ": cannot list folder: ", ec.message());
   std::sort(files.begin(), files.end());
   return files;
@@ -118,6 +134,39 @@ std::string extension_list(const std::vector<std::string>& extensions) {
 }
 
 }  // namespace
+
+std::string file_extension(const std::string& filename) {
+  const std::size_t dot = filename.rfind('.');
+  if (dot == std::string::npos || dot == 0) return "";
+  const std::string_view suffix = std::string_view(filename).substr(dot + 1);
+  const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  const auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  const bool looks_like_one = !suffix.empty() && suffix.size() <= 8 && std::all_of(suffix.begin(), suffix.end(), alnum) &&
+                              std::any_of(suffix.begin(), suffix.end(), letter);
+  return looks_like_one ? filename.substr(dot) : "";
+}
+
+std::string TextCorpusReport::describe(const std::string& path) const {
+  std::string out = detail::concat("read ", files, files == 1 ? " file (" : " files (", format_bytes(static_cast<double>(bytes)),
+                                   ") under ", path);
+  const std::int64_t skipped = other_extension + binary + links + hidden;
+  if (skipped == 0) return out;
+  out += detail::concat("; skipped ", skipped, ":");
+  const char* sep = " ";
+  const auto part = [&](std::int64_t n, const std::string& what) {
+    if (n == 0) return;
+    out += detail::concat(sep, n, " ", what);
+    sep = ", ";
+  };
+  std::string exts;
+  for (std::size_t i = 0; i < skipped_extensions.size() && i < 4; ++i) exts += (i ? ", " : "") + skipped_extensions[i];
+  if (skipped_extensions.size() > 4) exts += ", ...";
+  part(other_extension, "not matching extensions (" + exts + ")");
+  part(binary, "binary");
+  part(links, "symlinks or special files");
+  part(hidden, "hidden");
+  return out;
+}
 
 std::string normalize_whitespace(std::string_view text) {
   std::string out;
@@ -145,7 +194,11 @@ std::string normalize_whitespace(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> load_text_corpus(const std::string& path, const TextCorpusOptions& options) {
+std::vector<std::string> load_text_corpus(const std::string& path, const TextCorpusOptions& options,
+                                          TextCorpusReport* report) {
+  TextCorpusReport local;
+  TextCorpusReport& r = report ? *report : local;
+  r = {};
   const fs::path root(path);
   std::error_code ec;
   const fs::file_status status = fs::status(root, ec);
@@ -153,17 +206,25 @@ std::vector<std::string> load_text_corpus(const std::string& path, const TextCor
 
   std::vector<std::string> docs;
   if (fs::is_directory(status)) {
-    for (const fs::path& file : text_files_under(root, options)) {
+    for (const fs::path& file : text_files_under(root, options, r)) {
       const std::string bytes = read_file(file);
-      if (!is_binary(bytes)) split_documents(bytes, docs);
+      if (is_binary(bytes)) {
+        ++r.binary;
+        continue;
+      }
+      ++r.files;
+      r.bytes += static_cast<std::int64_t>(bytes.size());
+      split_documents(bytes, docs);
     }
     if (docs.empty())
       LC_INPUT_ERROR(path, ": no text documents in files with extension ", extension_list(options.extensions),
-                     " in this folder (data.extensions; \"\" = none, as fortune databases; binary files, symlinks, "
-                     "hidden and run folders are skipped)");
+                     " in this folder (", options.extensions_key, "; \"\" = none, as fortune databases; ",
+                     r.describe(path), ")");
   } else {
     const std::string bytes = read_file(root);
     if (is_binary(bytes)) LC_INPUT_ERROR(path, ": not a text file (it holds NUL bytes)");
+    r.files = 1;
+    r.bytes = static_cast<std::int64_t>(bytes.size());
     split_documents(bytes, docs);
     if (docs.empty()) LC_INPUT_ERROR(path, ": no text documents (the file is empty or only whitespace)");
   }

@@ -142,13 +142,18 @@ TokenizeReport tokenize_to_files(const TokenizeOptions& o) {
   TextCorpusOptions co;
   co.extensions = o.extensions;
   co.exclude = {o.out_dir};
+  co.extensions_key = "--extensions";
   std::vector<std::string> docs;
+  std::vector<std::string> read;
   for (const std::string& input : o.inputs) {
-    std::vector<std::string> more = load_text_corpus(input, co);
+    TextCorpusReport report;
+    std::vector<std::string> more = load_text_corpus(input, co, &report);
+    read.push_back(report.describe(input));
     docs.insert(docs.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
   TokenizerOptions to;
   to.vocab_size = o.vocab_size;
+  to.lowercase = o.lowercase;
   const Tokenizer tok = Tokenizer::train(docs, to);
   const LmSplits splits = build_lm_streams(docs, tok, o.eval_fraction);
   if (o.eval_fraction > 0 && splits.eval.tokens.empty())
@@ -161,6 +166,7 @@ TokenizeReport tokenize_to_files(const TokenizeOptions& o) {
   const std::filesystem::path out(o.out_dir);
   TokenizeReport r;
   r.documents = static_cast<std::int64_t>(docs.size());
+  r.read = std::move(read);
   r.vocab = tok.vocab_size();
   r.train_file = (out / "train.bin").string();
   r.tokenizer_file = (out / "tokenizer.txt").string();

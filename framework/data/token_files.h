@@ -42,6 +42,7 @@ struct TokenizeOptions {
   std::vector<std::string> inputs;                  // text files or folders (load_text_corpus)
   std::vector<std::string> extensions = {".txt"};   // the files read inside a folder
   int vocab_size = 4000;                            // at most 65536 (the files hold uint16)
+  bool lowercase = true;                            // TokenizerOptions::lowercase
   double eval_fraction = 0.05;                      // documents held out to val.bin (0: none)
   std::string out_dir;
 };
@@ -50,6 +51,7 @@ struct TokenizeReport {
   std::int64_t documents = 0;
   std::int64_t train_tokens = 0, val_tokens = 0;
   int vocab = 0;                 // the tokenizer's size (below vocab_size when merges ran out)
+  std::vector<std::string> read;  // per input, what was read and skipped (TextCorpusReport::describe)
   std::string train_file, val_file, tokenizer_file;  // val_file "" when eval_fraction is 0
 };
 

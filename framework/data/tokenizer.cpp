@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 
 // Bump when pre-tokenisation, training or the file layout changes: it is part of every
 // fingerprint, so caches written by an older build are retrained instead of silently reused.
-constexpr const char* kFormat = "laconic-bpe 1";
+// 2: the lowercase option and the checksum of the merges in the header.
+constexpr const char* kFormat = "laconic-bpe 2";
 
 constexpr const char* kSpecialNames[kNumSpecialTokens] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
@@ -36,7 +37,7 @@ char lower(unsigned char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c 
 // Calls f(word) for each pre-token of text (see tokenizer.h); `word` is a scratch buffer, so a
 // pass over a corpus allocates only while it grows.
 template <typename F>
-void for_each_word(std::string_view text, std::string& word, F&& f) {
+void for_each_word(std::string_view text, bool lowercase, std::string& word, F&& f) {
   std::size_t i = 0;
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
@@ -45,7 +46,7 @@ void for_each_word(std::string_view text, std::string& word, F&& f) {
     } else if (is_word_byte(c)) {
       word.clear();
       for (; i < text.size() && is_word_byte(static_cast<unsigned char>(text[i])); ++i)
-        word.push_back(lower(static_cast<unsigned char>(text[i])));
+        word.push_back(lowercase ? lower(static_cast<unsigned char>(text[i])) : text[i]);
       f(std::string_view(word));
     } else {
       f(text.substr(i, 1));
@@ -89,6 +90,19 @@ class Fnv1a {
  private:
   std::uint64_t h_ = 0xcbf29ce484222325ULL;
 };
+
+// What the header's "checksum" line holds: FNV-1a over the merges' ids, in order.
+std::uint64_t merges_checksum(const std::vector<std::pair<std::int32_t, std::int32_t>>& merges) {
+  Fnv1a h;
+  for (const auto& [left, right] : merges) h.u64(pair_key(left, right));
+  return h.value();
+}
+
+std::string hex16(std::uint64_t v) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
+  return hex;
+}
 
 // Printable ASCII as is, everything else (space included) as \xHH: one token per whitespace-free field.
 std::string escape(std::string_view bytes) {
@@ -189,24 +203,24 @@ class PairCounter {
 
 }  // namespace
 
-std::vector<std::string> pretokenize(std::string_view text) {
+std::vector<std::string> pretokenize(std::string_view text, bool lowercase) {
   std::vector<std::string> words;
   std::string scratch;
-  for_each_word(text, scratch, [&](std::string_view w) { words.emplace_back(w); });
+  for_each_word(text, lowercase, scratch, [&](std::string_view w) { words.emplace_back(w); });
   return words;
 }
 
-std::string normalize_text(std::string_view text) {
+std::string normalize_text(std::string_view text, bool lowercase) {
   std::string out;
   std::string scratch;
-  for_each_word(text, scratch, [&](std::string_view w) {
+  for_each_word(text, lowercase, scratch, [&](std::string_view w) {
     if (!out.empty()) out.push_back(' ');
     out.append(w);
   });
   return out;
 }
 
-Tokenizer::Tokenizer(std::uint64_t source_hash) : source_hash_(source_hash) {
+Tokenizer::Tokenizer(std::uint64_t source_hash, bool lowercase) : source_hash_(source_hash), lowercase_(lowercase) {
   for (const char* name : kSpecialNames) vocab_.emplace_back(name);
   for (int b = 0; b < 256; ++b) vocab_.emplace_back(1, static_cast<char>(b));
 }
@@ -223,6 +237,7 @@ std::uint64_t Tokenizer::fingerprint(std::span<const std::string> documents, con
   h.bytes(kFormat);
   h.u64(static_cast<std::uint64_t>(options.vocab_size));
   h.u64(static_cast<std::uint64_t>(options.min_pair_count));
+  h.u64(options.lowercase ? 1 : 0);
   h.u64(documents.size());
   // Lengths delimit the documents, so ["ab", "c"] and ["a", "bc"] differ.
   for (const std::string& d : documents) {
@@ -243,7 +258,7 @@ Tokenizer Tokenizer::train(std::span<const std::string> documents, const Tokeniz
   std::unordered_map<std::string, std::int64_t> table;
   std::string scratch;
   for (const std::string& doc : documents)
-    for_each_word(doc, scratch, [&](std::string_view w) { ++table[std::string(w)]; });
+    for_each_word(doc, options.lowercase, scratch, [&](std::string_view w) { ++table[std::string(w)]; });
   std::vector<std::pair<std::string, std::int64_t>> sorted(table.begin(), table.end());
   table.clear();
   std::sort(sorted.begin(), sorted.end());
@@ -259,7 +274,7 @@ Tokenizer Tokenizer::train(std::span<const std::string> documents, const Tokeniz
     freqs.push_back(n);
   }
 
-  Tokenizer tok(fingerprint(documents, options));
+  Tokenizer tok(fingerprint(documents, options), options.lowercase);
   PairCounter pairs(std::move(words), std::move(freqs));
   std::uint64_t key = 0;
   while (tok.vocab_size() < options.vocab_size && pairs.best(options.min_pair_count, key)) {
@@ -289,7 +304,7 @@ void Tokenizer::encode_word(std::string_view word, std::vector<std::int32_t>& ou
 
 void Tokenizer::encode_append(std::string_view text, std::vector<std::int32_t>& out) const {
   std::string scratch;
-  for_each_word(text, scratch, [&](std::string_view w) { encode_word(w, out); });
+  for_each_word(text, lowercase_, scratch, [&](std::string_view w) { encode_word(w, out); });
 }
 
 std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
@@ -319,9 +334,8 @@ void Tokenizer::save(const std::string& path) const {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) LC_INPUT_ERROR(tmp, ": cannot write: ", std::strerror(errno));
-    char hash[17];
-    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(source_hash_));
-    out << kFormat << "\nfingerprint " << hash << "\nmerges " << merges_.size() << "\n";
+    out << kFormat << "\nfingerprint " << hex16(source_hash_) << "\nlowercase " << (lowercase_ ? 1 : 0)
+        << "\nmerges " << merges_.size() << "\nchecksum " << hex16(merges_checksum(merges_)) << "\n";
     for (std::size_t r = 0; r < merges_.size(); ++r)
       out << merges_[r].first << ' ' << merges_[r].second << ' '
           << escape(vocab_[static_cast<std::size_t>(kFirstMergeToken) + r]) << '\n';
@@ -355,13 +369,21 @@ Tokenizer Tokenizer::load(const std::string& path) {
   unsigned long long hash = 0;
   char tail = 0;
   if (std::sscanf(line.c_str(), "fingerprint %16llx%c", &hash, &tail) != 1) fail("'fingerprint' and 16 hex digits");
+  next("the lowercase option");
+  int lowercase = -1;
+  if (std::sscanf(line.c_str(), "lowercase %d%c", &lowercase, &tail) != 1 || (lowercase != 0 && lowercase != 1))
+    fail("'lowercase' and 0 or 1");
   next("the merge count");
   long long count = -1;
   if (std::sscanf(line.c_str(), "merges %lld%c", &count, &tail) != 1 || count < 0 ||
       count > std::numeric_limits<std::int32_t>::max() - kFirstMergeToken)
     fail("'merges' and a count");
+  next("the checksum");
+  unsigned long long checksum = 0;
+  if (std::sscanf(line.c_str(), "checksum %16llx%c", &checksum, &tail) != 1) fail("'checksum' and 16 hex digits");
+  const int checksum_line = line_no;
 
-  Tokenizer tok(hash);
+  Tokenizer tok(hash, lowercase == 1);
   for (long long r = 0; r < count; ++r) {
     next("a merge");
     std::istringstream fields(line);
@@ -382,36 +404,40 @@ Tokenizer Tokenizer::load(const std::string& path) {
     ++line_no;
     if (!line.empty()) fail("the end of the file after ", count, " merges");
   }
+  if (merges_checksum(tok.merges_) != checksum)
+    LC_INPUT_ERROR(path, ":", checksum_line, ": expected the ", count, " merges to have checksum ", hex16(checksum),
+                   ", they have ", hex16(merges_checksum(tok.merges_)), " (the file was cut short or edited)");
   return tok;
 }
 
 std::string Tokenizer::cache_path(const std::string& dir, std::span<const std::string> documents,
                                   const TokenizerOptions& options) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fingerprint(documents, options)));
-  return (fs::path(dir) / ("tokenizer-" + std::to_string(options.vocab_size) + "-" + hex + ".txt")).string();
+  return (fs::path(dir) / ("tokenizer-" + std::to_string(options.vocab_size) + "-" + hex16(fingerprint(documents, options)) +
+                           ".txt")).string();
 }
 
 Tokenizer Tokenizer::load_or_train(const std::string& cache_path, std::span<const std::string> documents,
                                    const TokenizerOptions& options, std::string* note) {
-  const std::uint64_t want = fingerprint(documents, options);
-  std::string why = "no cached tokenizer";
   std::error_code ec;
   if (fs::exists(cache_path, ec)) {
-    try {
-      Tokenizer cached = load(cache_path);
-      if (cached.source_hash() == want) {
-        if (note) *note = "tokenizer loaded from " + cache_path;
-        return cached;
+    constexpr const char* kHint = "; delete it to train the tokenizer again";
+    Tokenizer cached = [&] {
+      try {
+        return load(cache_path);
+      } catch (const InputError& e) {
+        throw InputError(std::string("tokenizer cache ") + e.what() + kHint);
       }
-      why = "the cached tokenizer was trained on another corpus or options";
-    } catch (const InputError& e) {
-      why = std::string("the cached tokenizer is unreadable (") + e.what() + ")";
-    }
+    }();
+    const std::uint64_t want = fingerprint(documents, options);
+    if (cached.source_hash() != want)
+      LC_INPUT_ERROR(cache_path, ": tokenizer cache with fingerprint ", hex16(cached.source_hash()), ", expected ",
+                     hex16(want), " (that of this corpus and options, as its name says)", kHint);
+    if (note) *note = "tokenizer loaded from " + cache_path;
+    return cached;
   }
   Tokenizer tok = train(documents, options);
   tok.save(cache_path);
-  if (note) *note = "tokenizer trained (" + why + ") and saved to " + cache_path;
+  if (note) *note = "tokenizer trained and saved to " + cache_path;
   return tok;
 }
 

@@ -548,6 +548,7 @@ const std::vector<Field>& builtin_schema() {
         .add<&DataConfig::eval_fraction>("eval_fraction", half_open(0, 1))
         .add<&DataConfig::mask_prob>("mask_prob", Bound{.lo = 0, .hi = 1, .lo_open = true, .hi_open = true})
         .add<&DataConfig::extensions>("extensions")
+        .add<&DataConfig::lowercase>("lowercase")
         .add<&DataConfig::train_path>("train_path")
         .add<&DataConfig::val_path>("val_path")
         .add<&DataConfig::token_format>("token_format");

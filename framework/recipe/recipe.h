@@ -79,6 +79,7 @@ struct DataConfig {
   // text: the files read inside a folder ("" = no extension; data.path = "default", the fortune
   // databases, always reads those). Hidden folders, run directories and run.out_dir are skipped.
   std::vector<std::string> extensions = {".txt"};
+  bool lowercase = true;         // text: the tokenizer folds A-Z to a-z (framework/data/tokenizer.h)
   // tokens: pre-tokenized files, glob patterns (framework/data/token_files.h); val_path "" = no evaluation
   FilePath train_path;
   FilePath val_path;

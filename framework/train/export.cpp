@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "framework/core/check.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/factory.h"
+#include "framework/train/hf_tokenizer.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/run_spec.h"
 #include "framework/train/safetensors.h"
@@ -86,38 +88,42 @@ void load_model_weights(const SafeTensorsFile& file, const std::string& path, Mo
                      model.describe(), ")");
 }
 
-ExportReport export_checkpoint(const ExportOptions& o) {
+RunCheckpoint find_run_checkpoint(const std::string& source_dir, const std::string& recipe_arg) {
   namespace fs = std::filesystem;
-  const fs::path source(o.source);
+  const fs::path source(source_dir);
   std::error_code ec;
-  CheckpointInfo info;
-  std::string recipe_file = o.recipe;
+  RunCheckpoint c;
+  c.recipe_file = recipe_arg;
   if (fs::exists(source / "MANIFEST.json", ec)) {
-    info = read_checkpoint_info(o.source);
+    c.info = read_checkpoint_info(source_dir);
     // The default layout: RUN_DIR/checkpoints/step-N.
-    if (recipe_file.empty()) recipe_file = (source.parent_path().parent_path() / "recipe.resolved.toml").string();
-    if (!fs::exists(recipe_file, ec))
-      LC_INPUT_ERROR(o.source, ": no recipe.resolved.toml in the run directory above this checkpoint (",
-                     recipe_file, "): pass the run's recipe with --recipe");
+    if (c.recipe_file.empty()) c.recipe_file = (source.parent_path().parent_path() / "recipe.resolved.toml").string();
+    if (!fs::exists(c.recipe_file, ec))
+      LC_INPUT_ERROR(source_dir, ": no recipe.resolved.toml in the run directory above this checkpoint (", c.recipe_file,
+                     "): pass the run's recipe with --recipe");
   } else if (fs::exists(source / "recipe.resolved.toml", ec)) {
-    if (recipe_file.empty()) recipe_file = (source / "recipe.resolved.toml").string();
+    if (c.recipe_file.empty()) c.recipe_file = (source / "recipe.resolved.toml").string();
   } else {
-    LC_INPUT_ERROR(o.source, ": expected a run directory (with recipe.resolved.toml) or a checkpoint directory "
+    LC_INPUT_ERROR(source_dir, ": expected a run directory (with recipe.resolved.toml) or a checkpoint directory "
                    "(with MANIFEST.json)");
   }
-  const Recipe recipe = load_recipe(recipe_file);
-  if (info.dir.empty()) {
-    const std::string root = checkpoint_root(recipe, o.source);
+  c.recipe = load_recipe(c.recipe_file);
+  if (c.info.dir.empty()) {
+    const std::string root = checkpoint_root(c.recipe, source_dir);
     const auto latest = find_latest_checkpoint(root);
     if (!latest)
-      LC_INPUT_ERROR(o.source, ": no complete checkpoint under ", root,
+      LC_INPUT_ERROR(source_dir, ": no complete checkpoint under ", root,
                      " (train with --checkpoint.every=N; the last step is always checkpointed then)");
-    info = *latest;
+    c.info = *latest;
   }
-  if (o.recipe.empty() && recipe_hash(recipe) != info.recipe_hash)
-    LC_INPUT_ERROR(info.dir, ": checkpoint of another recipe (hash ", info.recipe_hash, ") than ", recipe_file, " (hash ",
-                   recipe_hash(recipe), "): pass the run's recipe with --recipe");
-  const ShardReader shard = open_shard(info, 0);
+  if (recipe_arg.empty() && recipe_hash(c.recipe) != c.info.recipe_hash)
+    LC_INPUT_ERROR(c.info.dir, ": checkpoint of another recipe (hash ", c.info.recipe_hash, ") than ", c.recipe_file,
+                   " (hash ", recipe_hash(c.recipe), "): pass the run's recipe with --recipe");
+  return c;
+}
+
+CheckpointModel load_checkpoint_model(const RunCheckpoint& c) {
+  const ShardReader shard = open_shard(c.info, 0);
   for (const char* dim : kDataDims)
     if (!shard.has(dim))
       LC_INPUT_ERROR(shard.path(), ": no '", dim, "' entry: a checkpoint written before export existed; resume and "
@@ -127,34 +133,64 @@ ExportReport export_checkpoint(const ExportOptions& o) {
   dims.classes = static_cast<int>(shard.read_scalar("data.classes"));
   dims.vocab = static_cast<int>(shard.read_scalar("data.vocab"));
   dims.seq_len = static_cast<int>(shard.read_scalar("data.seq_len"));
-  const auto model = make_model(recipe, dims);
-  std::vector<float> params(model->params().size());
-  shard.read("params", params);  // a size mismatch names the shard and both sizes
+  CheckpointModel m;
+  m.model = make_model(c.recipe, dims);
+  m.params.resize(m.model->params().size());
+  shard.read("params", m.params);  // a size mismatch names the shard and both sizes
+  return m;
+}
+
+ExportReport export_checkpoint(const ExportOptions& o) {
+  namespace fs = std::filesystem;
+  const RunCheckpoint c = find_run_checkpoint(o.source, o.recipe);
+  const CheckpointInfo& info = c.info;
+  const Recipe& recipe = c.recipe;
+  CheckpointModel m = load_checkpoint_model(c);
+  Model& model = *m.model;
   Recipe provenance = recipe;
   provenance.path.clear();  // where the export read it from is not the weights' business
   std::map<std::string, std::string> meta{{"laconic.step", std::to_string(info.step)},
                                           {"laconic.recipe_hash", info.recipe_hash},
                                           {"laconic.recipe", to_toml(provenance)}};
-  const ExportLayout layout = model->export_layout();
+  const ExportLayout layout = model.export_layout();
   if (!o.config_out.empty() && layout.config.empty())
     LC_INPUT_ERROR("--config: the \"", layout.architecture, "\" model has no Hugging Face config");
-  write_model_safetensors(o.out, *model, params, std::move(meta));
-  if (!o.config_out.empty()) {
-    try {
-      write_file_atomic(o.config_out, layout.config + "\n");
-    } catch (const InputError&) {
-      throw;
-    } catch (const Error& e) {
-      throw InputError(e.what());
-    }
+  // Everything that can fail on input is read before the first file is written. The tokenizer is
+  // the one the run trained with (from the cache beside the runs, run.out_dir, when present).
+  LoadOptions load;
+  load.cache_dir = recipe.run.out_dir;
+  load.write_cache = false;
+  const std::optional<Tokenizer> tok = run_tokenizer(recipe, load);
+  std::string config = layout.config;
+  if (tok && layout.architecture == "gpt" && !config.empty()) {
+    // Documents end with [SEP] in the GPT's stream (lm.h), which so also marks where one begins:
+    // GPT-2's single <|endoftext|> plays both parts the same way.
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(config);
+    j["bos_token_id"] = kSep;
+    j["eos_token_id"] = kSep;
+    config = j.dump();
+  }
+  const std::string tokenizer_out =
+      !tok ? "" : !o.tokenizer_out.empty() ? o.tokenizer_out : (fs::path(o.out).parent_path() / "tokenizer.json").string();
+  const std::string tokenizer_json = tok ? hf_tokenizer_json(*tok) : "";
+
+  write_model_safetensors(o.out, model, m.params, std::move(meta));
+  try {
+    if (!o.config_out.empty()) write_file_atomic(o.config_out, config + "\n");
+    if (!tokenizer_out.empty()) write_file_atomic(tokenizer_out, tokenizer_json + "\n");
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(e.what());
   }
   ExportReport r;
   r.checkpoint = info.dir;
   r.step = info.step;
-  r.model = model->describe();
+  r.model = model.describe();
   r.architecture = layout.architecture;
   r.tensors = layout.tensors.size();
-  r.parameters = static_cast<std::int64_t>(model->params().size());
+  r.parameters = static_cast<std::int64_t>(model.params().size());
+  r.tokenizer = tokenizer_out;
   return r;
 }
 

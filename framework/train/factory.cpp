@@ -34,24 +34,37 @@ std::string data_path(const Recipe& r) {
   return r.data.name == "text" ? kFortunesDir : kFashionMnistDir;
 }
 
-TrainData load_text(const Recipe& r, const LoadOptions& opts) {
+// The documents of a data.name = "text" recipe; `read` receives the loader's line on its files.
+std::vector<std::string> text_documents(const Recipe& r, const LoadOptions& opts, std::string& read) {
   const std::string path = data_path(r);
   TextCorpusOptions co;
   // The fortune databases are files without an extension; a folder of the user's, data.extensions.
   co.extensions = r.data.path == "default" ? std::vector<std::string>{""} : r.data.extensions;
   co.exclude = {r.run.out_dir};
   if (!opts.cache_dir.empty()) co.exclude.push_back(opts.cache_dir);
-  const std::vector<std::string> docs = load_text_corpus(path, co);
+  TextCorpusReport report;
+  std::vector<std::string> docs = load_text_corpus(path, co, &report);
+  read = report.describe(path);
+  return docs;
+}
+
+// The tokenizer of a text recipe, trained on `docs` or loaded from the cache under opts.cache_dir.
+Tokenizer text_tokenizer(const Recipe& r, const LoadOptions& opts, std::span<const std::string> docs, std::string& note) {
   TokenizerOptions to;
   to.vocab_size = r.data.vocab_size;
-  std::string note;
-  Tokenizer tok = [&] {
-    if (opts.cache_dir.empty()) return Tokenizer::train(docs, to);
-    const std::string cache = Tokenizer::cache_path(opts.cache_dir, docs, to);
-    if (!opts.write_cache && !std::filesystem::exists(cache)) return Tokenizer::train(docs, to);
-    if (opts.write_cache) std::filesystem::create_directories(opts.cache_dir);
-    return Tokenizer::load_or_train(cache, docs, to, &note);
-  }();
+  to.lowercase = r.data.lowercase;
+  if (opts.cache_dir.empty()) return Tokenizer::train(docs, to);
+  const std::string cache = Tokenizer::cache_path(opts.cache_dir, docs, to);
+  if (!opts.write_cache && !std::filesystem::exists(cache)) return Tokenizer::train(docs, to);
+  if (opts.write_cache) std::filesystem::create_directories(opts.cache_dir);
+  return Tokenizer::load_or_train(cache, docs, to, &note);
+}
+
+TrainData load_text(const Recipe& r, const LoadOptions& opts) {
+  const std::string path = data_path(r);
+  std::string read, note;
+  const std::vector<std::string> docs = text_documents(r, opts, read);
+  const Tokenizer tok = text_tokenizer(r, opts, docs, note);
   if (opts.note) *opts.note = note;
   const std::string noted = note.empty() ? "" : " (" + note + ")";
   if (r.model.name == "gpt") {
@@ -61,7 +74,7 @@ TrainData load_text(const Recipe& r, const LoadOptions& opts) {
     if (train_windows == 0 || (r.data.eval_fraction > 0 && eval_windows == 0))
       LC_INPUT_ERROR(path, ": the text corpus (", docs.size(), " documents) is too small: ", train_windows, " train / ",
                      eval_windows, " eval windows of data.seq_len = ", r.data.seq_len, " tokens");
-    std::string describe = detail::concat("text ", path, ": ", docs.size(), " documents, ", splits.train.tokens.size(),
+    std::string describe = detail::concat("text: ", read, "; ", docs.size(), " documents, ", splits.train.tokens.size(),
                                           " train / ", splits.eval.tokens.size(), " eval tokens (", train_windows, " / ",
                                           eval_windows, " windows of ", r.data.seq_len, "), vocabulary ", tok.vocab_size(),
                                           noted);
@@ -79,7 +92,7 @@ TrainData load_text(const Recipe& r, const LoadOptions& opts) {
   d.vocab = tok.vocab_size();
   d.seq_len = r.data.seq_len;
   d.baseline_loss = unigram_entropy(splits.eval.size() > 0 ? splits.eval : splits.train);
-  d.describe = detail::concat("text ", path, ": ", docs.size(), " documents, ", splits.train.size(),
+  d.describe = detail::concat("text: ", read, "; ", docs.size(), " documents, ", splits.train.size(),
                               " train / ", splits.eval.size(), " eval sequences of ", r.data.seq_len,
                               " tokens, vocabulary ", d.vocab, noted);
   auto train = std::make_shared<TokenDataset>(std::move(splits.train));
@@ -135,6 +148,21 @@ TrainData token_data(TokenStream train, TokenStream eval, int seq_len) {
 }
 
 TrainData load_data(const Recipe& r, const LoadOptions& opts) { return registry().load_data(r, opts); }
+
+std::optional<Tokenizer> run_tokenizer(const Recipe& r, const LoadOptions& opts) {
+  if (r.data.name == "text") {
+    std::string read, note;
+    const std::vector<std::string> docs = text_documents(r, opts, read);
+    return text_tokenizer(r, opts, docs, note);
+  }
+  if (r.data.name == "tokens") {
+    // trainer tokenize writes tokenizer.txt beside train.bin.
+    const std::filesystem::path beside = std::filesystem::path(r.data.train_path.path).parent_path() / "tokenizer.txt";
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(beside, ec)) return Tokenizer::load(beside.string());
+  }
+  return std::nullopt;
+}
 
 namespace {
 TrainData load_fashion_mnist_data(const Recipe& r) {

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "framework/data/lm.h"
+#include "framework/data/tokenizer.h"
 #include "framework/data/source.h"
 #include "framework/models/model.h"
 #include "framework/recipe/recipe.h"
@@ -42,6 +44,12 @@ struct LoadOptions {
 // Loads what the recipe's [data] names (a built-in or registered dataset). Throws InputError for
 // missing or corrupt files.
 TrainData load_data(const Recipe& recipe, const LoadOptions& opts = {});
+
+// The Laconic tokenizer a run of `recipe` trained with: for data.name = "text", the one
+// load_data builds (from the cache under opts.cache_dir when it is there, else trained again:
+// the same corpus and options give the same merges); for "tokens", the tokenizer.txt that
+// trainer tokenize wrote beside data.train_path; otherwise none (files of another tokenizer).
+std::optional<Tokenizer> run_tokenizer(const Recipe& recipe, const LoadOptions& opts);
 
 // What the recipe names, built by the registry (registry.h): the model for the data, the
 // optimizer, and the strategy [sync] asks for (phases and hierarchical composition included).

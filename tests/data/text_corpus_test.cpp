@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "framework/core/check.h"
+#include "framework/core/units.h"
 
 namespace laconic {
 namespace {
@@ -77,7 +78,7 @@ TEST_F(TextCorpusFiles, FolderIsReadRecursivelyInSortedOrderSkippingLinksAndBina
   write("a/c", "a-c\n\na-c second\n");
   write("b.dat", std::string("\0\0\0\2binary index", 17));
   fs::create_symlink(dir_ / "b", dir_ / "b.u8");  // fortune's alias: must not double the entries
-  const TextCorpusOptions fortunes{{""}, {}};          // fortune databases have no extension
+  const TextCorpusOptions fortunes{.extensions = {""}};  // fortune databases have no extension
   EXPECT_EQ(load_text_corpus(dir_.string(), fortunes), (Docs{"a-c", "a-c second", "a-z", "b1", "b2"}));
 }
 
@@ -101,6 +102,47 @@ TEST_F(TextCorpusFiles, FolderReadsDeclaredExtensionsOnlyAndNeverRunOutputs) {
   EXPECT_EQ(load_text_corpus((dir_ / "data.csv").string(), o), (Docs{"a,b"}));
 }
 
+// /usr/share/common-licenses names its texts "Apache-2.0", "LGPL-2.1", "GPL-3": a version after
+// the dot is not an extension, so with "" (no extension) they are read, and the loader says what
+// it read and skipped, and why.
+TEST_F(TextCorpusFiles, DottedNamesWithoutAnExtensionAreReadAndSkipsAreCounted) {
+  EXPECT_EQ(file_extension("Apache-2.0"), "");
+  EXPECT_EQ(file_extension("LGPL-2.1"), "");
+  EXPECT_EQ(file_extension("GPL-3"), "");
+  EXPECT_EQ(file_extension("notes.txt"), ".txt");
+  EXPECT_EQ(file_extension("song.mp3"), ".mp3");
+  EXPECT_EQ(file_extension("archive.tar.gz"), ".gz");
+  EXPECT_EQ(file_extension("v1.2"), "");
+
+  write("Apache-2.0", "apache\n");
+  write("LGPL-2.1", "lgpl\n");
+  write("GPL-3", "gpl\n");
+  write("notes.md", "markdown\n");
+  write("old.gz", "not text really\n");
+  write("index.dat", std::string("\0\0\1", 3));
+  write(".hidden", "hidden\n");
+  fs::create_symlink(dir_ / "GPL-3", dir_ / "GPL");
+  TextCorpusReport report;
+  EXPECT_EQ(load_text_corpus(dir_.string(), {.extensions = {""}}, &report), (Docs{"apache", "gpl", "lgpl"}));
+  EXPECT_EQ(report.files, 3);
+  EXPECT_EQ(report.bytes, 7 + 5 + 4);
+  EXPECT_EQ(report.other_extension, 3);  // notes.md, old.gz, index.dat
+  EXPECT_EQ(report.skipped_extensions, (Docs{".dat", ".gz", ".md"}));
+  EXPECT_EQ(report.links, 1);
+  EXPECT_EQ(report.hidden, 1);
+  EXPECT_EQ(report.binary, 0);
+  EXPECT_EQ(report.describe("D"), "read 3 files (" + format_bytes(16) +
+                                      ") under D; skipped 5: 3 not matching extensions (.dat, .gz, .md), "
+                                      "1 symlinks or special files, 1 hidden");
+
+  // A binary file with a matching extension is read, found binary and counted as such; a listed
+  // suffix matches the end of a name ("Apache-2.0" with ".0").
+  EXPECT_EQ(load_text_corpus(dir_.string(), {.extensions = {".dat", ".0"}}, &report), (Docs{"apache"}));
+  EXPECT_EQ(report.files, 1);
+  EXPECT_EQ(report.binary, 1);
+  EXPECT_EQ(report.skipped_extensions, (Docs{".gz", ".md", "none"}));
+}
+
 TEST(TextNormalize, WhitespaceOverstrikeAndControls) {
   EXPECT_EQ(normalize_whitespace("  a \t\n b\r\n"), "a b");
   // Underline (_ BS x) and bold (x BS x) keep the displayed byte; BEL is dropped.
@@ -119,7 +161,8 @@ TEST_F(TextCorpusFiles, EmptyCorpusIsAnError) {
   write("only.txt", std::string("\0\1", 2));
   expect_error(dir_, "no text documents");  // only binaries
   write("fortunes", "a fortune\n%\n");
-  expect_error(dir_, "(data.extensions; \"\" = none, as fortune databases");  // not a .txt
+  expect_error(dir_, "(data.extensions; \"\" = none, as fortune databases; read 0 files (" + format_bytes(0) + ") under " +
+                         dir_.string() + "; skipped 2: 1 not matching extensions (none), 1 binary)");  // not a .txt
   expect_error(write("blank", " \n\n%\n\t\n"), "no text documents");
 }
 

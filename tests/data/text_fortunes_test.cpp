@@ -23,7 +23,7 @@ TEST(FortunesReal, LoadTrainPackAndBaseline) {
   if (!std::filesystem::is_directory(kFortunesDir)) GTEST_SKIP() << kFortunesDir << " absent (apt-get install fortunes)";
 
   auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::string> docs = load_text_corpus(kFortunesDir, TextCorpusOptions{{""}, {}});
+  const std::vector<std::string> docs = load_text_corpus(kFortunesDir, TextCorpusOptions{.extensions = {""}});
   const double load_s = seconds_since(t0);
   std::size_t bytes = 0;
   for (const std::string& d : docs) bytes += d.size();

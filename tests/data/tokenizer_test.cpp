@@ -52,6 +52,28 @@ TEST(Pretokenize, WordsLowercasedPunctuationAlone) {
             (Docs{"don", "'", "t", "panic", "!", "42nd", "caf\xc3\x89", ".", ".", "."}));
   EXPECT_EQ(normalize_text(" Hello,\tWorld! "), "hello , world !");
   EXPECT_TRUE(pretokenize(" \n ").empty());
+  // data.lowercase = false: ASCII case is kept (and non-ASCII bytes are never touched).
+  EXPECT_EQ(pretokenize("Don't CAF\xc3\x89", false), (Docs{"Don", "'", "t", "CAF\xc3\x89"}));
+}
+
+// The lowercase option decides what encode() sees, is part of the fingerprint (a cache of the
+// other setting is not reused) and survives save/load.
+TEST(Tokenizer, LowercaseIsAnOptionRecordedInTheFingerprint) {
+  const Docs docs = sample_corpus(50);
+  const Tokenizer folded = Tokenizer::train(docs, {.vocab_size = 300});
+  const Tokenizer cased = Tokenizer::train(docs, {.vocab_size = 300, .lowercase = false});
+  EXPECT_TRUE(folded.lowercase());
+  EXPECT_FALSE(cased.lowercase());
+  EXPECT_NE(Tokenizer::fingerprint(docs, {.vocab_size = 300}), Tokenizer::fingerprint(docs, {.vocab_size = 300, .lowercase = false}));
+  EXPECT_EQ(folded.encode("WHEN When when"), folded.encode("when when when"));
+  EXPECT_NE(cased.encode("WHEN"), cased.encode("when"));
+  EXPECT_EQ(cased.decode(cased.encode("Were WHEN")), "Were WHEN");
+  const std::string file = (fs::temp_directory_path() / ("laconic_tok_case_" + std::to_string(::getpid()))).string();
+  cased.save(file);
+  const Tokenizer back = Tokenizer::load(file);
+  fs::remove(file);
+  EXPECT_FALSE(back.lowercase());
+  EXPECT_EQ(back.encode("Were WHEN"), cased.encode("Were WHEN"));
 }
 
 TEST(Tokenizer, SpecialAndByteIdsAreFixed) {
@@ -179,21 +201,32 @@ TEST_F(TokenizerFiles, CorruptFilesAreInputErrors) {
   write("not a tokenizer\n");
   expect_load_error(":1: expected the header");
 
+  // Where line n (1-based) starts. The header is 5 lines; merges start on line 6.
+  const auto line_start = [&](int n) {
+    std::size_t at = 0;
+    for (int line = 1; line < n; ++line) at = good.find('\n', at) + 1;
+    return at;
+  };
+
   // Cut after 10 of the 39 merges.
-  std::size_t cut = 0;
-  for (int line = 0; line < 13; ++line) cut = good.find('\n', cut) + 1;
-  write(good.substr(0, cut));
-  expect_load_error(":14: file ends where a merge was expected");
+  write(good.substr(0, line_start(16)));
+  expect_load_error(":16: file ends where a merge was expected");
+
+  // Cut to 3 merges with the count edited to match: the checksum of the merges tells (this file
+  // loaded as a 264-token vocabulary where 300 were trained).
+  const std::size_t count_line = line_start(4);
+  write(good.substr(0, count_line) + "merges 3" + good.substr(good.find('\n', count_line), line_start(9) - good.find('\n', count_line)));
+  expect_load_error(":5: expected the 3 merges to have checksum");
 
   // A merge line whose token is not the concatenation of its pair.
-  const std::size_t line4 = good.find('\n', good.find('\n', good.find('\n') + 1) + 1) + 1;
-  const std::size_t end4 = good.find('\n', line4);
-  write(good.substr(0, line4) + "5 6 zz" + good.substr(end4));
-  expect_load_error(":4: expected TOKEN to be the concatenation");
+  const std::size_t line6 = line_start(6);
+  const std::size_t end6 = good.find('\n', line6);
+  write(good.substr(0, line6) + "5 6 zz" + good.substr(end6));
+  expect_load_error(":6: expected TOKEN to be the concatenation");
 
   // An id that does not exist yet (merges may only use earlier ids).
-  write(good.substr(0, line4) + "5 100000 x" + good.substr(end4));
-  expect_load_error(":4: expected ids in 5..260");
+  write(good.substr(0, line6) + "5 100000 x" + good.substr(end6));
+  expect_load_error(":6: expected ids in 5..260");
 
   write(good + "trailing\n");
   expect_load_error("expected the end of the file");
@@ -227,21 +260,34 @@ TEST_F(TokenizerFiles, FingerprintDetectsStaleCaches) {
 
   std::string note;
   const Tokenizer first = Tokenizer::load_or_train(path(), docs, opts, &note);
-  EXPECT_NE(note.find("trained (no cached tokenizer)"), std::string::npos) << note;
+  EXPECT_NE(note.find("trained and saved"), std::string::npos) << note;
   const Tokenizer cached = Tokenizer::load_or_train(path(), docs, opts, &note);
   EXPECT_NE(note.find("loaded from"), std::string::npos) << note;
   EXPECT_EQ(cached.merges(), first.merges());
+  const std::string good = read();
 
+  // The cache's name carries the fingerprint, so a file there of another corpus or options, or
+  // one that does not load, was damaged: an error naming it, not a model on another vocabulary.
+  const auto expect_cache_error = [&](const Docs& d, const std::string& what) {
+    try {
+      Tokenizer::load_or_train(path(), d, opts, &note);
+      ADD_FAILURE() << "no InputError; expected '" << what << "'";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path()), std::string::npos) << msg;
+      EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      EXPECT_NE(msg.find("delete it to train the tokenizer again"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  };
   docs.back() += " a changed ending";
-  const Tokenizer retrained = Tokenizer::load_or_train(path(), docs, opts, &note);
-  EXPECT_NE(note.find("another corpus or options"), std::string::npos) << note;
-  EXPECT_EQ(retrained.source_hash(), Tokenizer::fingerprint(docs, opts));
-  EXPECT_EQ(Tokenizer::load(path()).source_hash(), retrained.source_hash());  // the cache was replaced
-
+  expect_cache_error(docs, "tokenizer cache with fingerprint");
   write("garbage\n");
-  Tokenizer::load_or_train(path(), docs, opts, &note);
-  EXPECT_NE(note.find("unreadable"), std::string::npos) << note;
-  EXPECT_EQ(Tokenizer::load(path()).source_hash(), retrained.source_hash());
+  expect_cache_error(docs, ":1: expected the header");
+  const std::string cut = good.substr(0, good.rfind('\n', good.size() / 2) + 1);  // whole lines
+  write(cut);
+  expect_cache_error(docs, "file ends where a merge was expected");
+  EXPECT_EQ(read(), cut);  // left as it was, for the user to look at
 }
 
 }  // namespace
