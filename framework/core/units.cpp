@@ -109,7 +109,8 @@ std::string format_bytes(double b) {
   int u = 0;
   while (b >= 1000.0 && u < 5) b /= 1000.0, ++u;
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f %s", b < 10 ? 2 : 1, b, units[u]);
+  // Whole bytes have no fraction ("16 B", not "16.0 B"); larger units keep three significant digits.
+  std::snprintf(buf, sizeof buf, "%.*f %s", u == 0 ? 0 : b < 10 ? 2 : 1, b, units[u]);
   return buf;
 }
 
