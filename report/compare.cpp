@@ -379,8 +379,14 @@ std::string RunResult::recipe_value(const std::string& key) const {
   return "";
 }
 
-RunResult run_result(const std::string& dir, const std::string& name, const RunSummary& summary,
-                     std::vector<MetricsRecord> metrics, const std::string& recipe_toml) {
+RunResult read_run(const std::string& dir, const std::string& name) {
+  if (!fs::is_directory(dir)) LC_INPUT_ERROR(dir, ": not a run directory (no such directory)");
+  for (const char* f : {"summary.json", "metrics.jsonl"})
+    if (!fs::exists(fs::path(dir) / f))
+      LC_INPUT_ERROR(dir, ": not a finished run: ", f, " is missing");
+  const std::string summary_path = (fs::path(dir) / "summary.json").string();
+  const RunSummary summary = parse_summary(read_text(summary_path), summary_path);
+  const std::string metrics_path = (fs::path(dir) / "metrics.jsonl").string();
   RunResult r;
   r.name = name;
   r.dir = dir;
@@ -394,27 +400,15 @@ RunResult run_result(const std::string& dir, const std::string& name, const RunS
   r.sim_time_s = summary.sim_time_s;
   r.peak_inter_bytes_per_s = summary.peak_inter_bytes_per_s;
   if (summary.bytes_inter_start) r.bytes_inter_start = static_cast<double>(*summary.bytes_inter_start);
-  r.metrics = std::move(metrics);
-  if (!r.metrics.empty() && r.metrics.back().bytes_inter)  // summary.json does not carry the tiers
+  r.metrics = read_metrics(metrics_path);
+  if (r.metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
+  if (r.metrics.back().bytes_inter)  // summary.json does not carry the tiers
     r.bytes_inter = static_cast<double>(*r.metrics.back().bytes_inter);
   // For the seeds, world sizes and differences the report states. A recipe written by another
   // version of Laconic is still TOML, so it is read as such, not as a Recipe.
-  if (!recipe_toml.empty()) r.recipe = flatten_toml(recipe_toml).value_or(FlatToml{});
-  return r;
-}
-
-RunResult read_run(const std::string& dir, const std::string& name) {
-  if (!fs::is_directory(dir)) LC_INPUT_ERROR(dir, ": not a run directory (no such directory)");
-  for (const char* f : {"summary.json", "metrics.jsonl"})
-    if (!fs::exists(fs::path(dir) / f))
-      LC_INPUT_ERROR(dir, ": not a finished run: ", f, " is missing");
-  const std::string summary_path = (fs::path(dir) / "summary.json").string();
-  const RunSummary summary = parse_summary(read_text(summary_path), summary_path);
-  const std::string metrics_path = (fs::path(dir) / "metrics.jsonl").string();
-  std::vector<MetricsRecord> metrics = read_metrics(metrics_path);
-  if (metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
   const fs::path recipe = fs::path(dir) / "recipe.resolved.toml";
-  return run_result(dir, name, summary, std::move(metrics), fs::exists(recipe) ? read_text(recipe.string()) : "");
+  if (fs::exists(recipe)) r.recipe = flatten_toml(read_text(recipe.string())).value_or(FlatToml{});
+  return r;
 }
 
 // ---- the comparison --------------------------------------------------------------------------
@@ -772,8 +766,9 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
     }
     TrainSummary s = train(recipes[i], data[data_of[i]], t);
     if (t.log) *t.log << done_line(s) << std::endl;
-    // From memory: what the run wrote to its directory, without reading it back.
-    runs.push_back(run_result(dir, v.name, s, std::move(s.records), to_toml(recipes[i])));
+    // Read back from its directory, as --runs reads it: the replay of a [network] run rewrites
+    // metrics.jsonl's sim_time_s after training, so the records in memory lack the simulated clock.
+    runs.push_back(read_run(dir, v.name));
   }
   ReportContext ctx;
   ctx.recipe = recipe_path;

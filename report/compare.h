@@ -63,11 +63,9 @@ struct RunResult {
 };
 
 // Reads DIR/summary.json and DIR/metrics.jsonl (both required: InputError naming the directory
-// and the missing or malformed file) and DIR/recipe.resolved.toml (optional).
+// and the missing or malformed file) and DIR/recipe.resolved.toml (optional). The one way both
+// modes of `trainer compare` get a run: variants trained in this process are read back too.
 RunResult read_run(const std::string& dir, const std::string& name);
-// The same from what a run in this process returned (its records and its recipe as TOML).
-RunResult run_result(const std::string& dir, const std::string& name, const RunSummary& summary,
-                     std::vector<MetricsRecord> metrics, const std::string& recipe_toml);
 
 // ---- the comparison --------------------------------------------------------------------------
 

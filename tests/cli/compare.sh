@@ -78,6 +78,23 @@ diff <(grep "^|" "$tmp/cmp/report.md") <(grep "^|" "$tmp/again/report.md") ||
   { echo "--runs gave another table"; exit 1; }
 grep -q "No plots: not requested" "$tmp/again/report.md" || { echo "--no-plots not stated"; exit 1; }
 
+# A recipe with a [network]: the replay rewrites metrics.jsonl's simulated clock after training, and
+# --recipe reads it back as --runs does, so both give the same non-null time to target and speedup.
+"$trainer" compare --recipe "$recipe" --vary sync.strategy=allreduce,topk "${tiny[@]}" --network.groups=2 \
+  --target-loss 1.6 --out "$tmp/net" --no-plots >"$tmp/net.log" 2>&1 || { echo "compare [network] failed"; tail -5 "$tmp/net.log"; exit 1; }
+"$trainer" compare --runs "$tmp/net/allreduce" "$tmp/net/topk" --target-loss 1.6 --out "$tmp/net_runs" --no-plots >/dev/null
+python3 - "$tmp/net/compare.json" "$tmp/net_runs/compare.json" <<'PY'
+import json, sys
+variants, runs = (json.load(open(p)) for p in sys.argv[1:])
+assert variants["clock"] == "simulated", variants["clock"]
+for v, r in zip(variants["runs"], runs["runs"]):
+    for key in ["time_to_target_s", "steps_to_target", "speedup"]:
+        assert v[key] is not None and v[key] == r[key], (v["name"], key, v[key], r[key])
+    assert 0 < v["time_to_target_s"] < v["time_s"], v
+assert variants["runs"][0]["speedup"] == 1.0
+PY
+[ $? -eq 0 ] || { echo "compare --recipe with [network]: no time to target, or another than --runs"; exit 1; }
+
 # An unfinished run (no summary.json) is named with the missing file.
 mkdir -p "$tmp/half" && cp "$tmp/cmp/topk/metrics.jsonl" "$tmp/half/"
 expect_input_error unfinished "half: not a finished run: summary.json is missing" --runs "$tmp/cmp/allreduce" "$tmp/half"
