@@ -133,6 +133,7 @@ struct CompareArgs {
   bool no_plots = false;
   int seeds = 1;
   std::string budget;
+  double as_params = 0;  // a double, so that 7e9 is accepted
 };
 
 void add_compare_options(CLI::App& c, CompareArgs& a) {
@@ -154,6 +155,8 @@ void add_compare_options(CLI::App& c, CompareArgs& a) {
   c.add_option("--networks", a.networks, "replay every run on each of these [network] TOML files (a,b,...): a report "
                                          "per network and networks.md, runs x networks")
       ->delimiter(',');
+  c.add_option("--as-params", a.as_params, "project every run's simulated time and bytes onto a model of N parameters "
+                                           "(e.g. 7e9; the runs need a [network])");
   c.footer("Recipe overrides (--section.key=value) apply to every variant; --vary assignments come last.\n"
            "Variants train one after another in this process (threads backend); not under mpirun.");
 }
@@ -188,6 +191,13 @@ std::string default_plot_script() {
   return "";
 }
 
+// --as-params N of `command`: a whole number of parameters >= 1, or 0 when not given.
+std::int64_t as_params_flag(double n, const char* command) {
+  if (n != 0 && !(n >= 1 && n < 1e15 && n == std::floor(n)))
+    LC_INPUT_ERROR(command, ": --as-params: expected a whole number of parameters >= 1, got ", n);
+  return static_cast<std::int64_t>(n);
+}
+
 int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides, int argc, char** argv) {
   const bool variants = !a.recipe.empty() || !a.vary.empty();
   if (variants == !a.runs.empty())
@@ -212,6 +222,7 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   o.seeds = a.seeds;
   if (a.seeds != 1 && !variants) LC_INPUT_ERROR("compare: --seeds needs --recipe and --vary (finished runs ran with their own seeds)");
   if (!a.budget.empty()) o.budget = laconic::parse_budget(a.budget);
+  o.as_params = as_params_flag(a.as_params, "compare");
   if (variants) laconic::compare_variants(a.recipe, overrides, a.vary, o);
   else laconic::compare_run_dirs(a.runs, o);
   return 0;
@@ -308,10 +319,8 @@ void report_failures(const SimulateArgs& a, const laconic::FailureModel& m, cons
 int run_simulate(const SimulateArgs& a) {
   if (!a.o.network_file.empty() && !a.o.platform_file.empty())
     LC_INPUT_ERROR("simulate: expected --network or --platform, not both");
-  if (a.as_params != 0 && !(a.as_params >= 1 && a.as_params < 1e15 && a.as_params == std::floor(a.as_params)))
-    LC_INPUT_ERROR("simulate: --as-params: expected a whole number of parameters >= 1, got ", a.as_params);
   laconic::SimulateOptions o = a.o;
-  o.as_params = static_cast<std::int64_t>(a.as_params);
+  o.as_params = as_params_flag(a.as_params, "simulate");
   std::optional<laconic::FailureModel> model;  // checked before the replay
   if (!a.failures.empty()) model = laconic::parse_failures(a.failures);
   else model.emplace();
