@@ -127,6 +127,7 @@ int run_plan(const PlanArgs& a) {
 
 struct CompareArgs {
   std::string recipe, out, plot_script;
+  std::string package_plot_script;  // train_main's plot_script: the package's, for programs installed elsewhere
   std::vector<std::string> vary, runs, networks;
   double target_loss = 0;
   CLI::Option* target_option = nullptr;  // given or not: any loss, 0 included, is a valid target
@@ -180,15 +181,17 @@ std::string shell_command(int argc, char** argv) {
 
 // scripts/plot from this program's own location: installed, <prefix>/bin/trainer finds
 // <prefix>/share/laconic/scripts/plot; in a build directory of the source tree (build/,
-// build-*/), <tree>/scripts/plot. "" when neither is there.
-std::string default_plot_script() {
+// build-*/), <tree>/scripts/plot. Else `package` (a program of the user's, built against the
+// package: train_main.h), when it exists. "" when none is there.
+std::string default_plot_script(const std::string& package) {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  const auto up = exe.parent_path().parent_path();
-  for (const auto& script : {up / "share" / "laconic" / "scripts" / "plot", up / "scripts" / "plot"})
-    if (std::filesystem::exists(script, ec)) return script.string();
-  return "";
+  if (!ec) {
+    const auto up = exe.parent_path().parent_path();
+    for (const auto& script : {up / "share" / "laconic" / "scripts" / "plot", up / "scripts" / "plot"})
+      if (std::filesystem::exists(script, ec)) return script.string();
+  }
+  return !package.empty() && std::filesystem::exists(package, ec) ? package : "";
 }
 
 // --as-params N of `command`: a whole number of parameters >= 1, or 0 when not given.
@@ -213,8 +216,10 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   if (a.no_plots) {
     o.plot_note = "not requested (--no-plots)";
   } else {
-    o.plot_script = a.plot_script.empty() ? default_plot_script() : a.plot_script;
-    if (o.plot_script.empty()) o.plot_note = "scripts/plot not found from the trainer's location (share/laconic/scripts or the source tree; pass --plot-script)";
+    o.plot_script = a.plot_script.empty() ? default_plot_script(a.package_plot_script) : a.plot_script;
+    if (o.plot_script.empty())
+      o.plot_note = "scripts/plot not found from the trainer's location (share/laconic/scripts or the source tree) nor at \"" +
+                    a.package_plot_script + "\" (the package's); pass --plot-script";
   }
   o.log = &std::cout;
   o.progress_line = ::isatty(STDOUT_FILENO) != 0;
@@ -473,7 +478,7 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
   return r.exit_code;
 }
 
-int run(int argc, char** argv, bool& quiet_errors) {
+int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
 
@@ -498,6 +503,7 @@ int run(int argc, char** argv, bool& quiet_errors) {
   CLI::App* plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
   add_plan_options(*plan, plan_args);
   CompareArgs compare_args;
+  compare_args.package_plot_script = plot_script;
   CLI::App* compare = app.add_subcommand("compare", "train variants of a recipe side by side (or read finished "
                                                     "runs) and write a report with plots");
   add_compare_options(*compare, compare_args);
@@ -614,10 +620,10 @@ int run(int argc, char** argv, bool& quiet_errors) {
 
 namespace laconic {
 
-int train_main(int argc, char** argv) {
+int train_main(int argc, char** argv, const char* plot_script) {
   bool quiet_errors = false;
   try {
-    return run(argc, argv, quiet_errors);
+    return run(argc, argv, plot_script, quiet_errors);
   } catch (const laconic::ReplicaDropped& e) {
     std::cerr << "trainer: " << e.what() << std::endl;
     return 76;
