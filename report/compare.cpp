@@ -194,7 +194,7 @@ void check_target(const std::optional<double>& target) {
 const char* const kPlots[] = {"loss_vs_steps.png", "loss_vs_bytes.png", "loss_vs_time.png", "pareto_bytes.png",
                               "pareto_time.png"};
 
-// The shared tail of both modes: compare.json, the plots, report.md; the table on the log.
+// A --networks file's report folder: its stem.
 std::string network_name(const std::string& path) { return fs::path(path).stem().string(); }
 
 // --networks, before anything is trained or written: every file a valid [network] for every run.
@@ -207,41 +207,46 @@ void check_networks(const std::vector<Recipe>& recipes, const std::vector<std::s
   }
 }
 
-void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, const CompareOptions& opts);
-
-// Each run's trace replayed on each network: a report per network, and the runs x networks table.
-void write_network_comparisons(const std::vector<RunResult>& runs, const ReportContext& ctx, const CompareOptions& opts) {
-  std::vector<std::string> names;
-  std::vector<Comparison> per_network;
-  for (const std::string& net : opts.networks) {
-    const std::string name = network_name(net);
-    std::vector<RunResult> replayed = runs;
-    for (RunResult& r : replayed) {
-      SimulateOptions so;
-      so.network_file = net;
-      so.out_dir = (fs::path(r.dir) / ("simulated-" + name)).string();
-      const Simulation sim = simulate_run(r.dir, so);
-      r.sim_time_s = sim.time_s;
-      r.bytes_inter = static_cast<double>(sim.bytes_inter);
-      r.peak_inter_bytes_per_s = sim.peak_inter_bytes_per_s;
-      for (MetricPoint& m : r.metrics) m.sim_time_s = sim.time_at_step(m.step);
-      if (opts.log) *opts.log << "compare: " << r.name << " on " << name << ": " << sim.time_s << " s simulated" << std::endl;
-    }
-    CompareOptions o = opts;
-    o.out_dir = (fs::path(opts.out_dir) / name).string();
-    o.networks.clear();
-    ReportContext c = ctx;
-    write_comparison(replayed, c, o);
-    names.push_back(name);
-    per_network.push_back(compare_runs(replayed, opts.target));
-  }
-  const std::string table = networks_markdown(names, per_network, runs);
-  write_file_atomic(opts.out_dir + "/networks.md", table);
-  if (opts.log) *opts.log << table << "compare: wrote " << opts.out_dir << "/networks.md" << std::endl;
+// --as-params, before anything is trained or written: the projection is of the simulated clock,
+// so every run (named by names[i]) needs a [network] of its own to be replayed on.
+void check_projection(const std::vector<Recipe>& recipes, const std::vector<std::string>& names, std::int64_t as_params) {
+  if (as_params <= 0) return;
+  for (std::size_t i = 0; i < recipes.size(); ++i)
+    if (recipes[i].network.groups == 0 && recipes[i].network.platform.empty())
+      LC_INPUT_ERROR("compare: --as-params projects the simulated clock, and ", names[i],
+                     " has no [network] (give the recipe one, e.g. --network.groups=2)");
 }
 
-void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, const CompareOptions& opts) {
-  const Comparison c = compare_runs(runs, opts.target);
+// `run` with its simulated figures from a replay of its trace (simulate_run: on `network_file`,
+// "" = its own [network]; projected onto as_params parameters when > 0), its summary and timeline
+// in out_dir. The projection multiplies bytes by the replay's scale: metrics' bytes_sent are
+// scaled alike, inter-tier bytes are the replay's own count.
+RunResult replayed(const RunResult& run, const std::string& network_file, std::int64_t as_params,
+                   const std::string& out_dir) {
+  SimulateOptions so;
+  so.network_file = network_file;
+  so.as_params = as_params;
+  so.out_dir = out_dir;
+  const Simulation sim = simulate_run(run.dir, so);
+  RunResult r = run;
+  r.sim_time_s = sim.time_s;
+  r.bytes_inter = static_cast<double>(sim.bytes_inter);
+  r.peak_inter_bytes_per_s = sim.peak_inter_bytes_per_s;
+  r.projection = sim.scale;
+  r.bytes_sent *= sim.scale;
+  r.bytes_inter_start *= sim.scale;
+  for (MetricPoint& m : r.metrics) {
+    m.sim_time_s = sim.time_at_step(m.step);
+    m.bytes_sent = static_cast<std::uint64_t>(std::llround(static_cast<double>(m.bytes_sent) * sim.scale));
+    m.bytes_inter = sim.inter_at_step(m.step);
+  }
+  return r;
+}
+
+// compare.json, the plots and report.md of these runs in opts.out_dir; the table on the log.
+void write_report(const std::vector<RunResult>& runs, ReportContext ctx, const CompareOptions& opts) {
+  Comparison c = compare_runs(runs, opts.target);
+  c.as_params = opts.as_params;
   make_directories(opts.out_dir);
   write_file_atomic(opts.out_dir + "/compare.json", compare_json(c, runs));
   ctx.command = opts.command;
@@ -258,14 +263,48 @@ void write_comparison(const std::vector<RunResult>& runs, ReportContext ctx, con
   if (opts.seeds > 1 || opts.budget) report += seeds_markdown(group_by_variant(runs, c, opts.budget), c, opts.budget);
   write_file_atomic(opts.out_dir + "/report.md", report);
   if (opts.log) {
-    // The table alone: the report's lines that start with '|'.
+    // The table alone: the report's lines that start with '|'; then the verdict and warnings.
     std::istringstream in(report);
     std::string line;
     while (std::getline(in, line))
       if (line.rfind("|", 0) == 0) *opts.log << line << "\n";
+    if (!c.verdict.text.empty()) *opts.log << "compare: " << c.verdict.text << "\n";
+    for (const std::string& w : c.warnings) *opts.log << "compare: warning: " << w << "\n";
     *opts.log << "compare: wrote " << opts.out_dir << "/report.md" << std::endl;
   }
-  if (!opts.networks.empty()) write_network_comparisons(runs, ctx, opts);
+}
+
+// The shared tail of both modes: the report (of the projected replays with --as-params), and with
+// --networks each run replayed on each network: a report per network and the runs x networks table.
+void write_comparison(const std::vector<RunResult>& runs, const ReportContext& ctx, const CompareOptions& opts) {
+  const std::string projected = "projected-" + std::to_string(opts.as_params);
+  if (opts.as_params > 0) {
+    std::vector<RunResult> on_own;
+    for (const RunResult& r : runs) on_own.push_back(replayed(r, "", opts.as_params, (fs::path(r.dir) / projected).string()));
+    write_report(on_own, ctx, opts);
+  } else {
+    write_report(runs, ctx, opts);
+  }
+  if (opts.networks.empty()) return;
+  std::vector<std::string> names;
+  std::vector<Comparison> per_network;
+  for (const std::string& net : opts.networks) {
+    const std::string name = network_name(net);
+    std::vector<RunResult> on_net;
+    for (const RunResult& r : runs) {
+      on_net.push_back(replayed(r, net, opts.as_params,
+                                (fs::path(r.dir) / ("simulated-" + name + (opts.as_params > 0 ? "-" + projected : ""))).string()));
+      if (opts.log) *opts.log << "compare: " << r.name << " on " << name << ": " << on_net.back().sim_time_s << " s simulated" << std::endl;
+    }
+    CompareOptions o = opts;
+    o.out_dir = (fs::path(opts.out_dir) / name).string();
+    write_report(on_net, ctx, o);
+    names.push_back(name);
+    per_network.push_back(compare_runs(on_net, opts.target));
+  }
+  const std::string table = networks_markdown(names, per_network, runs);
+  write_file_atomic(opts.out_dir + "/networks.md", table);
+  if (opts.log) *opts.log << table << "compare: wrote " << opts.out_dir << "/networks.md" << std::endl;
 }
 
 }  // namespace
@@ -379,8 +418,14 @@ std::string RunResult::recipe_value(const std::string& key) const {
   return "";
 }
 
-RunResult run_result(const std::string& dir, const std::string& name, const RunSummary& summary,
-                     std::vector<MetricsRecord> metrics, const std::string& recipe_toml) {
+RunResult read_run(const std::string& dir, const std::string& name) {
+  if (!fs::is_directory(dir)) LC_INPUT_ERROR(dir, ": not a run directory (no such directory)");
+  for (const char* f : {"summary.json", "metrics.jsonl"})
+    if (!fs::exists(fs::path(dir) / f))
+      LC_INPUT_ERROR(dir, ": not a finished run: ", f, " is missing");
+  const std::string summary_path = (fs::path(dir) / "summary.json").string();
+  const RunSummary summary = parse_summary(read_text(summary_path), summary_path);
+  const std::string metrics_path = (fs::path(dir) / "metrics.jsonl").string();
   RunResult r;
   r.name = name;
   r.dir = dir;
@@ -394,27 +439,15 @@ RunResult run_result(const std::string& dir, const std::string& name, const RunS
   r.sim_time_s = summary.sim_time_s;
   r.peak_inter_bytes_per_s = summary.peak_inter_bytes_per_s;
   if (summary.bytes_inter_start) r.bytes_inter_start = static_cast<double>(*summary.bytes_inter_start);
-  r.metrics = std::move(metrics);
-  if (!r.metrics.empty() && r.metrics.back().bytes_inter)  // summary.json does not carry the tiers
+  r.metrics = read_metrics(metrics_path);
+  if (r.metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
+  if (r.metrics.back().bytes_inter)  // summary.json does not carry the tiers
     r.bytes_inter = static_cast<double>(*r.metrics.back().bytes_inter);
   // For the seeds, world sizes and differences the report states. A recipe written by another
   // version of Laconic is still TOML, so it is read as such, not as a Recipe.
-  if (!recipe_toml.empty()) r.recipe = flatten_toml(recipe_toml).value_or(FlatToml{});
-  return r;
-}
-
-RunResult read_run(const std::string& dir, const std::string& name) {
-  if (!fs::is_directory(dir)) LC_INPUT_ERROR(dir, ": not a run directory (no such directory)");
-  for (const char* f : {"summary.json", "metrics.jsonl"})
-    if (!fs::exists(fs::path(dir) / f))
-      LC_INPUT_ERROR(dir, ": not a finished run: ", f, " is missing");
-  const std::string summary_path = (fs::path(dir) / "summary.json").string();
-  const RunSummary summary = parse_summary(read_text(summary_path), summary_path);
-  const std::string metrics_path = (fs::path(dir) / "metrics.jsonl").string();
-  std::vector<MetricsRecord> metrics = read_metrics(metrics_path);
-  if (metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
   const fs::path recipe = fs::path(dir) / "recipe.resolved.toml";
-  return run_result(dir, name, summary, std::move(metrics), fs::exists(recipe) ? read_text(recipe.string()) : "");
+  if (fs::exists(recipe)) r.recipe = flatten_toml(read_text(recipe.string())).value_or(FlatToml{});
+  return r;
 }
 
 // ---- the comparison --------------------------------------------------------------------------
@@ -440,6 +473,104 @@ std::optional<TargetHit> time_to_target(const std::vector<MetricPoint>& metrics,
   }
   return std::nullopt;
 }
+
+std::optional<DenseWarmup> dense_warmup(const RunResult& run) {
+  const std::string phases = run.recipe_value("sync.phases");
+  if (!phases.empty() && phases != "[]") return std::nullopt;  // several strategies in turn
+  std::string strategy = run.recipe_value("sync.strategy");
+  if (strategy.size() >= 2 && strategy.front() == '"') strategy = strategy.substr(1, strategy.size() - 2);
+  if (strategy.empty()) return std::nullopt;
+  for (const char* name : {"warmup_steps", "start_iter"}) {
+    const std::string key = "sync." + strategy + "." + name;
+    const std::string v = run.recipe_value(key);
+    std::int64_t steps = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), steps);
+    if (!v.empty() && ec == std::errc{} && end == v.data() + v.size() && steps > 0) return DenseWarmup{key, steps};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// One warning per variant (its first seed's recipe and steps: the seeds share both).
+std::vector<std::string> warmup_warnings(const std::vector<RunResult>& runs, const std::vector<SeedGroup>& groups) {
+  std::vector<std::string> out;
+  for (const SeedGroup& g : groups) {
+    const RunResult& r = runs[g.runs.front()];
+    const std::optional<DenseWarmup> w = dense_warmup(r);
+    if (!w || r.steps <= 0) continue;
+    const std::int64_t dense = std::min(w->steps, r.steps);
+    const double fraction = static_cast<double>(dense) / static_cast<double>(r.steps);
+    if (fraction < kWarmupWarnFraction) continue;
+    out.push_back(g.name + " was dense for " + std::to_string(dense) + " of its " + std::to_string(r.steps) + " steps (" +
+                  fixed(100 * fraction, 0) + "%, " + w->key + " = " + std::to_string(w->steps) +
+                  "): this comparison mostly measures its warm-up; train longer or lower " + w->key);
+  }
+  return out;
+}
+
+Verdict verdict_of(const Comparison& c, const std::vector<SeedGroup>& groups) {
+  Verdict v;
+  if (groups.size() < 2) return v;
+  const bool eval = c.series == LossSeries::eval;
+  const std::string loss_word = eval ? "eval loss" : "training loss";
+  std::vector<double> time(groups.size(), kAbsent), bytes(groups.size()), loss(groups.size());
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const SeedGroup& g = groups[k];
+    std::vector<double> t;
+    for (const std::size_t i : g.runs)
+      if (c.rows[i].hit) t.push_back(c.rows[i].hit->time_s);
+    if (t.size() == g.runs.size()) time[k] = stat_of(t).mean;
+    bytes[k] = (c.simulated_network ? g.bytes_inter : g.bytes_sent).mean;
+    loss[k] = (eval ? g.eval_loss : g.final_loss).mean;
+  }
+  // The first index of the least non-NaN value (npos when there is none).
+  const auto least = [](const std::vector<double>& x) {
+    std::size_t best = std::string::npos;
+    for (std::size_t k = 0; k < x.size(); ++k)
+      if (!std::isnan(x[k]) && (best == std::string::npos || x[k] < x[best])) best = k;
+    return best;
+  };
+  const std::size_t first = least(time), fewest = least(bytes), lowest = least(loss);
+  const std::string clock = c.clock == CompareClock::simulated ? " simulated" : " on the wall clock";
+  std::ostringstream os;
+  os << "**Verdict**: ";
+  if (first == std::string::npos) {
+    os << "no variant reaches the target " << loss_word << (std::isnan(c.target) ? "" : " " + fixed(c.target, 4));
+  } else {
+    v.first = groups[first].name;
+    v.first_time_s = time[first];
+    os << v.first << " reaches the target " << loss_word << " first (" << fmt_seconds(time[first]) << clock;
+    if (first != 0 && !std::isnan(time[0]) && time[first] > 0)
+      os << ", " << fixed(time[0] / time[first], 2) << "x faster than " << groups[0].name;
+    os << ")";
+  }
+  if (lowest != std::string::npos) {
+    v.lowest = groups[lowest].name;
+    v.lowest_loss = loss[lowest];
+  }
+  if (fewest != std::string::npos) {
+    v.least = groups[fewest].name;
+    v.least_bytes = bytes[fewest];
+    os << "; " << v.least << " sends least" << (c.simulated_network ? " across the slow tier (" : " (")
+       << fmt_bytes(bytes[fewest]) << " per rank";
+    if (fewest != 0 && bytes[0] > 0) os << ", " << fmt_percent(bytes[fewest] / bytes[0]) << " of " << groups[0].name << "'s";
+    os << ")";
+    if (lowest != std::string::npos && !std::isnan(loss[fewest])) {
+      v.least_loss_cost = loss[fewest] - loss[lowest];
+      if (fewest == lowest || v.least_loss_cost == 0)
+        os << " at no loss cost (the lowest final " << loss_word << ", " << fixed(loss[fewest], 4) << ")";
+      else
+        os << " at +" << fixed(v.least_loss_cost, 4) << " final " << loss_word << " over the lowest (" << v.lowest
+           << ", " << fixed(loss[lowest], 4) << ")";
+    }
+  }
+  os << ".";
+  v.text = os.str();
+  return v;
+}
+
+}  // namespace
 
 Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double> target) {
   LC_CHECK(!runs.empty(), "no runs to compare");
@@ -483,6 +614,9 @@ Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double
     if (base.hit && row.hit && row.hit->time_s > 0) row.speedup = base.hit->time_s / row.hit->time_s;
     if (base.bytes_sent > 0) row.bytes_ratio = row.bytes_sent / base.bytes_sent;
   }
+  const std::vector<SeedGroup> groups = group_by_variant(runs, c, std::nullopt);
+  c.verdict = verdict_of(c, groups);
+  c.warnings = warmup_warnings(runs, groups);
   return c;
 }
 
@@ -536,6 +670,16 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
   } else {
     os << fixed(c.target, 4) << " (`--target-loss`)\n";
   }
+  if (c.as_params > 0) {
+    char n[32];
+    std::snprintf(n, sizeof n, "%.4g", static_cast<double>(c.as_params));
+    os << "- **Projection**: onto N = " << n << " parameters: every run's trace replayed with its message "
+          "bytes and compute x N / its parameters (";
+    for (std::size_t i = 0; i < runs.size(); ++i) os << (i ? ", " : "") << runs[i].name << " " << fmt_ratio(runs[i].projection);
+    os << "); times and bytes are the projected model's, losses as measured\n";
+  }
+  if (!c.verdict.text.empty()) os << "\n" << c.verdict.text << "\n";
+  for (const std::string& w : c.warnings) os << "\n**Warning**: " << w << "\n";
 
   os << "\n## Results\n\n";
   std::vector<std::string> head{"run"};
@@ -648,6 +792,19 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
   j["series"] = c.series == LossSeries::eval ? "eval" : "train";
   j["target"] = c.target;  // NaN is written as null
   j["default_target"] = c.default_target;
+  j["as_params"] = c.as_params > 0 ? nlohmann::json(c.as_params) : nlohmann::json(nullptr);
+  if (c.verdict.text.empty()) {
+    j["verdict"] = nullptr;
+  } else {
+    const auto name = [](const std::string& n) { return n.empty() ? nlohmann::json(nullptr) : nlohmann::json(n); };
+    const Verdict& v = c.verdict;
+    j["verdict"] = {{"first_to_target", name(v.first)}, {"first_time_to_target_s", v.first_time_s},
+                    {"least_bytes", name(v.least)}, {"least_bytes_per_rank", v.least_bytes},
+                    {"bytes_tier", c.simulated_network ? "inter" : "sent"},
+                    {"least_bytes_loss_cost", v.least_loss_cost}, {"lowest_loss", name(v.lowest)},
+                    {"lowest_final_loss", v.lowest_loss}, {"text", v.text}};
+  }
+  j["warnings"] = c.warnings;
   j["runs"] = nlohmann::json::array();
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const CompareRow& row = c.rows[i];
@@ -669,6 +826,16 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
     r["bytes_to_target"] = row.hit ? row.hit->bytes : kAbsent;
     r["speedup"] = row.speedup;
     r["bytes_ratio"] = row.bytes_ratio;
+    r["projection"] = runs[i].projection;
+    // The curves as this comparison sees them (its clock; replayed or projected when it replayed),
+    // which scripts/plot draws: metrics.jsonl holds the run's own measurement only.
+    nlohmann::json records = nlohmann::json::array();
+    const auto opt = [](const std::optional<std::uint64_t>& b) { return b ? nlohmann::json(*b) : nlohmann::json(nullptr); };
+    for (const MetricPoint& p : runs[i].metrics)
+      records.push_back({{"step", p.step}, {"loss", p.loss}, {"eval_loss", p.eval_loss}, {"bytes_sent", p.bytes_sent},
+                         {"bytes_inter", opt(p.bytes_inter)},
+                         {"time_s", c.clock == CompareClock::simulated ? p.sim_time_s : p.wall_s}});
+    r["records"] = std::move(records);
     j["runs"].push_back(r);
   }
   // The variants over their seeds (one run each without --seeds), for the plots' bands and fronts.
@@ -715,7 +882,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
   for (const auto& v : variants) {
     std::vector<std::string> all = overrides;
     all.insert(all.end(), v.assignments.begin(), v.assignments.end());
-    if (!opts.networks.empty()) all.push_back("train.trace=true");  // replayed on each network afterwards
+    if (!opts.networks.empty() || opts.as_params > 0) all.push_back("train.trace=true");  // replayed afterwards
     try {
       recipes.push_back(load_recipe(recipe_path, all));
     } catch (const InputError& e) {
@@ -730,6 +897,9 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
                      "variant on the threads backend (use --distributed.backend=threads)");
   }
   check_networks(recipes, opts.networks);
+  std::vector<std::string> names;
+  for (const Variant& v : variants) names.push_back("variant " + v.name);
+  check_projection(recipes, names, opts.as_params);
   // One load per distinct [data] table: the variants then see the very same examples.
   std::vector<std::size_t> data_of(recipes.size());
   std::vector<TrainData> data;
@@ -772,8 +942,9 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
     }
     TrainSummary s = train(recipes[i], data[data_of[i]], t);
     if (t.log) *t.log << done_line(s) << std::endl;
-    // From memory: what the run wrote to its directory, without reading it back.
-    runs.push_back(run_result(dir, v.name, s, std::move(s.records), to_toml(recipes[i])));
+    // Read back from its directory, as --runs reads it: the replay of a [network] run rewrites
+    // metrics.jsonl's sim_time_s after training, so the records in memory lack the simulated clock.
+    runs.push_back(read_run(dir, v.name));
   }
   ReportContext ctx;
   ctx.recipe = recipe_path;
@@ -794,15 +965,17 @@ void compare_run_dirs(const std::vector<std::string>& dirs, const CompareOptions
     taken.insert(name);
     runs.push_back(read_run(d, name));
   }
-  if (!opts.networks.empty()) {
+  if (!opts.networks.empty() || opts.as_params > 0) {
+    const char* flag = opts.networks.empty() ? "--as-params" : "--networks";
     std::vector<Recipe> recipes;
     for (const RunResult& r : runs) {
       const std::string recipe = (fs::path(r.dir) / "recipe.resolved.toml").string();
       if (!fs::exists(recipe) || !fs::exists(fs::path(r.dir) / "trace" / "meta.json"))
-        LC_INPUT_ERROR(r.dir, ": --networks needs the run's recipe.resolved.toml and its event trace (train.trace = true)");
+        LC_INPUT_ERROR(r.dir, ": ", flag, " needs the run's recipe.resolved.toml and its event trace (train.trace = true)");
       recipes.push_back(load_recipe(recipe));
     }
     check_networks(recipes, opts.networks);
+    check_projection(recipes, dirs, opts.as_params);
   }
   write_comparison(runs, ReportContext{}, opts);
 }

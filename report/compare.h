@@ -56,6 +56,9 @@ struct RunResult {
   double compression_ratio = kAbsent, wall_s = kAbsent, sim_time_s = kAbsent;
   double peak_inter_bytes_per_s = kAbsent;  // summary.json's (or the replay's on another network)
   double bytes_inter_start = kAbsent;       // summary.json's: inter-tier bytes of the start
+  // --as-params: message bytes and compute of the replay x this (N / the run's parameters; 1: as
+  // measured). Times, bytes_sent, bytes_inter (totals and records) are the projected ones.
+  double projection = 1;
   std::vector<MetricPoint> metrics;
   // From recipe.resolved.toml: every key flattened ("sync.topk.ratio" -> "0.01"), empty if absent.
   std::vector<std::pair<std::string, std::string>> recipe;
@@ -63,11 +66,9 @@ struct RunResult {
 };
 
 // Reads DIR/summary.json and DIR/metrics.jsonl (both required: InputError naming the directory
-// and the missing or malformed file) and DIR/recipe.resolved.toml (optional).
+// and the missing or malformed file) and DIR/recipe.resolved.toml (optional). The one way both
+// modes of `trainer compare` get a run: variants trained in this process are read back too.
 RunResult read_run(const std::string& dir, const std::string& name);
-// The same from what a run in this process returned (its records and its recipe as TOML).
-RunResult run_result(const std::string& dir, const std::string& name, const RunSummary& summary,
-                     std::vector<MetricsRecord> metrics, const std::string& recipe_toml);
 
 // ---- the comparison --------------------------------------------------------------------------
 
@@ -95,6 +96,26 @@ struct CompareRow {
   double bytes_ratio = kAbsent;           // bytes_sent / the baseline's
 };
 
+// The report's answer in one line, over variants (a variant run with several seeds: its means;
+// its time to target only when every seed reached the target).
+struct Verdict {
+  std::string first;                 // reaches the target first on the comparison's clock ("": none does)
+  double first_time_s = kAbsent;
+  // Sends least across the slow tier: inter-tier bytes per rank with a [network], else bytes sent.
+  std::string least;
+  double least_bytes = kAbsent;
+  double least_loss_cost = kAbsent;  // its final loss less the lowest final loss of any variant
+  std::string lowest;                // the variant with the lowest final loss
+  double lowest_loss = kAbsent;
+  std::string text;                  // one markdown line; "" with fewer than two variants
+};
+
+// A variant whose dense warm-up covers at least half its steps: the comparison then measures the
+// warm-up more than the strategy. The warm-up is the strategy's own key in the resolved recipe,
+// [sync.<strategy>] warmup_steps or start_iter (PowerSGD's name for it), so a registered strategy
+// that declares either is covered too; a run with sync.phases is not examined.
+constexpr double kWarmupWarnFraction = 0.5;
+
 struct Comparison {
   CompareClock clock = CompareClock::wall;
   LossSeries series = LossSeries::train;
@@ -102,12 +123,23 @@ struct Comparison {
   bool default_target = false;  // target = the baseline's final loss x kDefaultTargetSlack
   bool simulated_network = false;  // some run has bytes_inter
   std::vector<CompareRow> rows;    // rows[0] is the baseline
+  Verdict verdict;
+  std::vector<std::string> warnings;  // one line each: dense warm-ups (kWarmupWarnFraction)
+  std::int64_t as_params = 0;         // --as-params: times and bytes projected onto N parameters
 };
 
 constexpr double kDefaultTargetSlack = 1.02;
 
 // The first run is the baseline. target: --target-loss, or nullopt for the default.
 Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double> target);
+
+// The steps a run averaged densely before its strategy's own scheme began, and the recipe key
+// that says so ("sync.powersgd.start_iter"); nullopt when the resolved recipe names none (or 0).
+struct DenseWarmup {
+  std::string key;
+  std::int64_t steps = 0;
+};
+std::optional<DenseWarmup> dense_warmup(const RunResult& run);
 
 // What the report says about how it was made.
 struct ReportContext {
@@ -153,6 +185,10 @@ struct CompareOptions {
   // the report adds mean +- std per variant (report/seeds.h). 1: one run per variant, as before.
   int seeds = 1;
   std::optional<Budget> budget;  // --budget: the loss of every run at this equal budget
+  // --as-params N: every run's trace replayed (on its own [network], and on each of --networks)
+  // with message bytes and compute gaps x N / the run's parameters (sim/replay.h's projection):
+  // time and bytes for a model of N parameters, losses as measured. 0: no projection.
+  std::int64_t as_params = 0;
 };
 
 // trainer compare --recipe R --vary ...: resolves and validates every variant (recipe, backend,

@@ -127,12 +127,14 @@ int run_plan(const PlanArgs& a) {
 
 struct CompareArgs {
   std::string recipe, out, plot_script;
+  std::string package_plot_script;  // train_main's plot_script: the package's, for programs installed elsewhere
   std::vector<std::string> vary, runs, networks;
   double target_loss = 0;
   CLI::Option* target_option = nullptr;  // given or not: any loss, 0 included, is a valid target
   bool no_plots = false;
   int seeds = 1;
   std::string budget;
+  double as_params = 0;  // a double, so that 7e9 is accepted
 };
 
 void add_compare_options(CLI::App& c, CompareArgs& a) {
@@ -154,6 +156,8 @@ void add_compare_options(CLI::App& c, CompareArgs& a) {
   c.add_option("--networks", a.networks, "replay every run on each of these [network] TOML files (a,b,...): a report "
                                          "per network and networks.md, runs x networks")
       ->delimiter(',');
+  c.add_option("--as-params", a.as_params, "project every run's simulated time and bytes onto a model of N parameters "
+                                           "(e.g. 7e9; the runs need a [network])");
   c.footer("Recipe overrides (--section.key=value) apply to every variant; --vary assignments come last.\n"
            "Variants train one after another in this process (threads backend); not under mpirun.");
 }
@@ -177,15 +181,24 @@ std::string shell_command(int argc, char** argv) {
 
 // scripts/plot from this program's own location: installed, <prefix>/bin/trainer finds
 // <prefix>/share/laconic/scripts/plot; in a build directory of the source tree (build/,
-// build-*/), <tree>/scripts/plot. "" when neither is there.
-std::string default_plot_script() {
+// build-*/), <tree>/scripts/plot. Else `package` (a program of the user's, built against the
+// package: train_main.h), when it exists. "" when none is there.
+std::string default_plot_script(const std::string& package) {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  const auto up = exe.parent_path().parent_path();
-  for (const auto& script : {up / "share" / "laconic" / "scripts" / "plot", up / "scripts" / "plot"})
-    if (std::filesystem::exists(script, ec)) return script.string();
-  return "";
+  if (!ec) {
+    const auto up = exe.parent_path().parent_path();
+    for (const auto& script : {up / "share" / "laconic" / "scripts" / "plot", up / "scripts" / "plot"})
+      if (std::filesystem::exists(script, ec)) return script.string();
+  }
+  return !package.empty() && std::filesystem::exists(package, ec) ? package : "";
+}
+
+// --as-params N of `command`: a whole number of parameters >= 1, or 0 when not given.
+std::int64_t as_params_flag(double n, const char* command) {
+  if (n != 0 && !(n >= 1 && n < 1e15 && n == std::floor(n)))
+    LC_INPUT_ERROR(command, ": --as-params: expected a whole number of parameters >= 1, got ", n);
+  return static_cast<std::int64_t>(n);
 }
 
 int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides, int argc, char** argv) {
@@ -203,8 +216,10 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   if (a.no_plots) {
     o.plot_note = "not requested (--no-plots)";
   } else {
-    o.plot_script = a.plot_script.empty() ? default_plot_script() : a.plot_script;
-    if (o.plot_script.empty()) o.plot_note = "scripts/plot not found from the trainer's location (share/laconic/scripts or the source tree; pass --plot-script)";
+    o.plot_script = a.plot_script.empty() ? default_plot_script(a.package_plot_script) : a.plot_script;
+    if (o.plot_script.empty())
+      o.plot_note = "scripts/plot not found from the trainer's location (share/laconic/scripts or the source tree) nor at \"" +
+                    a.package_plot_script + "\" (the package's); pass --plot-script";
   }
   o.log = &std::cout;
   o.progress_line = ::isatty(STDOUT_FILENO) != 0;
@@ -212,6 +227,7 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   o.seeds = a.seeds;
   if (a.seeds != 1 && !variants) LC_INPUT_ERROR("compare: --seeds needs --recipe and --vary (finished runs ran with their own seeds)");
   if (!a.budget.empty()) o.budget = laconic::parse_budget(a.budget);
+  o.as_params = as_params_flag(a.as_params, "compare");
   if (variants) laconic::compare_variants(a.recipe, overrides, a.vary, o);
   else laconic::compare_run_dirs(a.runs, o);
   return 0;
@@ -308,10 +324,8 @@ void report_failures(const SimulateArgs& a, const laconic::FailureModel& m, cons
 int run_simulate(const SimulateArgs& a) {
   if (!a.o.network_file.empty() && !a.o.platform_file.empty())
     LC_INPUT_ERROR("simulate: expected --network or --platform, not both");
-  if (a.as_params != 0 && !(a.as_params >= 1 && a.as_params < 1e15 && a.as_params == std::floor(a.as_params)))
-    LC_INPUT_ERROR("simulate: --as-params: expected a whole number of parameters >= 1, got ", a.as_params);
   laconic::SimulateOptions o = a.o;
-  o.as_params = static_cast<std::int64_t>(a.as_params);
+  o.as_params = as_params_flag(a.as_params, "simulate");
   std::optional<laconic::FailureModel> model;  // checked before the replay
   if (!a.failures.empty()) model = laconic::parse_failures(a.failures);
   else model.emplace();
@@ -464,7 +478,7 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
   return r.exit_code;
 }
 
-int run(int argc, char** argv, bool& quiet_errors) {
+int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
 
@@ -489,6 +503,7 @@ int run(int argc, char** argv, bool& quiet_errors) {
   CLI::App* plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
   add_plan_options(*plan, plan_args);
   CompareArgs compare_args;
+  compare_args.package_plot_script = plot_script;
   CLI::App* compare = app.add_subcommand("compare", "train variants of a recipe side by side (or read finished "
                                                     "runs) and write a report with plots");
   add_compare_options(*compare, compare_args);
@@ -605,10 +620,10 @@ int run(int argc, char** argv, bool& quiet_errors) {
 
 namespace laconic {
 
-int train_main(int argc, char** argv) {
+int train_main(int argc, char** argv, const char* plot_script) {
   bool quiet_errors = false;
   try {
-    return run(argc, argv, quiet_errors);
+    return run(argc, argv, plot_script, quiet_errors);
   } catch (const laconic::ReplicaDropped& e) {
     std::cerr << "trainer: " << e.what() << std::endl;
     return 76;

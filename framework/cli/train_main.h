@@ -5,6 +5,16 @@
 
 namespace laconic {
 
-int train_main(int argc, char** argv);
+// plot_script: where `trainer compare` finds scripts/plot when the program's own location does not
+// say (an installed bin/trainer and a build tree's do; a program of the user's does not).
+int train_main(int argc, char** argv, const char* plot_script);
+
+// LACONIC_PLOT_SCRIPT comes with the Laconic::cli target (CMakeLists.txt): in the package
+// (find_package(Laconic)), <prefix>/share/laconic/scripts/plot of wherever it was installed; in
+// Laconic's own build tree, the source tree's scripts/plot.
+#ifndef LACONIC_PLOT_SCRIPT
+#define LACONIC_PLOT_SCRIPT ""
+#endif
+inline int train_main(int argc, char** argv) { return train_main(argc, argv, LACONIC_PLOT_SCRIPT); }
 
 }  // namespace laconic

@@ -80,6 +80,11 @@ std::string summary_json(const Simulation& s, const Recipe& r) {
 
 double Simulation::time_at_step(std::int64_t step) const { return at_mark(*this, time_at, step); }
 double Simulation::exposed_at_step(std::int64_t step) const { return at_mark(*this, exposed_at, step); }
+std::optional<std::uint64_t> Simulation::inter_at_step(std::int64_t step) const {
+  const auto it = std::find(steps.begin(), steps.end(), step);
+  if (it == steps.end()) return std::nullopt;
+  return inter_at[static_cast<std::size_t>(it - steps.begin())];
+}
 
 Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts) {
   const std::string recipe_path = (fs::path(run_dir) / "recipe.resolved.toml").string();

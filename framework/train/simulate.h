@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,11 @@ struct Simulation {
   double peak_inter_bytes_per_s = kAbsent;
   std::string out_dir;
 
-  // The time at step mark `step` (NaN if the trace has none).
+  // The time, exposed communication and inter-tier bytes at step mark `step` (NaN, nullopt if the
+  // trace has none).
   double time_at_step(std::int64_t step) const;
   double exposed_at_step(std::int64_t step) const;
+  std::optional<std::uint64_t> inter_at_step(std::int64_t step) const;
 };
 
 // Replays RUN_DIR's trace and writes the results. InputError (exit 2) for a run without a trace,

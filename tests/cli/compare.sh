@@ -78,6 +78,98 @@ diff <(grep "^|" "$tmp/cmp/report.md") <(grep "^|" "$tmp/again/report.md") ||
   { echo "--runs gave another table"; exit 1; }
 grep -q "No plots: not requested" "$tmp/again/report.md" || { echo "--no-plots not stated"; exit 1; }
 
+# A recipe with a [network]: the replay rewrites metrics.jsonl's simulated clock after training, and
+# --recipe reads it back as --runs does, so both give the same non-null time to target and speedup.
+# PowerSGD (start_iter = 100) is dense for all 20 steps: warned. The verdict names the variants
+# the table's numbers single out.
+"$trainer" compare --recipe "$recipe" --vary sync.strategy=allreduce,topk,powersgd "${tiny[@]}" --network.groups=2 \
+  --target-loss 1.6 --out "$tmp/net" --no-plots >"$tmp/net.log" 2>&1 || { echo "compare [network] failed"; tail -5 "$tmp/net.log"; exit 1; }
+"$trainer" compare --runs "$tmp/net/allreduce" "$tmp/net/topk" "$tmp/net/powersgd" --target-loss 1.6 --out "$tmp/net_runs" \
+  --no-plots >/dev/null
+grep -q "^compare: warning: powersgd was dense for 20 of its 20 steps (100%, sync.powersgd.start_iter = 100)" "$tmp/net.log" ||
+  { echo "no warning about PowerSGD's dense warm-up on the log"; cat "$tmp/net.log"; exit 1; }
+python3 - "$tmp/net/compare.json" "$tmp/net_runs/compare.json" "$tmp/net/report.md" <<'PY'
+import json, sys
+variants, runs = (json.load(open(p)) for p in sys.argv[1:3])
+report = open(sys.argv[3]).read()
+assert variants["clock"] == "simulated", variants["clock"]
+for v, r in zip(variants["runs"], runs["runs"]):
+    for key in ["time_to_target_s", "steps_to_target", "speedup"]:
+        assert v[key] is not None and v[key] == r[key], (v["name"], key, v[key], r[key])
+    assert 0 < v["time_to_target_s"] < v["time_s"], v
+assert variants["runs"][0]["speedup"] == 1.0
+assert variants["verdict"] == runs["verdict"], (variants["verdict"], runs["verdict"])
+verdict, rows = variants["verdict"], variants["runs"]
+reached = [r for r in rows if r["target_reached"]]
+assert verdict["first_to_target"] == min(reached, key=lambda r: r["time_to_target_s"])["name"], verdict
+assert verdict["bytes_tier"] == "inter" and verdict["least_bytes"] == "topk", verdict
+topk = next(r for r in rows if r["name"] == "topk")
+lowest = min(r["eval_loss"] for r in rows)
+assert abs(verdict["least_bytes_loss_cost"] - (topk["eval_loss"] - lowest)) < 1e-12, verdict
+assert "\n" + verdict["text"] + "\n" in report and verdict["text"].startswith("**Verdict**: "), verdict
+assert len(variants["warnings"]) == 1 and variants["warnings"][0].startswith("powersgd was dense"), variants["warnings"]
+assert "**Warning**: powersgd was dense for 20 of its 20 steps" in report
+# The curves for the plots: on the simulated clock, with the inter-tier bytes of each record.
+for r in rows:
+    assert all(rec["time_s"] is not None and rec["bytes_inter"] is not None for rec in r["records"]), r["name"]
+PY
+[ $? -eq 0 ] || { echo "compare --recipe with [network]: no time to target, or another than --runs, or a wrong verdict"; exit 1; }
+# The plots' axes: loss_vs_bytes on the inter-tier bytes when every run has them, else bytes sent;
+# loss_vs_time logarithmic when the runs' total times differ by more than 10x.
+python3 "$src/scripts/plot" --axes "$tmp/net" >"$tmp/axes.json"
+python3 - "$tmp/axes.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["loss_vs_bytes.png"]["x"] == "bytes_inter" and "inter (slow) tier" in a["loss_vs_bytes.png"]["label"], a
+assert a["loss_vs_time.png"]["x"] == "time_s" and a["loss_vs_time.png"]["label"].startswith("simulated"), a
+PY
+mkdir -p "$tmp/axes_fast" "$tmp/axes_close"
+python3 - "$tmp" <<'PY'
+import json, sys
+def run(name, times, inter):
+    return {"name": name, "dir": "/nonexistent", "records": [
+        {"step": 10 * (k + 1), "loss": 2.0 - k / 4, "eval_loss": None, "bytes_sent": 100 * (k + 1),
+         "bytes_inter": 10 * (k + 1) if inter else None, "time_s": t} for k, t in enumerate(times)]}
+json.dump({"clock": "simulated", "target": 1.5, "runs": [run("a", [1, 2, 3], True), run("b", [10, 20, 31], True)]},
+          open(sys.argv[1] + "/axes_fast/compare.json", "w"))  # 31 / 3 > 10
+json.dump({"clock": "wall", "target": 1.5, "runs": [run("a", [1, 2, 3], True), run("b", [10, 20, 30], False)]},
+          open(sys.argv[1] + "/axes_close/compare.json", "w"))  # 30 / 3 = 10: not more
+PY
+python3 "$src/scripts/plot" --axes "$tmp/axes_fast" >"$tmp/axes_fast.json"
+python3 "$src/scripts/plot" --axes "$tmp/axes_close" >"$tmp/axes_close.json"
+python3 - "$tmp/axes_fast.json" "$tmp/axes_close.json" <<'PY'
+import json, sys
+fast, close = (json.load(open(p)) for p in sys.argv[1:])
+assert fast["loss_vs_time.png"]["log_x"] is True and fast["loss_vs_bytes.png"]["x"] == "bytes_inter", fast
+assert close["loss_vs_time.png"]["log_x"] is False and close["loss_vs_bytes.png"]["x"] == "bytes_sent", close
+assert close["loss_vs_time.png"]["label"].startswith("wall time"), close
+PY
+[ $? -eq 0 ] || { echo "scripts/plot chose the wrong axes"; exit 1; }
+# --as-params N: the runs' traces replayed with bytes and compute x N / their parameters, as
+# `trainer simulate --as-params` replays them; losses as measured. Refused without a [network].
+params=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['parameters'])" "$tmp/net/topk/trace/meta.json")
+n=$((100 * params))
+"$trainer" compare --runs "$tmp/net/allreduce" "$tmp/net/topk" --as-params "$n" --out "$tmp/proj" --no-plots >/dev/null
+"$trainer" simulate "$tmp/net/topk" --as-params "$n" --out "$tmp/sim_topk" >/dev/null
+python3 - "$tmp/net_runs/compare.json" "$tmp/proj/compare.json" "$tmp/sim_topk/summary.json" "$tmp/proj/report.md" "$n" <<'PY'
+import json, sys
+own, proj, sim = (json.load(open(p)) for p in sys.argv[1:4])
+report, n = open(sys.argv[4]).read(), int(sys.argv[5])
+assert proj["as_params"] == n and proj["clock"] == "simulated", proj["as_params"]
+for o, p in zip(own["runs"], proj["runs"]):
+    assert p["projection"] == 100.0, p["projection"]
+    assert p["bytes_sent"] == 100 * o["bytes_sent"] and p["eval_loss"] == o["eval_loss"], (o, p)
+    assert o["time_s"] < p["time_s"] < 100 * o["time_s"], (o["time_s"], p["time_s"])  # latency is not scaled
+topk = proj["runs"][1]
+assert topk["time_s"] == sim["sim_time_s"] and topk["bytes_inter"] == sim["bytes_inter"], (topk, sim)
+assert "- **Projection**: onto N = " in report, report
+PY
+[ $? -eq 0 ] || { echo "compare --as-params: not the projection simulate makes"; exit 1; }
+expect_input_error as_params_no_network "compare: --as-params projects the simulated clock, and variant allreduce has no \[network\]" \
+  --recipe "$recipe" --vary sync.strategy=allreduce,topk "${tiny[@]}" --as-params 7e9
+expect_input_error as_params_bad "compare: --as-params: expected a whole number of parameters >= 1, got 0.5" \
+  --runs "$tmp/net/topk" --as-params 0.5
+
 # An unfinished run (no summary.json) is named with the missing file.
 mkdir -p "$tmp/half" && cp "$tmp/cmp/topk/metrics.jsonl" "$tmp/half/"
 expect_input_error unfinished "half: not a finished run: summary.json is missing" --runs "$tmp/cmp/allreduce" "$tmp/half"

@@ -2,7 +2,8 @@
 # Laconic as a downstream project uses it: `cmake --install` of this build into a fresh prefix,
 # then every examples/*/ project configured, built and run in a build tree of its own against the
 # installed package (find_package(Laconic), CMAKE_PREFIX_PATH), as a user's repository would; and
-# the installed trainer finds its plot script from its own location (share/laconic/scripts).
+# the installed trainer finds its plot script from its own location (share/laconic/scripts), a
+# program built against the package from the path the package gives it.
 # usage: examples.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$1
@@ -37,5 +38,15 @@ if /usr/bin/python3 -c "import matplotlib" 2> /dev/null; then
   "$prefix/bin/trainer" compare --runs "$tmp/runs-train_from_cpp/allreduce" "$tmp/runs-train_from_cpp/diloco" \
     --out "$tmp/report" > "$tmp/compare.log"
   [ -f "$tmp/report/loss_vs_steps.png" ] || { echo "the installed trainer drew no plots"; cat "$tmp/compare.log"; exit 1; }
+fi
+# So does a program of the user's built against the package, whose binary lies outside the prefix:
+# the installed script's path comes with Laconic::cli (LACONIC_PLOT_SCRIPT, train_main.h).
+"$tmp/build-random_k/randk_trainer" compare --runs "$tmp/runs-train_from_cpp/allreduce" "$tmp/runs-train_from_cpp/diloco" \
+  --out "$tmp/report_user" > "$tmp/compare_user.log"
+if grep -q "not found" "$tmp/compare_user.log" "$tmp/report_user/report.md"; then
+  echo "a program built against the package does not find the installed plot script"; cat "$tmp/compare_user.log"; exit 1
+fi
+if /usr/bin/python3 -c "import matplotlib" 2> /dev/null; then
+  [ -f "$tmp/report_user/loss_vs_steps.png" ] || { echo "the user's program drew no plots"; cat "$tmp/compare_user.log"; exit 1; }
 fi
 echo "examples: ok"

@@ -103,8 +103,9 @@ class RunDirs : public ::testing::Test {
 
   // A run whose eval loss falls 2.0, 1.0, 0.5 at steps 10, 20, 30 (training-only records between)
   // with `bytes_per_step` bytes sent per step and `s_per_step` seconds per step.
+  // recipe_extra: more of recipe.resolved.toml (a strategy's section).
   fs::path make_run(const std::string& name, double bytes_per_step, double s_per_step, bool sim,
-                    const std::string& strategy, double loss_scale = 1.0) {
+                    const std::string& strategy, double loss_scale = 1.0, const std::string& recipe_extra = "") {
     const fs::path d = root_ / name;
     fs::create_directories(d);
     std::string metrics;
@@ -139,7 +140,7 @@ class RunDirs : public ::testing::Test {
     write(d / "summary.json", s.dump(2));
     write(d / "recipe.resolved.toml", "[run]\nname = \"" + name + "\"\nseed = 7\n\n[distributed]\nworld_size = 4\n\n"
                                       "[sync]\nstrategy = \"" + strategy + "\"\n\n[sync.topk]\nratio = 0.01\n"
-                                      "\n# Resolved at start:\n#   steps = 30\n");
+                                      + recipe_extra + "\n# Resolved at start:\n#   steps = 30\n");
     return d;
   }
 
@@ -379,6 +380,93 @@ TEST_F(RunDirs, CompareRunDirsWritesTheReportWithoutPlots) {
   const std::string msg = input_error([&] { compare_run_dirs({a, (root_ / "missing").string()}, o); });
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(root_ / "cmp2"));
+}
+
+// ---- the verdict and the warm-up warning ------------------------------------------------------
+
+TEST_F(RunDirs, VerdictNamesTheFirstToTargetAndTheLeastSenderWithItsLossCost) {
+  // b: a tenth of a's bytes, half its simulated time per step, eval losses 1.1x a's (2.2, 1.1, 0.55).
+  const std::vector<RunResult> runs{read_run(make_run("a", 1000, 1.0, true, "allreduce").string(), "a"),
+                                    read_run(make_run("b", 100, 0.5, true, "topk", 1.1).string(), "b")};
+  const Comparison c = compare_runs(runs, 1.5);
+  // Target 1.5: a at step 15 (15 s); b between 2.2 at step 10 and 1.1 at step 20, f = 0.7 / 1.1.
+  const double b_time = 0.5 * (10 + 10 * 0.7 / 1.1);
+  EXPECT_EQ(c.verdict.first, "b");
+  EXPECT_NEAR(c.verdict.first_time_s, b_time, 1e-12);
+  EXPECT_EQ(c.verdict.least, "b");
+  EXPECT_DOUBLE_EQ(c.verdict.least_bytes, 750);  // b's inter-tier bytes (a: 7500)
+  EXPECT_EQ(c.verdict.lowest, "a");
+  EXPECT_NEAR(c.verdict.least_loss_cost, 0.55 - 0.5, 1e-12);
+  const std::string& t = c.verdict.text;
+  EXPECT_NE(t.find("b reaches the target eval loss first (" + std::to_string(b_time).substr(0, 4) + " s simulated, " +
+                   std::to_string(15 / b_time).substr(0, 4) + "x faster than a)"), std::string::npos) << t;
+  EXPECT_NE(t.find("b sends least across the slow tier (750.0 B per rank, 10.00% of a's) at +0.0500 final eval loss "
+                   "over the lowest (a, 0.5000)"), std::string::npos) << t;
+
+  const std::string md = report_markdown(c, runs, {});
+  EXPECT_NE(md.find("\n" + t + "\n"), std::string::npos) << md;
+  const auto j = nlohmann::json::parse(compare_json(c, runs));
+  EXPECT_EQ(j["verdict"]["first_to_target"], "b");
+  EXPECT_EQ(j["verdict"]["least_bytes"], "b");
+  EXPECT_EQ(j["verdict"]["bytes_tier"], "inter");
+  EXPECT_NEAR(j["verdict"]["least_bytes_loss_cost"].get<double>(), 0.05, 1e-12);
+  EXPECT_EQ(j["verdict"]["text"], t);
+  EXPECT_TRUE(j["as_params"].is_null());
+  EXPECT_DOUBLE_EQ(j["runs"][1]["projection"].get<double>(), 1.0);
+  // The curves as compared: b's records on the simulated clock, with its inter-tier bytes.
+  ASSERT_EQ(j["runs"][1]["records"].size(), 6u);
+  EXPECT_DOUBLE_EQ(j["runs"][1]["records"][1]["time_s"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(j["runs"][1]["records"][1]["bytes_inter"].get<double>(), 250);
+  EXPECT_TRUE(j["runs"][1]["records"][0]["eval_loss"].is_null());
+}
+
+TEST_F(RunDirs, VerdictWhenNothingReachesTheTargetAndWithoutANetwork) {
+  // Without a [network]: bytes sent; the baseline both sends least and has the lowest loss.
+  const std::vector<RunResult> runs{read_run(make_run("a", 100, 1.0, false, "allreduce").string(), "a"),
+                                    read_run(make_run("b", 1000, 1.0, false, "topk", 2.0).string(), "b")};
+  const Comparison c = compare_runs(runs, 0.1);
+  EXPECT_EQ(c.verdict.first, "");
+  EXPECT_NE(c.verdict.text.find("no variant reaches the target eval loss 0.1000; a sends least (3.00 KB per rank) at "
+                                "no loss cost (the lowest final eval loss, 0.5000)."),
+            std::string::npos)
+      << c.verdict.text;
+  EXPECT_TRUE(nlohmann::json::parse(compare_json(c, runs))["verdict"]["first_to_target"].is_null());
+  // One run: nothing to compare, no verdict.
+  const std::vector<RunResult> one{runs.front()};
+  const Comparison single = compare_runs(one, 0.1);
+  EXPECT_EQ(single.verdict.text, "");
+  EXPECT_TRUE(nlohmann::json::parse(compare_json(single, one))["verdict"].is_null());
+}
+
+TEST_F(RunDirs, DenseWarmupIsTheStrategysOwnKeyAndWarnsFromHalfTheSteps) {
+  // 30 steps each: PowerSGD dense for start_iter = 100 (all 30), local SGD for 15 (half: warned),
+  // DiLoCo for 14 (under half), top-k none; a phased run is not examined.
+  const std::vector<RunResult> runs{
+      read_run(make_run("allreduce", 100, 1.0, false, "allreduce").string(), "allreduce"),
+      read_run(make_run("powersgd", 100, 1.0, false, "powersgd", 1.0, "\n[sync.powersgd]\nrank = 4\nstart_iter = 100\n").string(),
+               "powersgd"),
+      read_run(make_run("local", 100, 1.0, false, "local_sgd", 1.0, "\n[sync.local_sgd]\nperiod = 8\nwarmup_steps = 15\n").string(),
+               "local"),
+      read_run(make_run("diloco", 100, 1.0, false, "diloco", 1.0, "\n[sync.diloco]\nwarmup_steps = 14\n").string(), "diloco"),
+      read_run(make_run("phased", 100, 1.0, false, "powersgd", 1.0,
+                        "\n[sync.powersgd]\nstart_iter = 100\n\n[[sync.phases]]\nstrategy = \"allreduce\"\nsteps = 5\n").string(),
+               "phased")};
+  const std::optional<DenseWarmup> w = dense_warmup(runs[1]);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->key, "sync.powersgd.start_iter");
+  EXPECT_EQ(w->steps, 100);
+  EXPECT_FALSE(dense_warmup(runs[0]));  // allreduce: no section of its own with a warm-up
+  EXPECT_EQ(dense_warmup(runs[2])->key, "sync.local_sgd.warmup_steps");
+  EXPECT_FALSE(dense_warmup(runs[4]));
+
+  const Comparison c = compare_runs(runs, std::nullopt);
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_EQ(c.warnings[0], "powersgd was dense for 30 of its 30 steps (100%, sync.powersgd.start_iter = 100): this "
+                           "comparison mostly measures its warm-up; train longer or lower sync.powersgd.start_iter");
+  EXPECT_EQ(c.warnings[1].rfind("local was dense for 15 of its 30 steps (50%, sync.local_sgd.warmup_steps = 15)", 0), 0u)
+      << c.warnings[1];
+  EXPECT_NE(report_markdown(c, runs, {}).find("**Warning**: " + c.warnings[0]), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(compare_json(c, runs))["warnings"][1], c.warnings[1]);
 }
 
 }  // namespace
