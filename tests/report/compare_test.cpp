@@ -400,7 +400,7 @@ TEST_F(RunDirs, VerdictNamesTheFirstToTargetAndTheLeastSenderWithItsLossCost) {
   const std::string& t = c.verdict.text;
   EXPECT_NE(t.find("b reaches the target eval loss first (" + std::to_string(b_time).substr(0, 4) + " s simulated, " +
                    std::to_string(15 / b_time).substr(0, 4) + "x faster than a)"), std::string::npos) << t;
-  EXPECT_NE(t.find("b sends least across the slow tier (750.0 B per rank, 10.00% of a's) at +0.0500 final eval loss "
+  EXPECT_NE(t.find("b sends least across the slow tier (750 B per rank, 10.00% of a's) at +0.0500 final eval loss "
                    "over the lowest (a, 0.5000)"), std::string::npos) << t;
 
   const std::string md = report_markdown(c, runs, {});
