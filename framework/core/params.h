@@ -28,9 +28,11 @@ struct ParamView {
 
 class ParamStore {
  public:
-  // Declares a tensor; only before finalize(). Returns its view index.
+  // Declares a tensor; only before finalize(). Returns its view index. InputError when the
+  // element count overflows.
   std::size_t add(std::string name, std::vector<std::int64_t> shape, ParamGroup group);
   // Allocates the two flat buffers (zeroed) on the host. Called once, after the last add().
+  // InputError when they would not fit in the machine's memory (the recipe's sizes are wrong).
   void finalize();
   bool finalized() const { return finalized_; }
   // Moves both buffers to device d (models initialise on the host, then move). Pointers and
