@@ -1,6 +1,7 @@
 #include "framework/train/export.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -15,12 +16,6 @@
 
 namespace laconic {
 namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // The shard entries that size a model without its data (written by the Checkpointer).
 constexpr const char* kDataDims[] = {"data.features", "data.classes", "data.vocab", "data.seq_len"};
@@ -44,8 +39,26 @@ void write_model_safetensors(const std::string& path, Model& model, std::span<co
   write_safetensors(path, tensors, metadata);
 }
 
+SafeTensorsFile read_model_safetensors(const std::string& path, Model& model) {
+  // The largest file of this model's weights: every tensor it may hold (tied copies too) as F64,
+  // the widest dtype read, behind the largest header.
+  const ExportLayout layout = model.export_layout();
+  const auto numel = [](const std::vector<std::int64_t>& shape) {
+    std::uint64_t n = 1;
+    for (const std::int64_t d : shape) n *= static_cast<std::uint64_t>(d);
+    return n;
+  };
+  std::uint64_t elements = 0;
+  for (const ExportTensor& t : layout.tensors) elements += numel(t.shape);
+  for (const auto& [alias, original] : layout.tied)
+    for (const ExportTensor& t : layout.tensors)
+      if (t.name == original) elements += numel(t.shape);
+  return read_safetensors(path, 8 + kMaxSafetensorsHeader + 8 * elements,
+                          "safetensors file for " + model.describe());
+}
+
 void load_model_safetensors(const std::string& path, Model& model, const std::string& key) {
-  load_model_weights(read_safetensors(path), path, model, key);
+  load_model_weights(read_model_safetensors(path, model), path, model, key);
 }
 
 void load_model_weights(const SafeTensorsFile& file, const std::string& path, Model& model, const std::string& key) {
@@ -53,7 +66,7 @@ void load_model_weights(const SafeTensorsFile& file, const std::string& path, Mo
   const ExportLayout layout = model.export_layout();
   const std::string where = path + ": " + key;
   if (const auto it = file.metadata.find("laconic.architecture"); it != file.metadata.end() && it->second != layout.architecture)
-    LC_INPUT_ERROR(where, ": weights of a \"", it->second, "\" model, this recipe's is \"", layout.architecture, "\" (",
+    LC_INPUT_ERROR(where, ": weights of a \"", printable(it->second), "\" model, this recipe's is \"", layout.architecture, "\" (",
                    model.describe(), ")");
   ParamStore& store = model.params();
   const std::span<float> params = store.params();
@@ -67,6 +80,11 @@ void load_model_weights(const SafeTensorsFile& file, const std::string& path, Mo
     if (f->shape != t.shape)
       LC_INPUT_ERROR(where, ": tensor '", t.name, "': shape ", shape_text(f->shape), ", expected ", shape_text(t.shape),
                      " for ", model.describe());
+    // A NaN or infinity would only surface as a NaN loss steps later, far from its cause.
+    if (const auto bad = std::find_if(f->data.begin(), f->data.end(), [](float v) { return !std::isfinite(v); });
+        bad != f->data.end())
+      LC_INPUT_ERROR(where, ": tensor '", t.name, "': value ", *bad, " at index ", bad - f->data.begin(),
+                     ": expected finite weights");
     if (t.view == ExportTensor::kZeros) {
       if (std::any_of(f->data.begin(), f->data.end(), [](float v) { return v != 0.0f; }))
         LC_INPUT_ERROR(where, ": tensor '", t.name, "': expected zeros (Laconic's ", layout.architecture,
@@ -84,7 +102,7 @@ void load_model_weights(const SafeTensorsFile& file, const std::string& path, Mo
   }
   for (const SafeTensor& t : file.tensors)
     if (!known.count(t.name))
-      LC_INPUT_ERROR(where, ": unknown tensor '", t.name, "' ", shape_text(t.shape), " (not a parameter of ",
+      LC_INPUT_ERROR(where, ": unknown tensor '", printable(t.name), "' ", shape_text(t.shape), " (not a parameter of ",
                      model.describe(), ")");
 }
 

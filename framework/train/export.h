@@ -30,11 +30,14 @@ void write_model_safetensors(const std::string& path, Model& model, std::span<co
 
 // Loads `file` (read from `path`) into the model's parameters, which must be on the host. Every
 // tensor of the layout must be there with its shape; a tensor the layout does not have, a tied
-// copy that differs from its original, a non-zero tensor the model lacks (BERT's token type
+// copy that differs from its original, a NaN or infinite value, a non-zero tensor the model lacks (BERT's token type
 // embeddings) or another architecture's weights is a one-line InputError: "PATH: KEY: ...", KEY
 // naming what asked for the load ("model.init_from").
 void load_model_weights(const SafeTensorsFile& file, const std::string& path, Model& model, const std::string& key);
-// The same, reading the file.
+// Reads a weights file for `model`: a file larger than its tensors can take (each as F64, behind
+// the largest header) is refused before anything is read.
+SafeTensorsFile read_model_safetensors(const std::string& path, Model& model);
+// Both: reads the file and loads it.
 void load_model_safetensors(const std::string& path, Model& model, const std::string& key);
 
 // The checkpoint `source` names, a run directory (its newest complete checkpoint) or a checkpoint

@@ -50,7 +50,17 @@ Registry& Registry::add_strategy(const std::string& name, StrategyFactory make, 
 }
 
 std::unique_ptr<Model> Registry::make_model(const Recipe& r, const TrainData& data) const {
-  return get(models_, "model", r.model.name.value)(r, data);
+  const ModelFactory& make = get(models_, "model", r.model.name.value);
+  try {
+    return make(r, data);
+  } catch (const InputError& e) {
+    // The parameter store refuses a model too large for the machine: name the keys that size it.
+    const std::string& name = r.model.name.value;
+    const std::string keys = name == "mlp"                     ? "model.hidden"
+                             : name == "bert" || name == "gpt" ? "model.dim, model.layers, model.ffn, data.vocab_size"
+                                                               : "[model." + name + "]";
+    LC_INPUT_ERROR(r.path, ": model.name = \"", name, "\" (sized by ", keys, "): ", e.what());
+  }
 }
 TrainData Registry::load_data(const Recipe& r, const LoadOptions& opts) const {
   return get(data_, "dataset", r.data.name.value)(r, opts);

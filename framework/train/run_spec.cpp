@@ -30,7 +30,7 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   p.model = model->describe();
   // Checked here, before any file of the run is written.
   if (!r.model.init_from.empty()) {
-    p.init_weights = std::make_shared<const SafeTensorsFile>(read_safetensors(r.model.init_from.path));
+    p.init_weights = std::make_shared<const SafeTensorsFile>(read_model_safetensors(r.model.init_from.path, *model));
     load_model_weights(*p.init_weights, r.model.init_from.path, *model, "model.init_from");
   }
   const bool streaming = uses_strategy(r.sync, "streaming_diloco");

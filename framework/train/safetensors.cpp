@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
-#include <limits>
+#include <cstdint>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "collectives/dtype.h"
 #include "framework/core/check.h"
+#include "framework/core/input.h"
+#include "framework/core/json.h"
 #include "framework/train/run_dir.h"
 
 namespace laconic {
@@ -18,8 +19,10 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
-// A header larger than this is not a weights file (the reference reader's bound is 100 MB).
-constexpr std::uint64_t kMaxHeader = 100u << 20;
+// More dimensions than any weights have; it keeps the messages that print a shape short.
+constexpr std::size_t kMaxRank = 64;
+// The data is read and converted this many bytes at a time (a multiple of every dtype's width).
+constexpr std::uint64_t kChunkBytes = 1u << 20;
 
 struct DtypeInfo {
   const char* name;
@@ -44,6 +47,12 @@ float element(const unsigned char* p, const std::string& dtype) {
 }
 
 }  // namespace
+
+std::string shape_text(std::span<const std::int64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
 
 const SafeTensor* SafeTensorsFile::find(const std::string& name) const {
   for (const auto& t : tensors)
@@ -88,46 +97,44 @@ void write_safetensors(const std::string& path, std::span<const SafeTensor> tens
   }
 }
 
-SafeTensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) LC_INPUT_ERROR(path, ": cannot open safetensors file: ", std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 8)
-    LC_INPUT_ERROR(path, ": not a safetensors file: ", bytes.size(), " bytes, shorter than the 8-byte header length");
+SafeTensorsFile read_safetensors(const std::string& path, std::uint64_t max_bytes, std::string_view what) {
+  const InputFile in(path, max_bytes, what);
+  if (in.size() < 8)
+    LC_INPUT_ERROR(path, ": not a safetensors file: ", in.size(), " bytes, shorter than the 8-byte header length");
   std::uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  if (n > kMaxHeader || n > bytes.size() - 8)
-    LC_INPUT_ERROR(path, ": not a safetensors file: header length ", n, " exceeds the file (", bytes.size(),
-                   " bytes) or 100 MB");
-  const std::string_view text(bytes.data() + 8, n);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    LC_INPUT_ERROR(path, ": corrupt safetensors header (JSON): ", what);
-  }
-  if (!header.is_object()) LC_INPUT_ERROR(path, ": corrupt safetensors header: expected a JSON object");
-  const std::uint64_t buffer = bytes.size() - 8 - n;
-  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data() + 8 + n);
+  in.read_at(0, &n, 8);
+  if (n > kMaxSafetensorsHeader || n > in.size() - 8)
+    LC_INPUT_ERROR(path, ": not a safetensors file: header length ", n, " exceeds the file (", in.size(),
+                   " bytes) or the limit of 100 MB");
+  std::string text(n, '\0');
+  in.read_at(8, text.data(), n);
+  const nlohmann::json header = parse_json(text, path + ": corrupt safetensors header");
+  text = std::string();  // up to 100 MB, not needed beside the tensors
+  if (!header.is_object())
+    LC_INPUT_ERROR(path, ": corrupt safetensors header: expected a JSON object, got ", header.type_name());
+  const std::uint64_t buffer = in.size() - 8 - n;
 
-  SafeTensorsFile file;
-  struct Span {
+  // Every entry is checked before any data is read (messages name keys and JSON types, never
+  // the values, which may be anything).
+  struct Entry {
+    SafeTensor tensor;
+    const DtypeInfo* dtype;
     std::uint64_t begin, end;
-    std::string name;
   };
-  std::vector<Span> spans;
+  SafeTensorsFile file;
+  std::vector<Entry> entries;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
-      if (!entry.is_object()) LC_INPUT_ERROR(path, ": __metadata__: expected an object of strings");
+      if (!entry.is_object())
+        LC_INPUT_ERROR(path, ": __metadata__: expected an object of strings, got ", entry.type_name());
       for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) LC_INPUT_ERROR(path, ": __metadata__: '", k, "': expected a string value");
+        if (!v.is_string())
+          LC_INPUT_ERROR(path, ": __metadata__: '", printable(k), "': expected a string value, got ", v.type_name());
         file.metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    const std::string where = path + ": tensor '" + name + "'";
+    const std::string where = path + ": tensor '" + printable(name) + "'";
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
       LC_INPUT_ERROR(where, ": expected {\"dtype\", \"shape\", \"data_offsets\"}");
     const auto& dt = entry["dtype"];
@@ -135,45 +142,73 @@ SafeTensorsFile read_safetensors(const std::string& path) {
     if (dt.is_string())
       for (const DtypeInfo& d : kReadable)
         if (dt.get<std::string>() == d.name) info = &d;
-    if (!info) LC_INPUT_ERROR(where, ": dtype ", dt.dump(), ": expected one of \"F32\", \"F64\", \"F16\", \"BF16\"");
-    SafeTensor t;
-    t.name = name;
-    std::uint64_t numel = 1;
-    if (!entry["shape"].is_array()) LC_INPUT_ERROR(where, ": shape: expected an array of sizes");
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (1ull << 40))
-        LC_INPUT_ERROR(where, ": shape ", entry["shape"].dump(), ": expected sizes >= 0");
-      t.shape.push_back(d.get<std::int64_t>());
-      numel *= d.get<std::uint64_t>();
-      if (numel > (1ull << 40)) LC_INPUT_ERROR(where, ": shape ", entry["shape"].dump(), ": too many elements");
+    if (!info) {
+      const std::string got = dt.is_string() ? detail::concat('"', printable(dt.get<std::string>()), '"') : dt.type_name();
+      LC_INPUT_ERROR(where, ": dtype ", got, ": expected one of \"F32\", \"F64\", \"F16\", \"BF16\"");
     }
+    Entry e{{name, {}, {}}, info, 0, 0};
+    const auto& shape = entry["shape"];
+    if (!shape.is_array()) LC_INPUT_ERROR(where, ": shape: expected an array of sizes, got ", shape.type_name());
+    if (shape.size() > kMaxRank) LC_INPUT_ERROR(where, ": shape: ", shape.size(), " dimensions, expected at most ", kMaxRank);
+    // The element count and the byte count may not wrap: [2^32, 2^32] is not an empty tensor.
+    std::uint64_t numel = 1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const auto& d = shape[i];
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        LC_INPUT_ERROR(where, ": shape[", i, "]: expected a size >= 0, got ",
+                       d.is_number() ? "a negative or non-integer number" : d.type_name());
+      e.tensor.shape.push_back(d.get<std::int64_t>());
+      if (__builtin_mul_overflow(numel, d.get<std::uint64_t>(), &numel))
+        LC_INPUT_ERROR(where, ": shape ", shape_text(e.tensor.shape), "...: more than 2^64 elements");
+    }
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(numel, info->bytes, &bytes))
+      LC_INPUT_ERROR(where, ": shape ", shape_text(e.tensor.shape), ": more than 2^64 bytes of ", info->name);
     const auto& off = entry["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      LC_INPUT_ERROR(where, ": data_offsets: expected [begin, end]");
-    const auto begin = off[0].get<std::uint64_t>(), end = off[1].get<std::uint64_t>();
-    if (begin > end || end > buffer)
-      LC_INPUT_ERROR(where, ": data_offsets [", begin, ", ", end, "] outside the data buffer of ", buffer, " bytes");
-    if (end - begin != numel * info->bytes)
-      LC_INPUT_ERROR(where, ": data_offsets [", begin, ", ", end, "] hold ", end - begin, " bytes; shape ",
-                     entry["shape"].dump(), " of ", info->name, " needs ", numel * info->bytes);
-    t.data.resize(numel);
-    for (std::uint64_t i = 0; i < numel; ++i) t.data[i] = element(data + begin + i * info->bytes, info->name);
-    spans.push_back({begin, end, name});
-    file.tensors.push_back(std::move(t));
+      LC_INPUT_ERROR(where, ": data_offsets: expected [begin, end], two integers >= 0");
+    e.begin = off[0].get<std::uint64_t>();
+    e.end = off[1].get<std::uint64_t>();
+    if (e.begin > e.end || e.end > buffer)
+      LC_INPUT_ERROR(where, ": data_offsets [", e.begin, ", ", e.end, "] outside the data buffer of ", buffer, " bytes");
+    if (e.end - e.begin != bytes)
+      LC_INPUT_ERROR(where, ": data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin, " bytes; shape ",
+                     shape_text(e.tensor.shape), " of ", info->name, " needs ", bytes);
+    entries.push_back(std::move(e));
   }
-  std::vector<std::size_t> order(spans.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return spans[a].begin < spans[b].begin; });
-  for (std::size_t i = 1; i < order.size(); ++i) {
-    const Span& a = spans[order[i - 1]];
-    const Span& b = spans[order[i]];
-    if (b.begin < a.end && b.end > b.begin)
-      LC_INPUT_ERROR(path, ": tensors '", a.name, "' and '", b.name, "' overlap in the data buffer");
+  // As the reference reader requires: the tensors, in the order of their offsets, tile the data
+  // buffer exactly, so no two overlap (whatever their order in the header) and no byte is unused.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t covered = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    if (e.begin < covered)
+      LC_INPUT_ERROR(path, ": tensors '", printable(entries[i - 1].tensor.name), "' and '", printable(e.tensor.name),
+                     "' overlap in the data buffer");
+    if (e.begin > covered)
+      LC_INPUT_ERROR(path, ": bytes [", covered, ", ", e.begin, ") of the data buffer belong to no tensor");
+    covered = e.end;
   }
-  std::vector<SafeTensor> sorted;
-  sorted.reserve(order.size());
-  for (const std::size_t i : order) sorted.push_back(std::move(file.tensors[i]));
-  file.tensors = std::move(sorted);
+  if (covered != buffer)
+    LC_INPUT_ERROR(path, ": bytes [", covered, ", ", buffer, ") of the data buffer belong to no tensor");
+
+  // The data, converted to float a chunk at a time.
+  std::vector<unsigned char> chunk;
+  file.tensors.reserve(entries.size());
+  for (Entry& e : entries) {
+    const std::size_t width = e.dtype->bytes;
+    e.tensor.data.resize((e.end - e.begin) / width);
+    chunk.resize(std::min<std::uint64_t>(e.end - e.begin, kChunkBytes));
+    for (std::uint64_t at = e.begin; at < e.end; at += chunk.size()) {
+      const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(e.end - at, chunk.size()));
+      in.read_at(8 + n + at, chunk.data(), len);
+      float* out = e.tensor.data.data() + (at - e.begin) / width;
+      for (std::size_t i = 0; i < len / width; ++i) out[i] = element(chunk.data() + i * width, e.dtype->name);
+    }
+    file.tensors.push_back(std::move(e.tensor));
+  }
   return file;
 }
 

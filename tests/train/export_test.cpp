@@ -5,6 +5,7 @@
 // model against PyTorch (scripts/torch-parity) for BERT and the GPT: logits within 1e-4.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -98,15 +99,15 @@ TEST_F(Export, SafetensorsRoundTripsTensorsAndMetadataAndAlignsTheBuffer) {
 }
 
 TEST_F(Export, SafetensorsReadsHalfAndDoublePrecision) {
-  // F16 1.0 = 0x3c00, BF16 -2.0 = 0xc000, F64 0.5.
-  std::string h = R"({"h":{"dtype":"F16","shape":[1],"data_offsets":[0,2]},"b":{"dtype":"BF16","shape":[1],"data_offsets":[2,4]},"d":{"dtype":"F64","shape":[1],"data_offsets":[8,16]}})";
-  std::string file = raw_file(h, 16);
+  // F16 1.0 = 0x3c00, BF16 -2.0 = 0xc000, F64 0.5 (unaligned: the tensors tile the buffer).
+  std::string h = R"({"h":{"dtype":"F16","shape":[1],"data_offsets":[0,2]},"b":{"dtype":"BF16","shape":[1],"data_offsets":[2,4]},"d":{"dtype":"F64","shape":[1],"data_offsets":[4,12]}})";
+  std::string file = raw_file(h, 12);
   const std::size_t at = 8 + h.size();
   const std::uint16_t one = 0x3c00, minus_two = 0xc000;
   const double half = 0.5;
   std::memcpy(&file[at], &one, 2);
   std::memcpy(&file[at + 2], &minus_two, 2);
-  std::memcpy(&file[at + 8], &half, 8);
+  std::memcpy(&file[at + 4], &half, 8);
   write_all(path("h.safetensors"), file);
   const SafeTensorsFile f = read_safetensors(path("h.safetensors"));
   EXPECT_EQ(f.find("h")->data[0], 1.0f);
@@ -125,10 +126,10 @@ TEST_F(Export, EveryCorruptSafetensorsFileIsAOneLineErrorNamingIt) {
   } cases[] = {
       {"abc", "shorter than the 8-byte header length"},
       {raw_file(ok, 8).substr(0, 20), "exceeds the file"},
-      {raw_file("{\"x\": ", 0), "corrupt safetensors header (JSON)"},
+      {raw_file("{\"x\": ", 0), "corrupt safetensors header: not valid JSON"},
       {raw_file("[1, 2]", 0), "expected a JSON object"},
       {raw_file(R"({"x":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", 2), "tensor 'x': dtype \"I8\""},
-      {raw_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), "expected sizes >= 0"},
+      {raw_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), "shape[0]: expected a size >= 0"},
       {raw_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", 8), "outside the data buffer of 8 bytes"},
       {raw_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "needs 12"},
       {raw_file(R"({"x":{"dtype":"F32","shape":[2]}})", 8), "expected {\"dtype\", \"shape\", \"data_offsets\"}"},
@@ -143,6 +144,74 @@ TEST_F(Export, EveryCorruptSafetensorsFileIsAOneLineErrorNamingIt) {
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
   EXPECT_NE(input_error([&] { read_safetensors(path("none.safetensors")); }).find("cannot open"), std::string::npos);
+}
+
+// Malformed headers that crashed, wrapped or slipped through: each a one-line error that names the
+// tensor (escaped) and never echoes a value from the header.
+TEST_F(Export, SafetensorsHeadersAreBoundedAndNeverEchoed) {
+  const auto error_of = [&](const std::string& bytes) {
+    write_all(path("bad.safetensors"), bytes);
+    const std::string e = input_error([&] { read_safetensors(path("bad.safetensors")); });
+    EXPECT_EQ(e.rfind(path("bad.safetensors") + ": ", 0), 0u) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    return e;
+  };
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  // 10^6 levels inside dtype or shape: the message printed them recursively (a stack overflow).
+  EXPECT_NE(error_of(raw_file(R"({"x":{"dtype":)" + deep + R"(,"shape":[1],"data_offsets":[0,4]}})", 4))
+                .find("corrupt safetensors header: JSON nested deeper than 64 levels"),
+            std::string::npos);
+  EXPECT_NE(error_of(raw_file(R"({"x":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,4]}})", 4)).find("nested deeper"),
+            std::string::npos);
+  // Values are described by their JSON type, names escaped.
+  std::string e = error_of(raw_file(R"({"x":{"dtype":["SECRET"],"shape":[1],"data_offsets":[0,4]}})", 4));
+  EXPECT_NE(e.find("tensor 'x': dtype array: expected one of"), std::string::npos) << e;
+  EXPECT_EQ(e.find("SECRET"), std::string::npos) << e;
+  e = error_of(raw_file(R"({"x":{"dtype":"F32","shape":[{"k":"SECRET"}],"data_offsets":[0,4]}})", 4));
+  EXPECT_NE(e.find("tensor 'x': shape[0]: expected a size >= 0, got object"), std::string::npos) << e;
+  EXPECT_NE(error_of(raw_file(R"({"a\nb\u0007":{"dtype":"I8","shape":[1],"data_offsets":[0,1]}})", 1))
+                .find("tensor 'a?b?': dtype \"I8\""),
+            std::string::npos);
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += i ? ",1" : "1";
+  EXPECT_NE(error_of(raw_file(R"({"x":{"dtype":"F32","shape":)" + many + R"(],"data_offsets":[0,4]}})", 4))
+                .find("shape: 65 dimensions, expected at most 64"),
+            std::string::npos);
+  // [2^32, 2^32] wrapped to 0 elements and passed as an empty tensor.
+  EXPECT_NE(error_of(raw_file(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0))
+                .find("tensor 'x': shape [4294967296, 4294967296]...: more than 2^64 elements"),
+            std::string::npos);
+  EXPECT_NE(error_of(raw_file(R"({"x":{"dtype":"F64","shape":[4294967296,1073741824],"data_offsets":[0,0]}})", 0))
+                .find("more than 2^64 bytes of F64"),
+            std::string::npos);
+  // An overlap that no two neighbours in offset order show: a, then an empty b inside a, then c
+  // inside a's end.
+  EXPECT_NE(error_of(raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                              R"("b":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
+                              R"("c":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16))
+                .find("overlap in the data buffer"),
+            std::string::npos);
+  EXPECT_NE(error_of(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                              R"("c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8))
+                .find("tensors 'a' and 'c' overlap"),
+            std::string::npos);
+  // The tensors tile the buffer: no gap between them, nothing after them.
+  EXPECT_NE(error_of(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                              R"("c":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12))
+                .find("bytes [4, 8) of the data buffer belong to no tensor"),
+            std::string::npos);
+  EXPECT_NE(error_of(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 12))
+                .find("bytes [4, 12) of the data buffer belong to no tensor"),
+            std::string::npos);
+  // A directory, a device: not regular files; a file over the caller's limit.
+  EXPECT_EQ(input_error([&] { read_safetensors(dir_.string()); }),
+            dir_.string() + ": a directory, expected a regular file (safetensors file)");
+  EXPECT_EQ(input_error([&] { read_safetensors("/dev/zero"); }),
+            "/dev/zero: a character device, expected a regular file (safetensors file)");
+  write_all(path("ok.safetensors"), raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4));
+  EXPECT_EQ(read_safetensors(path("ok.safetensors"), 66).tensors.size(), 1u);
+  EXPECT_NE(input_error([&] { read_safetensors(path("ok.safetensors"), 65); }).find("66 bytes, more than the limit of 65 (65 B) for a safetensors file"),
+            std::string::npos);
 }
 
 GptOptions tiny_gpt() {
@@ -345,6 +414,20 @@ TEST_F(Export, InitFromRefusesWrongShapesNamesArchitecturesAndTiedCopies) {
     bad.erase(bad.begin() + 1);
     EXPECT_NE(error_loading(bad).find("missing tensor 'transformer.wpe.weight'"), std::string::npos);
   }
+  {
+    // NaN or infinite weights were loaded, to surface as a NaN loss steps later.
+    auto bad = ts;
+    bad[2].data[3] = std::nanf("");
+    EXPECT_NE(error_loading(bad).find("tensor '" + bad[2].name + "': value nan at index 3: expected finite weights"),
+              std::string::npos);
+    bad[2].data[3] = -INFINITY;
+    EXPECT_NE(error_loading(bad).find("tensor '" + bad[2].name + "': value -inf at index 3"), std::string::npos);
+  }
+  {
+    auto bad = ts;
+    bad.push_back({"two\nlines", {1}, {0.0f}});
+    EXPECT_NE(error_loading(bad).find("unknown tensor 'two?lines'"), std::string::npos);
+  }
   EXPECT_NE(error_loading(ts, {{"laconic.architecture", "bert"}}).find("weights of a \"bert\" model, this recipe's is \"gpt\""),
             std::string::npos);
   {
@@ -369,6 +452,22 @@ TEST_F(Export, InitFromRefusesWrongShapesNamesArchitecturesAndTiedCopies) {
   EXPECT_NE(input_error([&] { load_model_safetensors(path("tt.safetensors"), target, "model.init_from"); })
                 .find("token_type_embeddings.weight': expected zeros"),
             std::string::npos);
+}
+
+TEST_F(Export, InitFromRefusesAFileLargerThanTheModelCanHoldBeforeReadingIt) {
+  Gpt model(tiny_gpt());
+  // An honest header for 200 MB of one tensor and a (sparse) file that large: no weights of this
+  // model take as much, even as F64 behind the largest header, so nothing of it is read.
+  const std::string h = R"({"x":{"dtype":"F32","shape":[50000000],"data_offsets":[0,200000000]}})";
+  write_all(path("big.safetensors"), raw_file(h));
+  fs::resize_file(path("big.safetensors"), 8 + h.size() + 200000000);
+  const std::string e = input_error([&] { read_model_safetensors(path("big.safetensors"), model); });
+  EXPECT_EQ(e.rfind(path("big.safetensors") + ": " + std::to_string(8 + h.size() + 200000000) + " bytes, more than the limit of ", 0), 0u) << e;
+  EXPECT_NE(e.find("for a safetensors file for " + model.describe()), std::string::npos) << e;
+  // The model's own export is within its limit.
+  model.init(1);
+  write_model_safetensors(path("own.safetensors"), model, model.params().params(), {});
+  EXPECT_EQ(read_model_safetensors(path("own.safetensors"), model).tensors.size(), model.export_layout().tensors.size());
 }
 
 // ---- parity with PyTorch ----
