@@ -10,6 +10,7 @@
 
 #include "collectives/collectives.h"
 #include "framework/core/check.h"
+#include "framework/core/input.h"
 
 namespace laconic {
 
@@ -148,19 +149,13 @@ void Tracer::close() {
 }
 
 TraceLane read_trace_lane(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) LC_INPUT_ERROR(path, ": cannot open the trace file: ", std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st{};
-  ::fstat(fd, &st);
+  const InputFile in(path, kMaxTraceBytes, "trace file");
   TraceFileHeader h{};
-  if (::read(fd, &h, sizeof h) != sizeof h || std::memcmp(h.magic, kTraceMagic, sizeof h.magic) != 0)
+  if (in.size() >= sizeof h) in.read_at(0, &h, sizeof h);
+  if (in.size() < sizeof h || std::memcmp(h.magic, kTraceMagic, sizeof h.magic) != 0)
     LC_INPUT_ERROR(path, ": not a Laconic trace file (expected the magic LCTRACE1)");
   if (h.version != 1) LC_INPUT_ERROR(path, ": trace version ", h.version, ", expected 1");
-  const auto body = static_cast<std::uint64_t>(st.st_size) - sizeof h;
+  const std::uint64_t body = in.size() - sizeof h;
   if (body % sizeof(TraceEvent) != 0 || body / sizeof(TraceEvent) != h.events || (h.events == 0 && body != 0))
     LC_INPUT_ERROR(path, ": truncated or unfinished trace (header says ", h.events, " events, the file holds ",
                    body / sizeof(TraceEvent), "); the run did not end cleanly");
@@ -169,14 +164,7 @@ TraceLane read_trace_lane(const std::string& path) {
   t.size = h.size;
   t.lane = h.lane;
   t.events.resize(h.events);
-  const auto* p = reinterpret_cast<char*>(t.events.data());
-  std::size_t left = body, off = 0;
-  while (left > 0) {
-    const ssize_t n = ::read(fd, const_cast<char*>(p) + off, left);
-    if (n <= 0) LC_INPUT_ERROR(path, ": read error");
-    off += static_cast<std::size_t>(n);
-    left -= static_cast<std::size_t>(n);
-  }
+  in.read_at(sizeof h, t.events.data(), body);
   return t;
 }
 

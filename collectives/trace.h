@@ -128,7 +128,9 @@ class Tracer {
   bool closed_ = false;
 };
 
-// A rank's lane read back. Throws laconic::InputError naming the file on a bad or truncated one.
+// A rank's lane read back. Throws laconic::InputError naming the file on a bad or truncated one,
+// or one larger than kMaxTraceBytes (some 80 million events).
+inline constexpr std::uint64_t kMaxTraceBytes = 4'000'000'000;
 struct TraceLane {
   int rank = 0, size = 0, lane = 0;
   std::vector<TraceEvent> events;

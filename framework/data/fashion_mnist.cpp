@@ -1,5 +1,6 @@
 #include "framework/data/fashion_mnist.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "framework/core/check.h"
+#include "framework/core/input.h"
 
 namespace laconic {
 namespace {
@@ -20,6 +22,11 @@ namespace fs = std::filesystem;
 
 constexpr const char* kInstallHint =
     "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or set [data] path";
+
+// The idx file and the data it declares: Fashion-MNIST's training images are 47 million bytes (and
+// 26 MB gzipped); 250 million bytes of pixels become 1 GB of floats.
+constexpr std::uint64_t kMaxIdxFileBytes = 1'000'000'000;
+constexpr std::int64_t kMaxIdxBytes = 250'000'000;
 
 // Big reads keep zlib's per-call overhead negligible: 70000 images inflate in ~0.3 s.
 constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
@@ -42,7 +49,8 @@ std::string locate(const fs::path& dir, const std::string& name) {
 // gzread also reads uncompressed files as they are, so one reader serves both forms.
 class IdxFile {
  public:
-  explicit IdxFile(std::string path) : path_(std::move(path)), f_(gzopen(path_.c_str(), "rb")) {
+  explicit IdxFile(std::string path)
+      : path_(std::move(path)), file_(path_, kMaxIdxFileBytes, "idx file"), f_(gzdopen(::dup(file_.fd()), "rb")) {
     if (f_ == nullptr) LC_INPUT_ERROR(path_, ": cannot open: ", std::strerror(errno));
     gzbuffer(f_, 1u << 18);
   }
@@ -71,6 +79,22 @@ class IdxFile {
       dims[d] = be32(word);
     }
     return dims;
+  }
+
+  // Checks, before any data is read, that the header's `bytes` of data are plausible: at most
+  // kMaxIdxBytes, and no more than the file can hold (raw: its size after the header; gzip:
+  // deflate's best ratio, 1032:1, times its size). Trailing bytes are found by payload().
+  void check_declared(std::int64_t bytes, std::int64_t header_bytes) const {
+    if (bytes > kMaxIdxBytes)
+      LC_INPUT_ERROR(path_, ": the header declares ", bytes, " bytes of data, more than the limit of ", kMaxIdxBytes,
+                     " (", kMaxIdxBytes / 784, " images of 28x28)");
+    const auto size = static_cast<std::int64_t>(file_.size());
+    if (gzdirect(f_) == 1 && bytes > size - header_bytes)
+      LC_INPUT_ERROR(path_, ": truncated: the header declares ", bytes, " bytes of data but the file holds ",
+                     size - header_bytes);
+    if (gzdirect(f_) == 0 && bytes > 1032 * size)
+      LC_INPUT_ERROR(path_, ": the header declares ", bytes, " bytes of data, more than a gzip file of ", size,
+                     " bytes can hold (deflate compresses at most 1032:1)");
   }
 
   // Streams exactly `bytes` bytes of data to sink(std::span<const unsigned char>), then checks
@@ -120,6 +144,7 @@ class IdxFile {
   }
 
   std::string path_;
+  InputFile file_;  // the regular file behind f_, which reads a duplicate of its descriptor
   gzFile f_;
   std::vector<unsigned char> chunk_;
 };
@@ -147,6 +172,8 @@ ImageDataset load_fashion_mnist(const std::string& dir, Split split) {
   std::array<float, 256> lut{};
   for (int v = 0; v < 256; ++v) lut[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
   const std::int64_t pixels = n * rows * cols;
+  images.check_declared(pixels, 16);
+  labels.check_declared(n, 8);
   d.images.reserve(static_cast<std::size_t>(std::min<std::int64_t>(pixels, kMaxReserve)));
   images.payload(pixels, [&](std::span<const unsigned char> bytes) {
     for (unsigned char b : bytes) d.images.push_back(lut[b]);

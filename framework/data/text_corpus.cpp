@@ -1,14 +1,11 @@
 #include "framework/data/text_corpus.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <system_error>
 
 #include "framework/core/check.h"
+#include "framework/core/input.h"
 #include "framework/core/units.h"
 
 namespace laconic {
@@ -20,13 +17,8 @@ constexpr const char* kInstallHint = "install Debian's fortunes (apt-get install
 
 bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) LC_INPUT_ERROR(path.string(), ": cannot open: ", std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) LC_INPUT_ERROR(path.string(), ": read error: ", std::strerror(errno));
-  return text;
-}
+// A text file is held whole: one larger than the machine's memory cannot be.
+std::string read_file(const fs::path& path) { return read_input_file(path, physical_memory_bytes(), "text file"); }
 
 // A NUL never occurs in text (in any encoding we read byte-wise); strfile's .dat indexes start
 // with a big-endian version word and so hold several.

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "framework/core/check.h"
+#include "framework/core/input.h"
 #include "framework/data/text_corpus.h"
 
 namespace laconic {
@@ -19,15 +20,8 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "token files are little-endian; this reader assumes a little-endian host");
 
-std::vector<char> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) LC_INPUT_ERROR(path, ": cannot open: ", std::strerror(errno));
-  const std::streamsize size = in.tellg();
-  std::vector<char> bytes(static_cast<std::size_t>(std::max<std::streamsize>(size, 0)));
-  in.seekg(0);
-  if (!in.read(bytes.data(), size)) LC_INPUT_ERROR(path, ": read error: ", std::strerror(errno));
-  return bytes;
-}
+// A token file is held whole, then as int32 tokens: one larger than the machine's memory cannot be.
+std::string read_bytes(const std::string& path) { return read_input_file(path, physical_memory_bytes(), "token file"); }
 
 template <typename T>
 void append_tokens(const std::string& path, const char* data, std::size_t count, int vocab, std::vector<std::int32_t>& out) {
@@ -43,7 +37,7 @@ void append_tokens(const std::string& path, const char* data, std::size_t count,
   }
 }
 
-void read_llmc(const std::string& path, const std::vector<char>& bytes, int vocab, std::vector<std::int32_t>& out) {
+void read_llmc(const std::string& path, const std::string& bytes, int vocab, std::vector<std::int32_t>& out) {
   constexpr std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
   if (bytes.size() < header_bytes)
     LC_INPUT_ERROR(path, ": ", bytes.size(), " bytes, shorter than llm.c's header of ", header_bytes,
@@ -94,7 +88,7 @@ TokenStream read_token_files(const std::string& pattern, TokenFormat format, int
   TokenStream s;
   s.vocab = vocab;
   for (const std::string& path : glob_files(pattern, key)) {
-    const std::vector<char> bytes = read_bytes(path);
+    const std::string bytes = read_bytes(path);
     if (format == TokenFormat::llmc) {
       read_llmc(path, bytes, vocab, s.tokens);
     } else {

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <concepts>
@@ -25,6 +24,7 @@
 
 #include "framework/core/check.h"
 #include "framework/core/enum_names.h"
+#include "framework/core/input.h"
 #include "framework/core/units.h"
 
 namespace laconic {
@@ -89,8 +89,14 @@ std::string describe(const toml::node& node) {
   if (const auto* i = node.as_integer()) return std::to_string(i->get());
   if (const auto* f = node.as_floating_point()) return format_float(f->get());
   if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
-  if (const auto* a = node.as_array())
-    return "[" + join(*a, ", ", [](const toml::node& n) { return describe(n); }) + "]";
+  if (const auto* a = node.as_array()) {
+    // A long array is echoed by its first values and its length: the message stays readable.
+    constexpr std::size_t kEchoed = 8;
+    std::string out;
+    for (std::size_t i = 0; i < a->size() && i < kEchoed; ++i) out += (i ? ", " : "") + describe((*a)[i]);
+    if (a->size() > kEchoed) out += ", ... (" + std::to_string(a->size()) + " values)";
+    return "[" + out + "]";
+  }
   if (const auto* t = node.as_table()) {  // inline tables (phases) are echoed; [sections] are not
     if (!t->is_inline()) return "a table";
     std::string out;
@@ -1092,19 +1098,7 @@ Recipe parse_recipe(const std::string& text, const std::string& name,
 }
 
 namespace {
-std::string read_recipe_text(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) LC_INPUT_ERROR(path, ": cannot open recipe: ", std::strerror(errno));
-  std::string text;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, file)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(file);
-  const int err = errno;  // fclose may clobber it
-  std::fclose(file);
-  if (failed) LC_INPUT_ERROR(path, ": cannot read recipe: ", std::strerror(err));
-  return text;
-}
+std::string read_recipe_text(const std::string& path) { return read_input_file(path, kMaxRecipeBytes, "recipe"); }
 }  // namespace
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {

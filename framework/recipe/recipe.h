@@ -381,6 +381,11 @@ bool uses_strategy(const SyncConfig& sync, std::string_view strategy);
 // components' sections are printed (to_toml) and hashed only when used.
 bool uses_component(const Recipe& r, Component c, std::string_view name);
 
+// A recipe file (and a network file) is a regular file of at most this many bytes: a few KB in
+// practice; the limit bounds the parse's memory (toml++ takes some 60 bytes per value: 30 MB for
+// the 466,000 values of a 1 MB array).
+inline constexpr std::uint64_t kMaxRecipeBytes = 1'000'000;
+
 // Reads and validates a recipe, then applies CLI overrides of the form "section.key=value"
 // (value in TOML syntax, bare strings allowed: "sync.strategy=allreduce", "model.hidden=[256,128]").
 // Throws InputError with a one-line message: "FILE:LINE:COL: KEY: expected WHAT, got GOT

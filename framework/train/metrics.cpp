@@ -1,11 +1,13 @@
 #include "framework/train/metrics.h"
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
+
 #include "framework/core/check.h"
+#include "framework/core/input.h"
+#include "framework/core/json.h"
 
 namespace laconic {
 namespace {
@@ -44,11 +46,11 @@ T from_object(const nlohmann::json& j, const std::string& where) {
       return;
     }
     if constexpr (std::is_same_v<V, std::string>) {
-      if (!it->is_string()) LC_INPUT_ERROR(where, ": \"", name, "\": expected a string, got ", it->dump());
+      if (!it->is_string()) LC_INPUT_ERROR(where, ": \"", name, "\": expected a string, got ", it->type_name());
       v = it->template get<std::string>();
       return;
     }
-    if (!it->is_number()) LC_INPUT_ERROR(where, ": \"", name, "\": expected a number, got ", it->dump());
+    if (!it->is_number()) LC_INPUT_ERROR(where, ": \"", name, "\": expected a number, got ", it->type_name());
     if constexpr (std::is_same_v<V, std::optional<std::uint64_t>>)
       v = it->template get<std::uint64_t>();
     else
@@ -58,13 +60,8 @@ T from_object(const nlohmann::json& j, const std::string& where) {
 }
 
 nlohmann::json parse_object(const std::string& text, const std::string& where) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    LC_INPUT_ERROR(where, ": not valid JSON: ", e.what());
-  }
-  if (!j.is_object()) LC_INPUT_ERROR(where, ": expected a JSON object");
+  const nlohmann::json j = parse_json(text, where);
+  if (!j.is_object()) LC_INPUT_ERROR(where, ": expected a JSON object, got ", j.type_name());
   return j;
 }
 
@@ -87,11 +84,13 @@ RunSummary parse_summary(const std::string& text, const std::string& where) {
 }
 
 std::vector<MetricsRecord> read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) LC_INPUT_ERROR(path, ": cannot be read");
+  const std::string text = read_input_file(path, kMaxMetricsBytes, "metrics.jsonl");
   std::vector<MetricsRecord> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  std::size_t begin = 0;
+  for (int n = 1; begin < text.size(); ++n) {
+    const std::size_t end = std::min(text.find('\n', begin), text.size());
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     out.push_back(parse_metrics_record(line, path + ":" + std::to_string(n)));
   }

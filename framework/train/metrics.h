@@ -147,6 +147,10 @@ std::string to_json(const RunSummary& s);
 MetricsRecord parse_metrics_record(const std::string& line, const std::string& where);
 RunSummary parse_summary(const std::string& text, const std::string& where);
 
+// A metrics.jsonl file read back (trainer compare, simulate) is a regular file of at most this
+// many bytes: some 2.5 million records of ~400 bytes.
+inline constexpr std::uint64_t kMaxMetricsBytes = 1'000'000'000;
+
 // Every record of a metrics.jsonl file (blank lines skipped), InputError naming file:line.
 std::vector<MetricsRecord> read_metrics(const std::string& path);
 

@@ -7,20 +7,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "framework/core/check.h"
+#include "framework/core/input.h"
 
 namespace laconic {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) LC_INPUT_ERROR(path, ": cannot be read");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+std::string read_text(const std::string& path) { return read_input_file(path, kMaxRunFileBytes, "run file"); }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";

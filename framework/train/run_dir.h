@@ -2,6 +2,7 @@
 // atomically (temporary name, fsync, rename), so a crash never leaves a half-written summary.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -10,7 +11,11 @@ namespace laconic {
 // Writes `content` to `path` atomically. Throws Error naming the path on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
 
-// The whole file as text. Throws InputError naming the path if it cannot be read.
+// summary.json, a trace's meta.json, recipe.resolved.toml: a few KB each.
+inline constexpr std::uint64_t kMaxRunFileBytes = 16'000'000;
+
+// The whole file as text: a regular file of at most kMaxRunFileBytes. Throws InputError naming
+// the path if it cannot be read.
 std::string read_text(const std::string& path);
 
 // Creates the directory (and parents). Throws InputError naming it if that fails.

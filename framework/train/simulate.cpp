@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "framework/core/check.h"
+#include "framework/core/input.h"
+#include "framework/core/json.h"
 #include "framework/core/units.h"
 #include "framework/train/metrics.h"
 #include "framework/train/run_dir.h"
@@ -32,6 +34,9 @@ double at_mark(const Simulation& s, const std::vector<double>& v, std::int64_t s
   if (it == s.steps.end()) return kAbsent;
   return v[static_cast<std::size_t>(it - s.steps.begin())];
 }
+
+// Platforms of thousands of hosts take a few MB.
+constexpr std::uint64_t kMaxPlatformBytes = 100'000'000;
 
 std::int64_t meta_int(const nlohmann::json& m, const char* key, const std::string& path) {
   if (!m.contains(key) || !m[key].is_number()) LC_INPUT_ERROR(path, ": '", key, "' missing or not a number");
@@ -95,19 +100,16 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   if (r.network.groups == 0 && r.network.platform.empty())
     LC_INPUT_ERROR(recipe_path, ": the run describes no [network] to replay on; give --network NET.toml or "
                                 "--platform FILE.xml");
-  if (!r.network.platform.empty() && !fs::exists(r.network.platform.path))
-    LC_INPUT_ERROR(r.network.platform.path, ": cannot open the SimGrid platform file");
+  // SimGrid reads the platform itself, in the replay's child; checked here, a FIFO or a device in
+  // its place is a one-line error instead of a replay that hangs or never ends.
+  if (!r.network.platform.empty()) InputFile(r.network.platform.path, kMaxPlatformBytes, "SimGrid platform file");
   const std::string trace_dir = (fs::path(run_dir) / "trace").string();
   const std::string meta_path = trace_dir + "/meta.json";
   if (!fs::exists(meta_path))
     LC_INPUT_ERROR(run_dir, ": no complete event trace (", meta_path, " is missing; record one with train.trace = true "
                             "and let the run finish)");
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(read_text(meta_path));
-  } catch (const nlohmann::json::exception& e) {
-    LC_INPUT_ERROR(meta_path, ": invalid JSON: ", e.what());
-  }
+  const nlohmann::json meta = parse_json(read_text(meta_path), meta_path);
+  if (!meta.is_object()) LC_INPUT_ERROR(meta_path, ": expected a JSON object, got ", meta.type_name());
   const std::int64_t parameters = meta_int(meta, "parameters", meta_path);
   const std::int64_t examples = meta_int(meta, "examples_per_rank_step", meta_path);
   const double flops = meta.value("flops_per_example", 0.0);

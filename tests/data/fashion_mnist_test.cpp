@@ -201,6 +201,24 @@ TEST_F(FashionMnistFiles, TrailingBytes) {
   expect_error(labels_gz(), "trailing bytes");
 }
 
+// Headers are checked against a limit and against what the file can hold before any data is
+// read: an honest 2 million images took 6 GB as floats; a lying header, as much as it claimed.
+TEST_F(FashionMnistFiles, DeclaredSizesAreBoundedBeforeReading) {
+  write_file(images_gz(), gzip(idx_images(2000000, 28, 28, {})));
+  write_file(labels_gz(), gzip(idx_labels(2000000, {})));
+  expect_error(images_gz(), "the header declares 1568000000 bytes of data, more than the limit of 250000000 (318877 images of 28x28)");
+  // Under the limit, but more than deflate (1032:1 at best) can pack into so small a file.
+  write_file(images_gz(), gzip(idx_images(100000, 28, 28, kPixels)));
+  write_file(labels_gz(), gzip(idx_labels(100000, kLabels)));
+  expect_error(images_gz(), "the header declares 78400000 bytes of data, more than a gzip file of");
+  // An uncompressed file holds exactly what it declares.
+  fs::remove(images_gz());
+  fs::remove(labels_gz());
+  write_file(dir_ / "train-images-idx3-ubyte", idx_images(100000, 28, 28, kPixels));
+  write_file(dir_ / "train-labels-idx1-ubyte", idx_labels(100000, kLabels));
+  expect_error(dir_ / "train-images-idx3-ubyte", "truncated: the header declares 78400000 bytes of data but the file holds 18");
+}
+
 TEST_F(FashionMnistFiles, LabelOutOfRange) {
   write_file(images_gz(), gzip(idx_images(3, 2, 3, kPixels)));
   write_file(labels_gz(), gzip(idx_labels(3, {0, 1, 10})));
