@@ -30,7 +30,8 @@ expect() {
   shift 3
   local before after rc lines last why=""
   before=$(snapshot)
-  (cd "$work" && timeout 300 "$trainer" "$@" >"$tmp/out" 2>"$tmp/err")
+  # Under a 2 GB address-space limit: an unbounded read or allocation fails the case.
+  (cd "$work" && ulimit -v 2000000 && timeout 300 "$trainer" "$@" >"$tmp/out" 2>"$tmp/err")
   rc=$?
   after=$(snapshot)
   lines=$(wc -l <"$tmp/err")
@@ -127,6 +128,79 @@ expect simulate_no_network "" "the run describes no \[network\] to replay on" si
 expect simulate_as_params "" "--as-params: expected a whole number of parameters >= 1, got 0.5" simulate empty_dir --as-params 0.5
 expect simulate_failures "" "--failures: expected mtbf=DURATION,restart=DURATION, got 'restart=1m'" \
   simulate empty_dir --failures restart=1m
+
+# Files that are no regular file, or larger than their kind may be (README "Bad input").
+big="$tmp/big"
+mkdir "$big"
+mkfifo "$big/fifo"
+{ printf '[model]\nhidden = ['; yes 1, | head -c 75000000 | tr -d '\n'; printf '1]\n'; } >"$big/50mb.toml"
+{ printf '[train]\nmicro_batch = ['; yes 1, | head -c 900000 | tr -d '\n'; printf '1]\n'; } >"$big/long_array.toml"
+expect recipe_device "" "^trainer: error: /dev/zero: a character device, expected a regular file \(recipe\)$" --recipe /dev/zero
+expect recipe_fifo "" "fifo: a FIFO, expected a regular file \(recipe\)$" --recipe "$big/fifo" --out run_out
+expect recipe_directory "" "empty_dir: a directory, expected a regular file \(recipe\)$" --recipe empty_dir
+expect recipe_50mb "" "50mb\.toml: [0-9]+ bytes, more than the limit of 1000000 \(1\.00 MB\) for a recipe$" \
+  --recipe "$big/50mb.toml" --out run_out
+# Under the limit, a long array is echoed by its first values and its length.
+expect recipe_long_array "" "long_array\.toml:2:[0-9]+: train\.micro_batch: expected .*, got \[1, 1, 1, 1, 1, 1, 1, 1, \.\.\. \(300001 values\)\]$" \
+  --recipe "$big/long_array.toml"
+expect simulate_network_device "" "/dev/zero: a character device, expected a regular file \(recipe\)$" \
+  simulate "$sim/a_run" --network /dev/zero
+expect text_data_device "" "/dev/zero: a character device, expected a regular file \(text file\)$" \
+  --recipe "$bert" --data.path=/dev/zero --out run_out
+
+# model.init_from: what is no weights file, and weights files that are malformed (these need the
+# model's data: Fashion-MNIST).
+/usr/bin/python3 - "$big" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+def write(name, header, data=b""):
+    h = header.encode() if isinstance(header, str) else header
+    open(f"{d}/{name}", "wb").write(struct.pack("<Q", len(h)) + h + data)
+deep = "[" * 10**6 + "]" * 10**6
+write("deep_dtype.safetensors", '{"fc1.weight": {"dtype": %s, "shape": [4, 784], "data_offsets": [0, 12544]}}' % deep, bytes(12544))
+write("deep_shape.safetensors", '{"fc1.weight": {"dtype": "F32", "shape": %s, "data_offsets": [0, 12544]}}' % deep, bytes(12544))
+write("newline.safetensors", json.dumps({"fc1\nweight": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}}), bytes(1))
+w = [0.0] * (4 * 784)
+w[5] = float("nan")
+write("nan.safetensors", json.dumps({"fc1.weight": {"dtype": "F32", "shape": [4, 784], "data_offsets": [0, 12544]}}),
+      struct.pack("<3136f", *w))
+PY
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  expect init_from_device "" "/dev/zero: a character device, expected a regular file \(safetensors file for mlp " \
+    --recipe "$good" --model.init_from=/dev/zero --out run_out
+  expect init_from_fifo "" "fifo: a FIFO, expected a regular file \(safetensors file for mlp " \
+    --recipe "$good" --model.init_from="$big/fifo"
+  expect init_from_directory "" "empty_dir: a directory, expected a regular file \(safetensors file for mlp " \
+    --recipe "$good" --model.init_from=empty_dir --out run_out
+  expect init_from_deep_dtype "" "deep_dtype\.safetensors: corrupt safetensors header: JSON nested deeper than 64 levels$" \
+    --recipe "$good" --model.hidden=[4] --model.init_from="$big/deep_dtype.safetensors" --out run_out
+  expect init_from_deep_shape "" "deep_shape\.safetensors: corrupt safetensors header: JSON nested deeper than 64 levels$" \
+    --recipe "$good" --model.hidden=[4] --model.init_from="$big/deep_shape.safetensors"
+  expect init_from_newline_name "" "newline\.safetensors: tensor 'fc1\?weight': dtype \"I8\": expected one of" \
+    --recipe "$good" --model.hidden=[4] --model.init_from="$big/newline.safetensors" --out run_out
+  expect init_from_nan "" "nan\.safetensors: model\.init_from: tensor 'fc1\.weight': value nan at index 5: expected finite weights$" \
+    --recipe "$good" --model.hidden=[4] --model.init_from="$big/nan.safetensors" --out run_out
+  # A model no machine holds is refused by its size, before its allocation fails.
+  expect model_too_large "" "mlp_fmnist\.toml: model\.name = \"mlp\" \(sized by model\.hidden\): the model's 1590000000010 parameters need 12\.7 TB for weights and gradients, more than this machine's memory" \
+    --recipe "$good" --model.hidden=[2000000000] --out run_out
+else
+  echo "skip model.init_from and model size checks: Debian's dataset-fashion-mnist is not installed"
+fi
+
+# idx files that honestly declare 2 million images (6.3 GB as floats): gzip members of zeros,
+# concatenated, inflate to exactly the header and the 1.57 GB it declares.
+idx="$tmp/idx"
+mkdir "$idx"
+printf '\x00\x00\x08\x03\x00\x1e\x84\x80\x00\x00\x00\x1c\x00\x00\x00\x1c' | gzip >"$idx/train-images-idx3-ubyte.gz"
+head -c 16000000 /dev/zero | gzip -1 >"$idx/zeros.gz"
+for i in $(seq 98); do cat "$idx/zeros.gz"; done >>"$idx/train-images-idx3-ubyte.gz"
+{ printf '\x00\x00\x08\x01\x00\x1e\x84\x80'; head -c 2000000 /dev/zero; } | gzip >"$idx/train-labels-idx1-ubyte.gz"
+rm "$idx/zeros.gz"
+# The test split: one valid image and label.
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c'; head -c 784 /dev/zero; } | gzip >"$idx/t10k-images-idx3-ubyte.gz"
+printf '\x00\x00\x08\x01\x00\x00\x00\x01\x00' | gzip >"$idx/t10k-labels-idx1-ubyte.gz"
+expect idx_2m_images "" "train-images-idx3-ubyte\.gz: the header declares 1568000000 bytes of data, more than the limit of 250000000 \(318877 images of 28x28\)$" \
+  --recipe "$good" --data.path="$idx" --out run_out
 
 # device = "cuda" where it cannot run: a build without CUDA, or no visible device (this machine,
 # unless a GPU is present: then the run would be legitimate and the case is skipped).
