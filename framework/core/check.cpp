@@ -6,7 +6,20 @@ namespace laconic {
 
 std::string printable(std::string_view s, std::size_t max) {
   std::string out;
-  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  for (const char c : s.substr(0, max)) {
+    const auto b = static_cast<unsigned char>(c);
+    if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (b >= 0x20 && b < 0x7f) out += c;
+    else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 15];
+    }
+  }
   if (s.size() > max) out += "...";
   return out;
 }

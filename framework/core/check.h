@@ -25,8 +25,9 @@ class InputError : public Error {
   using Error::Error;
 };
 
-// Text from a file or a peer, fit for a one-line message: control and non-ASCII bytes as '?', at
-// most `max` characters ("..." after), so that one line stays one line.
+// Text from a file or a peer, fit for a one-line message: printable ASCII as is, a backslash,
+// newline, tab and carriage return as \\, \n, \t, \r, every other byte as \xNN; the first `max`
+// bytes ("..." after). One line stays one line, and the name can still be read.
 std::string printable(std::string_view s, std::size_t max = 80);
 
 // The run has nothing left to do (it finished before; a replica found the run over): the CLI says

@@ -21,6 +21,8 @@
 #include <utility>
 
 #include "framework/core/check.h"
+#include "framework/core/input.h"
+#include "framework/core/json.h"
 
 namespace laconic {
 namespace {
@@ -40,6 +42,7 @@ constexpr std::uint8_t kI64 = 1;
 // that the test hook sees a file grow step by step.
 constexpr std::size_t kChunk = std::size_t{1} << 20;
 constexpr const char* kManifest = "MANIFEST.json";
+constexpr std::uint64_t kMaxManifestBytes = 64ull << 20;  // 100 bytes a shard, a recipe of kilobytes
 
 const char* kind_name(std::uint8_t kind) { return kind == kF32 ? "f32" : kind == kI64 ? "i64" : "?"; }
 std::size_t kind_bytes(std::uint8_t kind) { return kind == kF32 ? 4 : 8; }
@@ -550,18 +553,9 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_in) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) LC_INPUT_ERROR(d, ": no such checkpoint directory");
   const std::string mpath = join(d, kManifest);
-  std::ifstream in(mpath);
-  if (!in) {
-    const int err = errno;
-    if (!fs::exists(mpath, ec)) LC_INPUT_ERROR(mpath, ": missing: the checkpoint is incomplete");
-    sys_fail(mpath, "cannot open", err);
-  }
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    LC_INPUT_ERROR(mpath, ": invalid JSON: ", e.what());
-  }
+  if (!fs::exists(mpath, ec)) LC_INPUT_ERROR(mpath, ": missing: the checkpoint is incomplete");
+  // Untrusted like any file: bounded in size (the shard list and the recipe text) and depth.
+  const nlohmann::json m = parse_json(read_input_file(mpath, kMaxManifestBytes, "checkpoint manifest"), mpath);
   if (!m.is_object()) LC_INPUT_ERROR(mpath, ": not a JSON object");
   const std::int64_t format = manifest_int(m, "format", mpath, 0);
   if (format != kManifestFormat)

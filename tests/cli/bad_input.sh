@@ -176,7 +176,7 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
     --recipe "$good" --model.hidden=[4] --model.init_from="$big/deep_dtype.safetensors" --out run_out
   expect init_from_deep_shape "" "deep_shape\.safetensors: corrupt safetensors header: JSON nested deeper than 64 levels$" \
     --recipe "$good" --model.hidden=[4] --model.init_from="$big/deep_shape.safetensors"
-  expect init_from_newline_name "" "newline\.safetensors: tensor 'fc1\?weight': dtype \"I8\": expected one of" \
+  expect init_from_newline_name "" "newline\.safetensors: tensor 'fc1\\\\nweight': dtype \"I8\": expected one of" \
     --recipe "$good" --model.hidden=[4] --model.init_from="$big/newline.safetensors" --out run_out
   expect init_from_nan "" "nan\.safetensors: model\.init_from: tensor 'fc1\.weight': value nan at index 5: expected finite weights$" \
     --recipe "$good" --model.hidden=[4] --model.init_from="$big/nan.safetensors" --out run_out

@@ -6,6 +6,7 @@
 #include "framework/core/check.h"
 #include "framework/core/params.h"
 #include "framework/core/rng.h"
+#include "framework/core/units.h"
 
 namespace laconic {
 namespace {
@@ -21,6 +22,23 @@ TEST(Check, MessageNamesFileConditionAndValues) {
     EXPECT_NE(m.find("`x == 4`"), std::string::npos) << m;
     EXPECT_NE(m.find("x is 3"), std::string::npos) << m;
   }
+}
+
+// Names from files reach one-line messages escaped: a newline cannot split the line, and the
+// name stays readable.
+TEST(Check, PrintableEscapesWhatWouldBreakTheLine) {
+  EXPECT_EQ(printable("fc1.weight"), "fc1.weight");
+  EXPECT_EQ(printable(std::string("a\nb\r\tc\\d\x07\0e\xc3\xbc", 13)), "a\\nb\\r\\tc\\\\d\\x07\\x00e\\xc3\\xbc");
+  EXPECT_EQ(printable(std::string(100, 'x'), 4), "xxxx...");
+  EXPECT_EQ(printable("\n\n\n").find('\n'), std::string::npos);
+}
+
+// Bytes in units; whole bytes without a fraction.
+TEST(Units, FormatBytes) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(750), "750 B");
+  EXPECT_EQ(format_bytes(1070000), "1.07 MB");
+  EXPECT_EQ(format_bytes(126344144), "126.3 MB");
 }
 
 TEST(ParamStore, ViewsAreContiguousAndZeroed) {
