@@ -574,6 +574,7 @@ const std::vector<Field>& builtin_schema() {
         .add<&OptimizerConfig::eta>("eta", above(0))
         .add<&OptimizerConfig::trust_min>("trust_min", at_least(0))
         .add<&OptimizerConfig::trust_max>("trust_max", at_least(0))
+        .add<&OptimizerConfig::trust_without_decay>("trust_without_decay")
         .add<&OptimizerConfig::grad_clip>("grad_clip", at_least(0));
     SectionBuilder<&Recipe::schedule>{"schedule", f}
         .add<&ScheduleConfig::warmup_steps>("warmup_steps", at_least(0))

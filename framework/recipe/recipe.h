@@ -117,6 +117,9 @@ struct OptimizerConfig {
   double eta = 0.001;        // lars trust coefficient
   double trust_min = 0.0;    // lamb trust-ratio clamp; 0 = none
   double trust_max = 0.0;
+  // lamb: adapt (trust ratio) every decay-group tensor even at weight_decay = 0 (the paper's rule);
+  // false: only when weight_decay > 0, as NVIDIA apex's FusedLAMB (optimizers/lamb.h)
+  bool trust_without_decay = false;
   double grad_clip = 0.0;    // clip the global gradient norm (after averaging) to this; 0 = off
 
   bool operator==(const OptimizerConfig&) const = default;

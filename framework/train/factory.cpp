@@ -282,6 +282,7 @@ Registry::Registry() {
     o.weight_decay = c.weight_decay;
     o.clamp_min = c.trust_min;
     o.clamp_max = c.trust_max;
+    o.trust_without_decay = c.trust_without_decay;
     return std::make_unique<Lamb>(o);
   });
 
