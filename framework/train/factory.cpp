@@ -333,6 +333,7 @@ Registry::Registry() {
     PeriodicOptions o = diloco_options(s.period, s.outer_lr, 0.0, false, r.sync.bucket_mb);  // e replaces momentum
     o.warmup_steps = c.first_step + s.warmup_steps;
     o.schedule = s.period_schedule.segments;
+    o.name = "SparseLoCo";
     const auto chunk = static_cast<std::size_t>(s.chunk);
     const auto k = static_cast<std::size_t>(std::clamp<double>(std::round(s.ratio * static_cast<double>(chunk)), 1.0,
                                                                static_cast<double>(chunk)));
