@@ -28,7 +28,7 @@ std::uint32_t get_bits(const std::uint8_t* stream, std::size_t at, int bits) {
 }
 
 void check(const ChunkTopK& c) {
-  LC_CHECK(c.chunk >= 2, "top-k chunk ", c.chunk, " (expected >= 2)");
+  LC_CHECK(c.chunk >= 1, "top-k chunk ", c.chunk, " (expected >= 1)");
   LC_CHECK(c.k >= 1 && c.k <= c.chunk, "top-k per chunk ", c.k, " (expected 1 to ", c.chunk, ")");
 }
 
@@ -92,9 +92,10 @@ void chunk_topk_encode(std::span<const float> x, const ChunkTopK& c, std::span<s
 }
 
 void chunk_topk_decode_add(std::span<const std::uint8_t> in, const ChunkTopK& c, float weight, std::span<float> sum,
-                           ChunkTopKScratch& scratch) {
+                           ChunkTopKScratch& scratch, std::span<float> count) {
   check(c);
   const std::size_t n = sum.size(), kept = c.kept(n);
+  LC_CHECK(count.empty() || count.size() == n, "count has ", count.size(), " elements, sum ", n);
   LC_CHECK(in.size() >= c.bytes(n), "top-k input has ", in.size(), " bytes, ", c.bytes(n), " expected");
   LC_CHECK(scratch.values.size() >= kept, "top-k scratch not sized for ", n, " elements");
   const std::span<float> values = std::span<float>(scratch.values).first(kept);
@@ -107,7 +108,52 @@ void chunk_topk_decode_add(std::span<const std::uint8_t> in, const ChunkTopK& c,
     const std::uint32_t pos = get_bits(idx, i * static_cast<std::size_t>(bits), bits);
     LC_CHECK(chunk_begin + pos < n, "top-k position ", chunk_begin + pos, " outside ", n, " elements");
     sum[chunk_begin + pos] += weight * values[i];
+    if (!count.empty()) count[chunk_begin + pos] += 1.0f;
   }
+}
+
+// ---- TensorTopK ----
+
+void TensorTopK::add(std::size_t offset, std::size_t numel, const ChunkTopK& topk) {
+  check(topk);
+  LC_CHECK(offset == size(), "tensor at ", offset, " after ", size(), " elements (expected contiguous parts)");
+  parts_.push_back({offset, numel, topk, bytes_});
+  bytes_ += topk.bytes(numel);
+}
+
+ReducerStats TensorTopK::payload() const {
+  ReducerStats s;
+  for (const Part& p : parts_) {
+    const std::size_t scales = quantize_scale_bytes(p.topk.codec, p.topk.k, p.topk.kept(p.numel));
+    s.scale_bytes += scales;
+    s.value_bytes += p.topk.value_bytes(p.numel) - scales;
+    s.index_bytes += p.topk.index_bytes(p.numel);
+  }
+  return s;
+}
+
+void TensorTopK::size(ChunkTopKScratch& scratch) const {
+  for (const Part& p : parts_) scratch.size_for(p.topk, p.numel);
+}
+
+void TensorTopK::encode(std::span<const float> x, std::span<std::uint8_t> out, std::span<float> sent,
+                        ChunkTopKScratch& scratch) const {
+  LC_CHECK(x.size() == size() && out.size() >= bytes_ && (sent.empty() || sent.size() == size()),
+           "per-tensor top-k of ", size(), " elements, ", bytes_, " bytes: got ", x.size(), ", ", out.size(), ", ",
+           sent.size());
+  for (const Part& p : parts_)
+    chunk_topk_encode(x.subspan(p.offset, p.numel), p.topk, out.subspan(p.at, p.topk.bytes(p.numel)),
+                      sent.empty() ? sent : sent.subspan(p.offset, p.numel), scratch);
+}
+
+void TensorTopK::decode_add(std::span<const std::uint8_t> in, float weight, std::span<float> sum,
+                            ChunkTopKScratch& scratch, std::span<float> count) const {
+  LC_CHECK(sum.size() == size() && in.size() >= bytes_ && (count.empty() || count.size() == size()),
+           "per-tensor top-k of ", size(), " elements, ", bytes_, " bytes: got ", sum.size(), ", ", in.size(), ", ",
+           count.size());
+  for (const Part& p : parts_)
+    chunk_topk_decode_add(in.subspan(p.at, p.topk.bytes(p.numel)), p.topk, weight, sum.subspan(p.offset, p.numel),
+                          scratch, count.empty() ? count : count.subspan(p.offset, p.numel));
 }
 
 // ---- SparseLoCo ----
@@ -118,7 +164,10 @@ SparseLocoReducer::SparseLocoReducer(SparseLocoOptions opts) : opts_(opts) {
 }
 
 void SparseLocoReducer::prepare(std::span<const BucketLayout> buckets) {
-  for (const BucketLayout& b : buckets) error(b);
+  for (const BucketLayout& b : buckets) {
+    error(b);
+    wire(b);
+  }
 }
 
 std::vector<float>& SparseLocoReducer::error(const BucketLayout& bucket) {
@@ -132,15 +181,29 @@ std::vector<float>& SparseLocoReducer::error(const BucketLayout& bucket) {
   return e;
 }
 
-void SparseLocoReducer::size_wire(std::size_t n, int world) {
-  if (world == world_ && n <= wire_n_) return;
-  std::size_t largest = n;
+// Chunks of opts_.topk inside each tensor of the bucket (a bucket without a tensor list is one tensor).
+const TensorTopK& SparseLocoReducer::wire(const BucketLayout& bucket) {
+  const auto id = static_cast<std::size_t>(bucket.id);
+  if (id >= wire_.size()) wire_.resize(id + 1);
+  TensorTopK& w = wire_[id];
+  if (w.parts().empty()) {
+    for (const TensorShape& t : bucket.tensors) w.add(t.offset, t.numel(), opts_.topk);
+    if (bucket.tensors.empty()) w.add(0, bucket.size, opts_.topk);
+    w.size(scratch_);
+  }
+  LC_CHECK(w.size() == bucket.size, "bucket ", bucket.id, " has ", bucket.size, " elements; its tensors cover ", w.size());
+  return w;
+}
+
+void SparseLocoReducer::size_wire(int world) {
+  std::size_t largest = 0, bytes = 0;
   for (const auto& e : error_) largest = std::max(largest, e.size());
-  scratch_.size_for(opts_.topk, largest);
+  for (const TensorTopK& w : wire_) bytes = std::max(bytes, w.bytes());
+  if (world == world_ && largest <= sent_.size() && bytes <= wire_bytes_) return;
   sent_.assign(largest, 0.0f);
-  gathered_.assign(static_cast<std::size_t>(world) * opts_.topk.bytes(largest), 0);
+  gathered_.assign(static_cast<std::size_t>(world) * bytes, 0);
   world_ = world;
-  wire_n_ = largest;
+  wire_bytes_ = bytes;
 }
 
 void SparseLocoReducer::reduce(std::span<float> data, const BucketLayout& bucket, std::int64_t /*step*/,
@@ -148,33 +211,31 @@ void SparseLocoReducer::reduce(std::span<float> data, const BucketLayout& bucket
   LC_CHECK(data.size() == bucket.size, "bucket ", bucket.id, " has ", bucket.size, " elements, got ", data.size());
   check_comm_memory(Device::cpu, comm, "sparseloco");
   std::vector<float>& e = error(bucket);
+  const TensorTopK& w = wire(bucket);
   const std::size_t n = data.size();
-  size_wire(n, comm.size());
+  size_wire(comm.size());
   const auto beta = static_cast<float>(opts_.beta);
   for (std::size_t i = 0; i < n; ++i) e[i] = beta * e[i] + data[i];
-  const std::size_t nb = opts_.topk.bytes(n);
+  const std::size_t nb = w.bytes();
   const auto world = static_cast<std::size_t>(comm.size()), own = static_cast<std::size_t>(comm.rank());
   const std::span<std::uint8_t> all = std::span<std::uint8_t>(gathered_).first(world * nb);
   const std::span<float> sent = std::span<float>(sent_).first(n);
-  chunk_topk_encode(e, opts_.topk, all.subspan(own * nb, nb), sent, scratch_);
+  w.encode(e, all.subspan(own * nb, nb), sent, scratch_);
   for (std::size_t i = 0; i < n; ++i) e[i] -= sent[i];
   comm.all_gather(CBuf{all.data() + own * nb, nb, DType::u8}, Buf{all.data(), all.size(), DType::u8});
   std::fill(data.begin(), data.end(), 0.0f);
-  const float w = 1.0f / static_cast<float>(world);
-  for (std::size_t r = 0; r < world; ++r) chunk_topk_decode_add(all.subspan(r * nb, nb), opts_.topk, w, data, scratch_);
+  const float scale = 1.0f / static_cast<float>(world);
+  for (std::size_t r = 0; r < world; ++r) w.decode_add(all.subspan(r * nb, nb), scale, data, scratch_);
 
-  ReducerStats s;
+  ReducerStats s = w.payload();
   s.calls = 1;
   s.input_bytes = data.size_bytes();
-  s.scale_bytes = quantize_scale_bytes(opts_.topk.codec, opts_.topk.k, opts_.topk.kept(n));
-  s.value_bytes = opts_.topk.value_bytes(n) - s.scale_bytes;
-  s.index_bytes = opts_.topk.index_bytes(n);
   account(s);
 }
 
 std::string SparseLocoReducer::describe() const {
   std::ostringstream os;
-  os << "sparseloco top-" << opts_.topk.k << " of every " << opts_.topk.chunk << " ("
+  os << "sparseloco top-" << opts_.topk.k << " of every " << opts_.topk.chunk << " per tensor ("
      << 100.0 * static_cast<double>(opts_.topk.k) / static_cast<double>(opts_.topk.chunk) << "%), "
      << name_of(opts_.topk.codec) << " values, " << opts_.topk.index_bits()
      << "-bit indices, error feedback decayed by " << opts_.beta;

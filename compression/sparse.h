@@ -26,7 +26,7 @@
 namespace laconic {
 
 struct ChunkTopK {
-  std::size_t chunk = 4096;  // >= 2
+  std::size_t chunk = 4096;  // >= 1 (a chunk of 1 keeps its element: 0-bit positions)
   std::size_t k = 64;        // 1..chunk
   Codec codec = Codec::int2;
 
@@ -51,16 +51,50 @@ struct ChunkTopKScratch {
 void chunk_topk_encode(std::span<const float> x, const ChunkTopK& c, std::span<std::uint8_t> out,
                        std::span<float> sent, ChunkTopKScratch& scratch);
 // sum[i] += weight * the decoded value at every kept position of `in` (an encoding of
-// sum.size() elements).
+// sum.size() elements); when `count` is not empty (sum.size() elements), count[i] += 1 there.
 void chunk_topk_decode_add(std::span<const std::uint8_t> in, const ChunkTopK& c, float weight,
-                           std::span<float> sum, ChunkTopKScratch& scratch);
+                           std::span<float> sum, ChunkTopKScratch& scratch, std::span<float> count = {});
+
+// A buffer made of tensors, encoded tensor by tensor: no chunk straddles two tensors, so a small
+// tensor beside large ones keeps k values of its own instead of competing with its neighbours'
+// magnitudes (Templar's SparseLoCo and the DeMo reference, bloc97/DeMo, chunk inside each
+// tensor). Part p is the elements [offset, offset + numel) of the buffer, encoded with its own
+// ChunkTopK at byte `at` of one rank's encoding of the whole buffer; bytes() in all.
+class TensorTopK {
+ public:
+  struct Part {
+    std::size_t offset = 0;
+    std::size_t numel = 0;
+    ChunkTopK topk;
+    std::size_t at = 0;
+  };
+  // Appends the next part (offsets ascending, contiguous).
+  void add(std::size_t offset, std::size_t numel, const ChunkTopK& topk);
+  const std::vector<Part>& parts() const { return parts_; }
+  std::size_t size() const { return parts_.empty() ? 0 : parts_.back().offset + parts_.back().numel; }
+  std::size_t bytes() const { return bytes_; }
+  // What one encoding puts on the wire: values, their scales, positions (one call).
+  ReducerStats payload() const;
+  // Grows `scratch` for every part.
+  void size(ChunkTopKScratch& scratch) const;
+  // chunk_topk_encode / chunk_topk_decode_add of every part (x, sent, sum, count: size() elements).
+  void encode(std::span<const float> x, std::span<std::uint8_t> out, std::span<float> sent,
+              ChunkTopKScratch& scratch) const;
+  void decode_add(std::span<const std::uint8_t> in, float weight, std::span<float> sum, ChunkTopKScratch& scratch,
+                  std::span<float> count = {}) const;
+
+ private:
+  std::vector<Part> parts_;
+  std::size_t bytes_ = 0;
+};
 
 // SparseLoCo's reducer (Sarfi et al. 2025): per bucket, an error-feedback accumulator e (in place
-// of outer momentum) takes the pseudo-gradient, e = beta * e + data; the chunked top-k of e goes on
-// the wire and leaves e (e -= what was sent); an all_gather brings every rank's encoding, and each
+// of outer momentum) takes the pseudo-gradient, e = beta * e + data; the chunked top-k of e, in
+// chunks of each tensor of the bucket (TensorTopK over bucket.tensors), goes on the wire and
+// leaves e (e -= what was sent); an all_gather brings every rank's encoding, and each
 // rank decodes them in rank order into data = sum_r (1/N) sent_r, the same bits everywhere. The
 // outer step (periodic.h, outer_lr, no momentum) then moves theta_global by it.
-// Wire per rank and call: (N - 1) * bytes(n) (the ring all-gather's blocks).
+// Wire per rank and call: (N - 1) * the bucket's TensorTopK bytes (the ring all-gather's blocks).
 struct SparseLocoOptions {
   ChunkTopK topk;
   double beta = 0.95;
@@ -78,15 +112,17 @@ class SparseLocoReducer final : public Reducer {
 
  private:
   std::vector<float>& error(const BucketLayout& bucket);
-  void size_wire(std::size_t n, int world);
+  const TensorTopK& wire(const BucketLayout& bucket);
+  void size_wire(int world);
 
   SparseLocoOptions opts_;
   std::vector<std::vector<float>> error_;  // by bucket id
+  std::vector<TensorTopK> wire_;           // by bucket id: the per-tensor encoding
   ChunkTopKScratch scratch_;
   std::vector<float> sent_;
   std::vector<std::uint8_t> gathered_;
   int world_ = 0;
-  std::size_t wire_n_ = 0;
+  std::size_t wire_bytes_ = 0;  // gathered_ holds world_ blocks of this
 };
 
 }  // namespace laconic

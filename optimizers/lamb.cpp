@@ -56,7 +56,8 @@ void Lamb::step(ParamStore& store, double lr) {
     optim_cuda::lamb_step(store.params().data(), m_.exp_avg.data(), m_.exp_avg_sq.data(), store.grads().data(), m_.layout,
                           {b1, one_minus_b1, b2, one_minus_b2, static_cast<float>(1.0 / bc1),
                            static_cast<float>(1.0 / bc2), static_cast<float>(opts_.eps),
-                           static_cast<float>(opts_.weight_decay), lr, opts_.clamp_min, opts_.clamp_max});
+                           static_cast<float>(opts_.weight_decay), adapts_decay_group(), lr, opts_.clamp_min,
+                           opts_.clamp_max});
 #endif
     return;
   }
@@ -65,10 +66,10 @@ void Lamb::step(ParamStore& store, double lr) {
     const float* g = store.grads().data() + view.offset;
     float* m = m_.exp_avg.data() + view.offset;
     float* v = m_.exp_avg_sq.data() + view.offset;
-    const bool adapt = view.group == ParamGroup::decay;
+    const bool decay = view.group == ParamGroup::decay, adapt = decay && adapts_decay_group();
     const UpdateCoefs c{static_cast<float>(1.0 / bc1), static_cast<float>(1.0 / bc2),
                         static_cast<float>(opts_.eps),
-                        adapt ? static_cast<float>(opts_.weight_decay) : 0.0f};
+                        decay ? static_cast<float>(opts_.weight_decay) : 0.0f};
     // Pass 1, in blocks that stay in L1: moments, then u into a stack buffer, then the block's
     // ||u||^2 and ||w||^2 (double, fixed order). The simple loops vectorise.
     double u_sq = 0.0, w_sq = 0.0;
@@ -100,6 +101,7 @@ std::string Lamb::describe() const {
   std::ostringstream os;
   os << "lamb(betas=(" << opts_.beta1 << ", " << opts_.beta2 << "), eps=" << opts_.eps
      << ", weight_decay=" << opts_.weight_decay << ", bias_correction=" << opts_.bias_correction;
+  if (opts_.trust_without_decay) os << ", trust_without_decay";
   if (opts_.clamp_min > 0.0 || opts_.clamp_max > 0.0)
     os << ", trust_clamp=[" << opts_.clamp_min << ", " << opts_.clamp_max << "]";
   os << ")";

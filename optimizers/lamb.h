@@ -6,8 +6,12 @@
 //   trust = ||w|| / ||u||   (norms per tensor, in double; 1 when either is 0)
 //   trust = clamp(trust, clamp_min, clamp_max)                 (each bound only when > 0; apex has none)
 //   w = w - lr * trust * u
-// no_decay tensors (biases, norm parameters) get wd = 0 and trust 1: apex puts them in a group
-// with weight_decay 0, and without use_nvlamb it adapts only groups whose decay is non-zero.
+// Which tensors are adapted (trust ratio; the others take trust 1): apex's rule by default, the
+// decay group's tensors when weight_decay > 0. Without use_nvlamb apex adapts only groups whose
+// decay is non-zero: no_decay tensors (biases, norm parameters), which apex puts in a group with
+// weight_decay 0, never; and at weight_decay = 0 no tensor, so the step is Adam's. The paper (and
+// apex's use_nvlamb) adapts every layer whatever its decay: trust_without_decay = true adapts
+// the decay group at weight_decay = 0 too (no_decay tensors stay at trust 1 either way).
 // Global gradient-norm clipping (apex: to 1.0, before the step) is clip_grad_norm() in clip.h,
 // called by the trainer on the averaged gradients.
 // State: "exp_avg", "exp_avg_sq" (laid out like the parameters) and "step" (one element).
@@ -29,6 +33,7 @@ struct LambOptions {
   bool bias_correction = true;
   double clamp_min = 0.0;  // lower bound on the trust ratio; 0 = off
   double clamp_max = 0.0;  // upper bound on the trust ratio; 0 = off (others use 10)
+  bool trust_without_decay = false;  // adapt the decay group at weight_decay = 0 too (the paper)
 };
 
 class Lamb final : public Optimizer {
@@ -40,6 +45,9 @@ class Lamb final : public Optimizer {
   std::vector<StateTensor> state() override;
 
  private:
+  // Whether the decay group's tensors get a trust ratio (see above).
+  bool adapts_decay_group() const { return opts_.weight_decay != 0.0 || opts_.trust_without_decay; }
+
   LambOptions opts_;
   AdamMoments m_;
 };

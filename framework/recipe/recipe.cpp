@@ -580,6 +580,7 @@ const std::vector<Field>& builtin_schema() {
         .add<&OptimizerConfig::eta>("eta", above(0))
         .add<&OptimizerConfig::trust_min>("trust_min", at_least(0))
         .add<&OptimizerConfig::trust_max>("trust_max", at_least(0))
+        .add<&OptimizerConfig::trust_without_decay>("trust_without_decay")
         .add<&OptimizerConfig::grad_clip>("grad_clip", at_least(0));
     SectionBuilder<&Recipe::schedule>{"schedule", f}
         .add<&ScheduleConfig::warmup_steps>("warmup_steps", at_least(0))
@@ -645,7 +646,10 @@ const std::vector<Field>& builtin_schema() {
         .add<&DemoConfig::chunk>("chunk", closed(2, 4096))
         .add<&DemoConfig::topk>("topk", at_least(1))
         .add<&DemoConfig::beta>("beta", half_open(0, 1))
-        .add<&DemoConfig::dtype>("dtype");
+        .add<&DemoConfig::dtype>("dtype")
+        .add<&DemoConfig::dct>("dct")
+        .add<&DemoConfig::average>("average")
+        .add<&DemoConfig::fold_lr>("fold_lr");
     SectionBuilder<&Recipe::network>{"network", f}
         .add<&NetworkConfig::groups>("groups", closed(0, 1024))
         .add<&NetworkConfig::intra_bandwidth>("intra_bandwidth", above(0))
@@ -1011,9 +1015,12 @@ void check_cross_fields(const Draft& d) {
                    "(DeMo keeps the momentum and hands the optimizer sign steps, whose norm is sqrt(parameters)), got "
                    "name = \"", r.optimizer.name, "\", momentum = ", format_float(r.optimizer.momentum),
                    ", grad_clip = ", format_float(r.optimizer.grad_clip));
-  if (r.sync.demo.topk > r.sync.demo.chunk)
-    LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk"}),
-                   ": sync.demo.topk: expected at most sync.demo.chunk = ", r.sync.demo.chunk, ", got ", r.sync.demo.topk);
+  if (r.sync.demo.dct == DemoDct::two_d ? r.sync.demo.topk > r.sync.demo.chunk * r.sync.demo.chunk
+                                         : r.sync.demo.topk > r.sync.demo.chunk)
+    LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk", "sync.demo.dct"}), ": sync.demo.topk: expected at most ",
+                   r.sync.demo.dct == DemoDct::two_d ? "a block, sync.demo.chunk^2 = " : "sync.demo.chunk = ",
+                   r.sync.demo.dct == DemoDct::two_d ? r.sync.demo.chunk * r.sync.demo.chunk : r.sync.demo.chunk,
+                   " (dct = \"", name_of(r.sync.demo.dct), "\"), got ", r.sync.demo.topk);
   if (r.fault.kind != FaultKind::none && r.fault.rank >= world)
     LC_INPUT_ERROR(locate(d, {"fault.rank", "distributed.world_size"}),
                    ": fault.rank: expected a rank below distributed.world_size = ", world, ", got ", r.fault.rank);

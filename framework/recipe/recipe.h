@@ -21,6 +21,7 @@
 #include "compression/powersgd.h"
 #include "compression/quantize.h"
 #include "compression/topk.h"
+#include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
 #include "framework/data/token_files.h"
 #include "framework/models/mlp.h"
@@ -117,6 +118,9 @@ struct OptimizerConfig {
   double eta = 0.001;        // lars trust coefficient
   double trust_min = 0.0;    // lamb trust-ratio clamp; 0 = none
   double trust_max = 0.0;
+  // lamb: adapt (trust ratio) every decay-group tensor even at weight_decay = 0 (the paper's rule);
+  // false: only when weight_decay > 0, as NVIDIA apex's FusedLAMB (optimizers/lamb.h)
+  bool trust_without_decay = false;
   double grad_clip = 0.0;    // clip the global gradient norm (after averaging) to this; 0 = off
 
   bool operator==(const OptimizerConfig&) const = default;
@@ -214,15 +218,21 @@ struct SparseLocoConfig {
   bool operator==(const SparseLocoConfig&) const = default;
 };
 
-// [sync.demo] (Peng, Quesnelle & Kingma 2024): every step each rank folds its gradient into its
-// own momentum m = beta * m + g, sends the `topk` largest DCT-II coefficients of every chunk of m
-// (and removes them from m), and the sign of the decoded average is the gradient the [optimizer]
-// (sgd without momentum: theta -= lr * (sign + weight_decay * theta)) applies.
+// [sync.demo] (Peng, Quesnelle & Kingma 2024), as the reference implementation (bloc97/DeMo):
+// every step each rank folds its gradient into its own momentum m = beta * m + lr * g, sends the
+// `topk` largest 2-D DCT-II coefficients of every block of up to chunk x chunk of each tensor of m
+// (and removes them from m), and the sign of the decoded average (each coefficient averaged over
+// the ranks that sent it) is the gradient the [optimizer] (sgd without momentum:
+// theta -= lr * (sign + weight_decay * theta)) applies. fold_lr = false, dct = "1d" and
+// average = "ranks" select the earlier variants (framework/sync/demo.h).
 struct DemoConfig {
-  std::int64_t chunk = 64;            // elements per DCT chunk
-  std::int64_t topk = 4;              // coefficients sent per chunk
+  std::int64_t chunk = 64;            // 2d: block side per dimension (at most); 1d: elements per chunk
+  std::int64_t topk = 32;             // coefficients sent per block (the reference: 32 of 64 x 64)
   double beta = 0.999;                // momentum decay
   Codec dtype = Codec::fp32;          // the coefficients' values on the wire
+  DemoDct dct = DemoDct::two_d;       // 2-D blocks of each matrix, or 1-D chunks of the flattened tensor
+  DemoAverage average = DemoAverage::senders;  // each coefficient over the ranks that sent it, or over all
+  bool fold_lr = true;                // the learning rate scales the gradient into the momentum
   bool operator==(const DemoConfig&) const = default;
 };
 

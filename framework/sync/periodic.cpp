@@ -346,7 +346,11 @@ std::vector<StateTensor> PeriodicAveraging::state() {
 
 std::string PeriodicAveraging::describe() const {
   std::ostringstream os;
-  os << (is_local_sgd() ? "local SGD" : is_streaming() ? "streaming DiLoCo" : "DiLoCo") << " (every ";
+  // Named by the options unless the caller names the algorithm (SparseLoCo: outer_lr 1 without
+  // momentum is not a parameter average there, its reducer keeps what it did not send).
+  const bool plain = opts_.name.empty() && is_local_sgd();
+  os << (!opts_.name.empty() ? opts_.name.c_str() : plain ? "local SGD" : is_streaming() ? "streaming DiLoCo" : "DiLoCo")
+     << " (every ";
   if (opts_.schedule.size() == 1) {
     os << opts_.schedule[0].period;
   } else {
@@ -359,14 +363,14 @@ std::string PeriodicAveraging::describe() const {
   if (opts_.fragments > 1) os << ", " << opts_.fragments << " staggered fragments";
   if (opts_.overlap_steps > 0) os << ", each overlapping " << opts_.overlap_steps << " inner steps";
   if (opts_.mixing > 0) os << ", mixing " << opts_.mixing;
-  if (!is_local_sgd()) {
+  if (!plain) {
     os << ", outer SGD lr " << opts_.outer_lr;
     if (opts_.outer_momentum > 0)
       os << (opts_.nesterov ? " Nesterov " : " momentum ") << opts_.outer_momentum;
   }
   std::size_t buckets = 0;
   for (const auto& f : fragments_) buckets += f->buckets.size();
-  os << ", " << (is_local_sgd() ? "parameter deltas" : "pseudo-gradients") << " by " << reducer_->describe()
+  os << ", " << (plain ? "parameter deltas" : "pseudo-gradients") << " by " << reducer_->describe()
      << ", " << buckets << " buckets of <= " << opts_.bucket_mb << " MiB)";
   return os.str();
 }

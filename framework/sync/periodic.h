@@ -76,6 +76,9 @@ struct PeriodicOptions {
   std::int64_t overlap_steps = 0; // tau: inner steps a fragment's reduction overlaps (< every period)
   double mixing = 0.0;            // alpha in [0, 1): the local parameters' share after the merge
   std::vector<PeriodSegment> schedule;  // empty: `period` throughout
+  // What describe() calls the algorithm; empty: local SGD (outer_lr 1, no momentum), streaming
+  // DiLoCo or DiLoCo, by the options.
+  std::string name;
 };
 
 // Where fragment f of `store` begins, for f = 0..F (bounds[F] = the number of tensors): contiguous

@@ -215,16 +215,17 @@ PeriodicOptions diloco(const DilocoConfig& d, const SyncConfig& c, std::int64_t 
 
 }  // namespace
 
-std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device) {
+std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device,
+                                        std::function<double(std::int64_t)> lr) {
   const SyncConfig& c = r.sync;
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
-    s = registry().make_strategy(c.strategy.value, r, {overlap, 0, device});
+    s = registry().make_strategy(c.strategy.value, r, {overlap, 0, device, lr});
   } else {
     std::vector<Phased::Phase> phases;
     std::int64_t first = 0;
     for (const SyncPhase& p : c.phases.phases) {
-      phases.push_back({first, registry().make_strategy(p.strategy.value, r, {overlap, first, device})});
+      phases.push_back({first, registry().make_strategy(p.strategy.value, r, {overlap, first, device, lr})});
       first += p.steps;
     }
     s = std::make_unique<Phased>(std::move(phases));
@@ -282,6 +283,7 @@ Registry::Registry() {
     o.weight_decay = c.weight_decay;
     o.clamp_min = c.trust_min;
     o.clamp_max = c.trust_max;
+    o.trust_without_decay = c.trust_without_decay;
     return std::make_unique<Lamb>(o);
   });
 
@@ -332,14 +334,16 @@ Registry::Registry() {
     PeriodicOptions o = diloco_options(s.period, s.outer_lr, 0.0, false, r.sync.bucket_mb);  // e replaces momentum
     o.warmup_steps = c.first_step + s.warmup_steps;
     o.schedule = s.period_schedule.segments;
+    o.name = "SparseLoCo";
     const auto chunk = static_cast<std::size_t>(s.chunk);
     const auto k = static_cast<std::size_t>(std::clamp<double>(std::round(s.ratio * static_cast<double>(chunk)), 1.0,
                                                                static_cast<double>(chunk)));
     return std::make_unique<PeriodicAveraging>(o, std::make_unique<SparseLocoReducer>(SparseLocoOptions{{chunk, k, s.dtype}, s.beta}));
   });
-  strategies_.emplace("demo", [](const Recipe& r, const StrategyContext&) -> std::unique_ptr<SyncStrategy> {
+  strategies_.emplace("demo", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
     const DemoConfig& d = r.sync.demo;
-    return std::make_unique<Demo>(DemoOptions{static_cast<std::size_t>(d.chunk), static_cast<std::size_t>(d.topk), d.beta, d.dtype});
+    return std::make_unique<Demo>(DemoOptions{static_cast<std::size_t>(d.chunk), static_cast<std::size_t>(d.topk), d.beta,
+                                              d.dtype, d.dct, d.average, d.fold_lr, c.lr});
   });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -55,9 +56,11 @@ std::optional<Tokenizer> run_tokenizer(const Recipe& recipe, const LoadOptions& 
 // optimizer, and the strategy [sync] asks for (phases and hierarchical composition included).
 // `overlap` = reduce gradient buckets while backward runs (the trainer turns it off when
 // simulating a network). `device`: where the strategy's state and the buffers it reduces live.
+// `lr`: the learning rate of a step (the run's schedule; DeMo folds it into its momentum).
 std::unique_ptr<Model> make_model(const Recipe& r, const TrainData& data);
 std::unique_ptr<Optimizer> make_optimizer(const Recipe& r);
-std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device = Device::cpu);
+std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device = Device::cpu,
+                                        std::function<double(std::int64_t)> lr = {});
 
 // The learning rate and warmup actually used: optimizer.lr and schedule.warmup_steps scaled
 // from schedule.base_batch to the global batch by schedule.scaling_rule.

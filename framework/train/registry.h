@@ -40,6 +40,9 @@ struct StrategyContext {
   bool overlap = true;           // reduce gradient buckets while backward runs
   std::int64_t first_step = 0;   // where this strategy's phase begins (periodic strategies count from it)
   Device device = Device::cpu;   // where the model's parameters and gradients live
+  // The learning rate the optimizer applies at a step (the run's schedule): DeMo folds it into
+  // its momentum.
+  std::function<double(std::int64_t)> lr;
 };
 
 class Registry {

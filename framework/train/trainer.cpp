@@ -123,7 +123,10 @@ class Worker {
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r_, data)),
         optimizer_(make_optimizer(r_)),
-        sync_(make_sync(r_, spec.overlap, spec.device)),
+        sync_(make_sync(r_, spec.overlap, spec.device,
+                        [lr = make_schedule(r_, spec.plan.global_batch, spec.plan.steps)](std::int64_t step) {
+                          return lr.at(step);
+                        })),
         schedule_(make_schedule(r_, spec.plan.global_batch, spec.plan.steps)),
         // One optimizer step consumes one global batch; this rank's slice of it is cut into
         // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K

@@ -250,7 +250,8 @@ __device__ __forceinline__ float lamb_update(float m, float v, float w, float wd
   return __fadd_rn(__fdiv_rn(__fmul_rn(m, c.inv_bc1), __fadd_rn(__fsqrt_rn(__fmul_rn(v, c.inv_bc2)), c.eps)),
                    __fmul_rn(wd, w));
 }
-// Pass 1: moments; for decay tensors ||u||^2 and ||w||^2 per chunk. x = {m, v}, y = {g, w}.
+// Pass 1: moments; for adapted decay tensors ||u||^2 and ||w||^2 per chunk (left 0 otherwise:
+// trust 1). x = {m, v}, y = {g, w}.
 struct LambMomentsOp {
   static constexpr bool kReduce = true, kDecayOnly = false;
   LambCoefs c;
@@ -259,7 +260,7 @@ struct LambMomentsOp {
     const float g = y[0], w = y[1];
     m = __fadd_rn(__fmul_rn(m, c.b1), __fmul_rn(c.one_minus_b1, g));
     v = __fadd_rn(__fmul_rn(v, c.b2), __fmul_rn(__fmul_rn(c.one_minus_b2, g), g));
-    if (t.decay) {
+    if (t.decay && c.adapt) {
       add_sq(acc[0], lamb_update(m, v, w, c.wd, c));
       add_sq(acc[1], w);
     }

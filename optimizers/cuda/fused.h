@@ -45,10 +45,11 @@ struct LarsCoefs {
 void lars_step(float* w, float* m, const float* g, FusedLayout& layout, const LarsCoefs& c);
 
 // lamb.cpp: moments, then u = (m inv_bc1) / (sqrt(v inv_bc2) + eps) + wd w, per decay tensor
-// trust = ||w|| / ||u|| (1 when either is 0; clamped to [clamp_min, clamp_max] where > 0),
-// w -= float(lr * trust) u.
+// (when `adapt`; else trust 1) trust = ||w|| / ||u|| (1 when either is 0; clamped to
+// [clamp_min, clamp_max] where > 0), w -= float(lr * trust) u.
 struct LambCoefs {
   float b1, one_minus_b1, b2, one_minus_b2, inv_bc1, inv_bc2, eps, wd;  // wd: decay tensors only
+  bool adapt;  // decay tensors get a trust ratio (Lamb::adapts_decay_group)
   double lr, clamp_min, clamp_max;
 };
 // w, m, v: [n] in place; g: [n]. Uses layout's scratch.

@@ -35,7 +35,7 @@ common=(--recipe "$repo/recipes/mlp_fmnist.toml" --distributed.world_size="$worl
         --sync.diloco.period=10 --sync.diloco.outer_momentum=0.5
         --sync.streaming_diloco.period=10 --sync.streaming_diloco.outer_momentum=0.5
         --sync.sparseloco.period=10 --sync.sparseloco.chunk=1024 --sync.sparseloco.ratio=0.03125
-        --sync.sparseloco.outer_lr=1.5)
+        --sync.sparseloco.outer_lr=2.0)
 declare -A extra=(
   [allreduce]="--sync.strategy=allreduce"
   [diloco]="--sync.strategy=diloco"

@@ -1,7 +1,7 @@
 // Chunked top-k (compression/sparse.h): the byte formula with compact indices, the exact top-k
 // of every chunk, and SparseLoCo's reducer: its accumulator loses nothing (sent + residual = the
-// decayed sum of inputs), every rank ends with the same average of what each sent, and the wire
-// carries (N - 1) encodings per rank.
+// decayed sum of inputs), every rank ends with the same average of what each sent, the wire
+// carries (N - 1) encodings per rank, and its chunks never straddle two tensors of a bucket.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,6 +119,39 @@ TEST(SparseLocoReducer, EveryRankGetsTheAverageOfWhatEachSent) {
     const float want = sent[0][i] * (1.0f / 3) + sent[1][i] * (1.0f / 3) + sent[2][i] * (1.0f / 3);
     EXPECT_FLOAT_EQ(got[0][i], want) << i;
   }
+}
+
+
+// A bucket of tensors of 5, 300 and 7 elements: chunks of 128 start at every tensor's first
+// element, so each tensor keeps min(k, chunk length) values of every chunk of its own (5 and 7
+// elements: 4 each; 300: 4, 4 and 4 of 128, 128, 44), and the encoding is the tensors' encodings
+// back to back.
+TEST(SparseLocoReducer, ChunksNeverStraddleTensors) {
+  const ChunkTopK c{128, 4, Codec::fp32};
+  BucketLayout layout;
+  layout.size = 312;
+  layout.tensors = {TensorShape{0, 5, 1}, TensorShape{5, 30, 10}, TensorShape{305, 7, 1}};
+  std::vector<float> data(layout.size);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = (i < 5 ? 1e-3f : 1.0f) * (1.5f + std::sin(0.61f * static_cast<float>(i)));  // all non-zero
+  std::uint64_t wire = 0;
+  run_threads(1, [&](Communicator& comm) {
+    SparseLocoReducer red(SparseLocoOptions{c, 0.0});
+    red.prepare(std::span(&layout, 1));
+    red.reduce(data, layout, 0, comm);  // one rank: what it sent comes back
+    wire = red.stats().payload_bytes();
+  });
+  EXPECT_EQ(wire, c.bytes(5) + c.bytes(300) + c.bytes(7));
+  const auto kept = [&](std::size_t begin, std::size_t len) {
+    return static_cast<std::size_t>(std::count_if(data.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                   data.begin() + static_cast<std::ptrdiff_t>(begin + len),
+                                                   [](float v) { return v != 0.0f; }));
+  };
+  EXPECT_EQ(kept(0, 5), 4u);  // the small tensor keeps its own 4 beside values 1000 times larger
+  EXPECT_EQ(kept(5, 128), 4u);
+  EXPECT_EQ(kept(133, 128), 4u);
+  EXPECT_EQ(kept(261, 44), 4u);
+  EXPECT_EQ(kept(305, 7), 4u);
 }
 
 }  // namespace

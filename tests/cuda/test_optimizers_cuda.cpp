@@ -128,9 +128,13 @@ const std::vector<std::pair<std::string, Factory>>& optimizers() {
       {"adamw", [] { return std::make_unique<AdamW>(AdamWOptions{0.9, 0.999, 1e-8, 0.1}); }},
       {"lars", [] { return std::make_unique<Lars>(LarsOptions{0.9, 0.02, 1e-3, 1e-9}); }},
       {"lamb", [] { return std::make_unique<Lamb>(LambOptions{}); }},
-      {"lamb_clamped", [] { return std::make_unique<Lamb>(LambOptions{0.9, 0.999, 1e-6, 0.01, true, 0.5, 2.0}); }},
+      {"lamb_clamped", [] { return std::make_unique<Lamb>(LambOptions{0.9, 0.999, 1e-6, 0.01, true, 0.5, 2.0, false}); }},
       {"lamb_no_bias_correction",
-       [] { return std::make_unique<Lamb>(LambOptions{0.8, 0.99, 1e-6, 0.05, false, 0.0, 0.0}); }},
+       [] { return std::make_unique<Lamb>(LambOptions{0.8, 0.99, 1e-6, 0.05, false, 0.0, 0.0, false}); }},
+      // weight_decay 0: Adam's step (apex's rule), or trust-scaled with trust_without_decay.
+      {"lamb_no_decay", [] { return std::make_unique<Lamb>(LambOptions{0.9, 0.999, 1e-6, 0.0, true, 0.0, 0.0, false}); }},
+      {"lamb_no_decay_trust",
+       [] { return std::make_unique<Lamb>(LambOptions{0.9, 0.999, 1e-6, 0.0, true, 0.0, 0.0, true}); }},
   };
   return all;
 }

@@ -158,9 +158,12 @@ std::vector<double> check_lamb(const LambOptions& o) {
         v.x[k][i] = o.beta2 * v.x[k][i] + (1 - o.beta2) * g.x[k][i] * g.x[k][i];
         u[i] = (m.x[k][i] / bc1) / (std::sqrt(v.x[k][i] / bc2) + o.eps) + wd * w.x[k][i];
       }
+      // Adapted: decay tensors when weight_decay > 0 (apex's FusedLAMB without use_nvlamb), or
+      // whatever the decay with trust_without_decay (the paper).
+      const bool adapt = decay && (o.weight_decay != 0.0 || o.trust_without_decay);
       double trust = 1.0;
       const double wn = norm(w.x[k]), un = norm(u);
-      if (decay && wn > 0 && un > 0) {
+      if (adapt && wn > 0 && un > 0) {
         trust = wn / un;
         raw_trusts.push_back(trust);
         if (o.clamp_min > 0) trust = std::max(trust, o.clamp_min);
@@ -179,11 +182,11 @@ std::vector<double> check_lamb(const LambOptions& o) {
 TEST(Lamb, MatchesDoublePrecisionFormula) { check_lamb({}); }
 
 TEST(Lamb, WithoutBiasCorrectionAndOtherHyperparameters) {
-  check_lamb({0.8, 0.95, 1e-3, 0.1, false, 0.0, 0.0});
+  check_lamb({0.8, 0.95, 1e-3, 0.1, false, 0.0, 0.0, false});
 }
 
 TEST(Lamb, ClampBoundsTheTrustRatio) {
-  const LambOptions o{0.9, 0.999, 1e-6, 0.01, true, 0.4, 1.5};
+  const LambOptions o{0.9, 0.999, 1e-6, 0.01, true, 0.4, 1.5, false};
   const auto raw = check_lamb(o);
   // The clamp was active both ways in this run (otherwise this test would prove nothing).
   EXPECT_TRUE(std::any_of(raw.begin(), raw.end(), [&](double r) { return r < o.clamp_min; }));
@@ -203,10 +206,37 @@ TEST(Lamb, FirstStepOfExcludedBiasIsSignLikeAdam) {
     EXPECT_NEAR(s.param(4)[i], w.x[4][i] - 0.01 * g.x[4][i] / (std::abs(g.x[4][i]) + 1e-6), 1e-8);
 }
 
+TEST(Lamb, AtZeroWeightDecayTheStepIsAdams) {
+  // apex's rule: no tensor is adapted, so every tensor takes Adam's step
+  //   w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+  // over several steps (the formula), and at step 1 each element moves by lr * g / (|g| + eps):
+  // the decay tensor "w" too, which the trust ratio ||w|| / ||u|| would otherwise rescale.
+  LambOptions o;
+  o.weight_decay = 0.0;
+  EXPECT_TRUE(check_lamb(o).empty());
+  ParamStore s = make_store();
+  set_grads(s, 1);
+  const Tensors w(s, false), g(s, true);
+  Lamb opt(o);
+  opt.step(s, 0.01);
+  for (std::size_t i = 0; i < 15; ++i)
+    EXPECT_NEAR(s.param(0)[i], w.x[0][i] - 0.01 * g.x[0][i] / (std::abs(g.x[0][i]) + 1e-6), 1e-7) << i;
+}
+
+TEST(Lamb, TrustWithoutDecayAdaptsAtZeroWeightDecay) {
+  // The paper's rule: decay tensors keep their trust ratio at weight_decay = 0 (no_decay ones do not).
+  LambOptions o;
+  o.weight_decay = 0.0;
+  o.trust_without_decay = true;
+  const auto raw = check_lamb(o);
+  EXPECT_FALSE(raw.empty());
+  EXPECT_TRUE(std::any_of(raw.begin(), raw.end(), [](double r) { return std::abs(r - 1.0) > 0.1; }));  // it scales
+}
+
 TEST(Lamb, RejectsBadOptions) {
-  EXPECT_THROW(Lamb({0.9, 1.0, 1e-6, 0.01, true, 0.0, 0.0}), Error);
-  EXPECT_THROW(Lamb({0.9, 0.999, 0.0, 0.01, true, 0.0, 0.0}), Error);
-  EXPECT_THROW(Lamb({0.9, 0.999, 1e-6, 0.01, true, 2.0, 1.0}), Error);  // min > max
+  EXPECT_THROW(Lamb({0.9, 1.0, 1e-6, 0.01, true, 0.0, 0.0, false}), Error);
+  EXPECT_THROW(Lamb({0.9, 0.999, 0.0, 0.01, true, 0.0, 0.0, false}), Error);
+  EXPECT_THROW(Lamb({0.9, 0.999, 1e-6, 0.01, true, 2.0, 1.0, false}), Error);  // min > max
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // PeriodicAveraging (local SGD and DiLoCo): H = 1 local SGD is data parallel, DiLoCo with outer
 // lr 1 and no momentum is local SGD bit for bit, 1/H of the bytes, replicas identical exactly at
 // syncs, the outer Nesterov step against numbers computed by hand, the post-local SGD warm-up,
-// lossy reducers, state and resuming at a sync, and no allocation in the step.
+// lossy reducers, state and resuming at a sync, and no allocation in the step. SparseLoCo: a small
+// tensor beside a large one moves (its chunks are its own), and the run calls itself SparseLoCo.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "collectives/nominal_bytes.h"
 #include "collectives/threads/threads_communicator.h"
 #include "compression/reducer.h"
+#include "compression/sparse.h"
 #include "compression/topk.h"
 #include "framework/core/check.h"
 #include "framework/sync/periodic.h"
@@ -690,6 +692,49 @@ TEST(StreamingDiloco, NoAllocationInOverlappedSteps) {
   });
   EXPECT_EQ(news[0], 0);
   EXPECT_EQ(news[1], 0);
+}
+
+
+// A 5-element bias before a 40 x 40 weight in one bucket, the bias's pseudo-gradient 100 times
+// smaller: with chunks cut over the whole bucket, the bias shared its chunk with 251 of the
+// weight's elements and never made the top 4 (it moved 0.0 in three outer steps); chunked per
+// tensor, it is a chunk of its own and moves at every sync.
+TEST(PeriodicAveraging, SparseLocoMovesASmallTensorBesideLargeOnes) {
+  const std::size_t bias = 5, n = bias + 1600;
+  std::vector<std::vector<float>> moved(2, std::vector<float>(n));
+  std::vector<std::string> described(2);
+  run_threads(2, [&](Communicator& comm) {
+    const auto r = static_cast<std::size_t>(comm.rank());
+    ParamStore s;
+    s.add("bias", {5}, ParamGroup::no_decay);
+    s.add("w", {40, 40}, ParamGroup::decay);
+    s.finalize();
+    PeriodicOptions o = diloco_options(2, 1.0, 0.0, false, mib(n));  // SparseLoCo: no outer momentum
+    o.name = "SparseLoCo";
+    PeriodicAveraging sync(o, std::make_unique<SparseLocoReducer>(SparseLocoOptions{{256, 4, Codec::int2}, 0.95}));
+    sync.start(s, comm);
+    ASSERT_EQ(sync.buckets().size(), 1u);
+    const std::vector<float> theta0(s.params().begin(), s.params().end());
+    for (std::int64_t step = 0; step < 6; ++step) {  // syncs at 1, 3, 5
+      // A local step: the bias drifts by 1e-3 per step, the weight by up to 0.1.
+      for (std::size_t i = 0; i < n; ++i)
+        s.params()[i] -= (i < bias ? 1e-3f : 0.1f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(r)));
+      sync.after_update(step);
+      if (step == 1) {  // the first sync: 4 of the bias's 5 equal drifts sent (ties to the lower position)
+        for (std::size_t i = 0; i < bias; ++i)
+          EXPECT_EQ(s.params()[i] != theta0[i], i < 4) << "bias " << i << " after the first sync";
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) moved[r][i] = s.params()[i] - theta0[i];
+    described[r] = sync.describe();
+  });
+  for (std::size_t i = 0; i < bias; ++i) {
+    // Six local steps of -1e-3 on both ranks: about -6e-3, less what the accumulator still holds.
+    EXPECT_LT(moved[0][i], -1e-3f) << "bias " << i;
+    EXPECT_EQ(moved[1][i], moved[0][i]) << "bias " << i;
+  }
+  EXPECT_EQ(described[0].rfind("SparseLoCo (every 2 steps, outer SGD lr 1, pseudo-gradients by sparseloco", 0), 0u)
+      << described[0];
 }
 
 }  // namespace
