@@ -5,8 +5,12 @@
 //
 // Bitwise on the build the goldens were recorded with (compiler, instruction set, no sanitizer:
 // the file's "build" key). On another build the kernels may round differently (-march=native picks
-// other vector widths), so there the byte counts must still match exactly and every float field to
-// 1e-3 relative, and the checksum is not compared; the test prints which comparison it made.
+// other vector widths, OpenBLAS other kernels per CPU core), so there the byte counts must still
+// match exactly and every float field to 1e-3 relative, except eval_accuracy: a count of argmaxes,
+// a step function of the weights, where a rounding difference flips a few near-tied tokens (DeMo's
+// sign steps amplify it to 0.2 points in 24 steps on OpenBLAS's Cooperlake kernels against the
+// Haswell ones), so it is held to half a percentage point. The checksum is not compared there; the
+// test prints which comparison it made.
 //
 // Re-record (only for a deliberate change of the numbers, with the reason in the commit message):
 //   LACONIC_GOLDEN_RECORD=1 ./build/test_train --gtest_filter='Golden*'
@@ -162,6 +166,8 @@ TEST_P(Golden, RecipeMatchesItsGoldenRun) {
       const double x = a[i][k].get<double>(), y = b[i][k].get<double>();
       if (bitwise) {
         EXPECT_EQ(x, y) << k;
+      } else if (std::string(k) == "eval_accuracy") {
+        EXPECT_NEAR(x, y, 5e-3) << k;
       } else {
         EXPECT_NEAR(x, y, 1e-3 * std::fabs(y) + 1e-12) << k;
       }
