@@ -11,7 +11,7 @@
 #include "collectives/algorithms/ring_allreduce.h"
 #include "collectives/algorithms/tree_reduce.h"
 #include "collectives/transport.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

@@ -15,8 +15,9 @@
 #include <span>
 #include <vector>
 
+#include "collectives/collective_kind.h"
 #include "collectives/dtype.h"
-#include "framework/core/enum_names.h"
+#include "core/enum_names.h"
 
 namespace laconic {
 
@@ -28,12 +29,6 @@ enum class Algorithm { native, ring, recursive_doubling, rabenseifner, hierarchi
 inline constexpr std::array kAlgorithmNames{"native", "ring", "recursive_doubling", "rabenseifner", "hierarchical", "auto"};
 constexpr std::span<const char* const> names(Algorithm) { return kAlgorithmNames; }
 inline const char* name_of(Algorithm a) { return enum_name(a); }
-
-enum class Collective { all_reduce, reduce, reduce_scatter, all_gather, all_to_all, broadcast, barrier };
-inline constexpr std::array kCollectiveNames{"all_reduce", "reduce", "reduce_scatter", "all_gather",
-                                             "all_to_all", "broadcast", "barrier"};
-constexpr std::span<const char* const> names(Collective) { return kCollectiveNames; }
-inline const char* name_of(Collective c) { return enum_name(c); }
 
 // One collective call. In place (all_reduce, reduce, broadcast): `data` is the buffer and `send`
 // is unused. Otherwise `send` is the input and `data` the output. `counts` (all_gather only)

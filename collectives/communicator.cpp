@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "collectives/trace.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

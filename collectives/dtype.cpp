@@ -4,7 +4,7 @@
 #include <bit>
 #include <cmath>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

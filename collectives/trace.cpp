@@ -8,9 +8,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "collectives/collectives.h"
-#include "framework/core/check.h"
-#include "framework/core/input.h"
+#include "collectives/collective_kind.h"
+#include "core/check.h"
+#include "core/input.h"
 
 namespace laconic {
 

@@ -1,7 +1,7 @@
 #include "collectives/transport.h"
 
 #include "collectives/trace.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

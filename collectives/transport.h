@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 
 namespace laconic {
 

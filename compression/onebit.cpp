@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #endif
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 // Plain C++; its functions are defined (and called) only with LACONIC_HAVE_CUDA.
 #include "compression/cuda/reducers_cuda.h"

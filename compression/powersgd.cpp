@@ -7,8 +7,8 @@
 #include <type_traits>
 
 #include "compression/cuda/reducers_cuda.h"  // plain C++; its functions are called only with LACONIC_HAVE_CUDA
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 
 // Without -march=native GCC notes that returning 32-byte vectors by value has an ABI that depends
 // on AVX; the helpers below are internal to this file and inlined, so no ABI is involved.

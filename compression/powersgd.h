@@ -31,7 +31,7 @@
 //    branch intended. Householder QR is unaffected (a zero column gets tau = 0).
 //  - Initial Q: torch draws standard normal values from torch.manual_seed(a seed drawn from
 //    numpy RandomState(random_seed)), at the first compressed step (every compressed step
-//    without warm start). Ours: rng::normal (framework/core/rng.h, Box-Muller over the counter
+//    without warm start). Ours: rng::normal (core/rng.h, Box-Muller over the counter
 //    RNG) keyed by (seed, kInit, "PowerSGD", bucket id) and, without warm start, the step; the
 //    counter is the index in the bucket's Q buffer. With warm start Q is drawn in prepare(), so
 //    a resumed run gets the checkpointed Q from state(). Tests inject torch's Q by overwriting

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "collectives/dtype.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

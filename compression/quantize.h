@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "compression/reducer.h"
-#include "framework/core/enum_names.h"
+#include "core/enum_names.h"
 
 namespace laconic {
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "framework/core/device.h"
-#include "framework/core/state.h"
+#include "core/device.h"
+#include "core/state.h"
 
 namespace laconic {
 

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

@@ -7,8 +7,8 @@
 #include <limits>
 #include <sstream>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 
 // Plain C++; its functions are defined (and called) only with LACONIC_HAVE_CUDA.
 #include "compression/cuda/reducers_cuda.h"

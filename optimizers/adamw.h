@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 #include "optimizers/adam_moments.h"
 #include "optimizers/optimizer.h"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "optimizers/norms.h"
 #if defined(LACONIC_HAVE_CUDA)
 #include "optimizers/cuda/fused.h"

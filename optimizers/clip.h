@@ -8,7 +8,7 @@
 
 #include <span>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 
 namespace laconic {
 

@@ -3,9 +3,9 @@
 // before) and device memory for a cuda store (the kernels of optimizers/cuda/ use them).
 #pragma once
 
-#include "framework/core/check.h"
-#include "framework/core/device.h"
-#include "framework/core/params.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "core/params.h"
 
 namespace laconic {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace fused {

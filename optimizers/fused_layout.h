@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
-#include "framework/core/device.h"
-#include "framework/core/params.h"
+#include "core/device.h"
+#include "core/params.h"
 
 namespace laconic {
 

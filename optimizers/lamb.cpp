@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "optimizers/device_state.h"
 #if defined(LACONIC_HAVE_CUDA)
 #include "optimizers/cuda/fused.h"

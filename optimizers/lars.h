@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 #include "optimizers/fused_layout.h"
 #include "optimizers/optimizer.h"
 

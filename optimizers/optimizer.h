@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/params.h"
-#include "framework/core/state.h"
+#include "core/params.h"
+#include "core/state.h"
 
 namespace laconic {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "framework/core/enum_names.h"
+#include "core/enum_names.h"
 
 namespace laconic {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 #include "optimizers/fused_layout.h"
 #include "optimizers/optimizer.h"
 

@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "optimizers/optimizer.h"
 
 namespace laconic {

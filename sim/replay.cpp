@@ -17,7 +17,7 @@
 #include "collectives/algorithms/broadcast_tree.h"
 #include "collectives/algorithms/tree_reduce.h"
 #include "collectives/collectives.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

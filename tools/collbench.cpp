@@ -46,8 +46,8 @@
 #include "collectives/communicator.h"
 #include "collectives/dtype.h"
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/launcher.h"
+#include "core/check.h"
+#include "core/launcher.h"
 #ifdef LACONIC_HAVE_MPI
 #include <mpi.h>
 

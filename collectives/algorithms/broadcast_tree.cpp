@@ -1,6 +1,6 @@
 #include "collectives/algorithms/broadcast_tree.h"
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

@@ -2,9 +2,9 @@
 
 #include "collectives/algorithms/broadcast_tree.h"
 #include "collectives/algorithms/ring_allreduce.h"
-#include "collectives/algorithms/subset_communicator.h"
+#include "collectives/algorithms/subset_transport.h"
 #include "collectives/algorithms/tree_reduce.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 
@@ -36,10 +36,10 @@ void HierarchicalAllReduce::run() {
 
   // avg folds as sum at both levels; the ring owner divides by the whole world once (below).
   const ReduceOp fold_op = op_ == ReduceOp::avg ? ReduceOp::sum : op_;
-  SubsetCommunicator local(comm_, {members, n_members});
+  SubsetTransport local(comm_, {members, n_members});
   TreeReduce(local, data_, fold_op, 0, work).run();
   if (r == members[0]) {
-    SubsetCommunicator top(comm_, {leaders, n_leaders});
+    SubsetTransport top(comm_, {leaders, n_leaders});
     const RingChunks chunks{data_.count, top.size()};
     RingReduceScatter(top, data_, chunks, fold_op, work).run();
     if (op_ == ReduceOp::avg) {

@@ -6,7 +6,7 @@
 // leader is v = 0), and leaders by increasing rank (leader index l of L groups).
 //   1. reduce:      TreeReduce inside each group to the leader (binomial tree over local indices).
 //   2. all-reduce:  among the L leaders only, the ring (RingReduceScatter + RingAllGather over a
-//                   SubsetCommunicator of the leaders). avg: both levels fold as sum, and the
+//                   SubsetTransport of the leaders). avg: both levels fold as sum, and the
 //                   owner of each ring chunk divides it by p (the whole world) once, before the
 //                   all-gather, so every rank gets the owner's bits.
 //   3. broadcast:   BroadcastTree inside each group from the leader.

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

@@ -2,7 +2,7 @@
 
 #include "collectives/algorithms/recursive_doubling.h"
 #include "collectives/algorithms/ring_allreduce.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

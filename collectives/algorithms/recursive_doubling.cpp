@@ -3,7 +3,7 @@
 #include <cstring>
 #include <utility>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

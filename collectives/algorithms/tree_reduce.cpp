@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

@@ -2,9 +2,9 @@
 
 #include <cstdlib>
 
-#include "framework/core/check.h"
-#include "framework/core/device.h"
-#include "framework/core/launcher.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "core/launcher.h"
 
 namespace laconic {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "collectives/cuda/finish_avg_cuda.h"
-#include "framework/core/check.h"
-#include "framework/core/cuda/cuda_check.h"
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace laconic::cuda {
 namespace {

@@ -15,9 +15,9 @@
 #include "collectives/cuda/device_select.h"
 #include "collectives/cuda/finish_avg_cuda.h"
 #include "collectives/nominal_bytes.h"
-#include "framework/core/check.h"
-#include "framework/core/cuda/cuda_check.h"
-#include "framework/core/device.h"
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "core/device.h"
 
 namespace laconic {
 

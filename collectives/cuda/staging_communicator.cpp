@@ -2,9 +2,9 @@
 
 #include <cuda_runtime.h>
 
-#include "framework/core/check.h"
-#include "framework/core/device.h"
-#include "framework/core/cuda/cuda_check.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "core/cuda/cuda_check.h"
 
 namespace laconic {
 

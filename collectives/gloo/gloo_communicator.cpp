@@ -9,7 +9,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

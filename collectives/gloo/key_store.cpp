@@ -20,7 +20,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/redis_store.h>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "collectives/nominal_bytes.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <string>
 
-#include "framework/core/check.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/units.h"
 
 namespace laconic {
 namespace {

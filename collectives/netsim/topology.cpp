@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "framework/core/check.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/units.h"
 
 namespace laconic {
 

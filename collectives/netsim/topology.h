@@ -53,7 +53,7 @@ Topology grouped_topology(int world_size, int groups, LinkSpec intra, LinkSpec i
 // Sets slowdown[r] = factor for every r in `ranks` (others 1).
 void set_stragglers(Topology& topo, const std::vector<int>& ranks, double factor);
 
-// Human units through framework/core/units.h, throwing laconic::InputError on bad text:
+// Human units through core/units.h, throwing laconic::InputError on bad text:
 //   "<what>: expected a bandwidth like \"100 Gbit/s\" or \"450 GB/s\", got \"...\"".
 // `what` names the source (e.g. "recipe.toml:12: network.inter_bandwidth", or "--inter").
 double require_bandwidth(std::string_view text, std::string_view what);

@@ -20,7 +20,7 @@
 #include <sched.h>
 #endif
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 

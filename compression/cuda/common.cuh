@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "framework/ops/cuda/cuda_check.h"
+#include "core/ops/cuda/cuda_check.h"
 
 namespace laconic::reducers_cuda::detail {
 

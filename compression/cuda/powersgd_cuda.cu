@@ -1,6 +1,6 @@
 // PowerSGD's pieces on the device (compression/powersgd.h is the specification).
 //   - The three products (P = M Q, Q = M^T P, M = P Q^T) are cuBLAS SGEMMs in plain FP32 math
-//     (no TF32: see framework/ops/cuda/ops_cuda.cu), on the row-major buffers as they are: a
+//     (no TF32: see core/ops/cuda/ops_cuda.cu), on the row-major buffers as they are: a
 //     row-major a x b matrix is a column-major b x a one, so no transposes are materialised.
 //   - Orthogonalization is one thread block per matrix, the CPU's algorithm step for step
 //     (modified Gram-Schmidt for rank <= 2, LAPACK sgeqr2 + sorg2r Householder QR above), with the
@@ -17,7 +17,7 @@
 
 #include "compression/cuda/common.cuh"
 #include "compression/cuda/reducers_cuda.h"
-#include "framework/ops/cuda/ops_cuda.h"  // the shared cuBLAS handle
+#include "core/ops/cuda/ops_cuda.h"  // the shared cuBLAS handle
 
 namespace laconic::reducers_cuda {
 namespace {

@@ -4,7 +4,7 @@
 // LACONIC_HAVE_CUDA.
 //
 // Conventions: every pointer is a DEVICE pointer unless it says host; sizes are element counts.
-// Everything runs on the legacy default stream (like framework/ops/cuda and DeviceArray's copies)
+// Everything runs on the legacy default stream (like core/ops/cuda and DeviceArray's copies)
 // and returns without synchronising; a launch error is thrown as laconic::Error at once, an
 // asynchronous one at the next checked call. Nothing here reads device memory back to the host:
 // data-dependent quantities (top-k thresholds, 1-bit scales) stay on the device, so a reducer's
@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 
 namespace laconic::reducers_cuda {
 

@@ -12,8 +12,8 @@
 #include <span>
 #include <utility>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
+#include "core/check.h"
+#include "core/input.h"
 
 namespace laconic {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "framework/core/batch.h"
+#include "core/batch.h"
 #include "framework/data/fashion_mnist.h"
 
 namespace laconic {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/batch.h"
+#include "core/batch.h"
 #include "framework/data/source.h"
 #include "framework/data/tokenizer.h"
 

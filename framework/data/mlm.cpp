@@ -4,8 +4,8 @@
 #include <cmath>
 #include <utility>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 
 namespace laconic {
 namespace {

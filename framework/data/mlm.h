@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/batch.h"
+#include "core/batch.h"
 #include "framework/data/tokenizer.h"
 
 namespace laconic {

@@ -3,8 +3,8 @@
 #include <numeric>
 #include <utility>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 
 namespace laconic {
 

@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "framework/core/batch.h"
+#include "core/batch.h"
 #include "framework/data/fashion_mnist.h"
 #include "framework/data/mlm.h"
 

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <system_error>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/input.h"
+#include "core/units.h"
 
 namespace laconic {
 namespace {

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <memory>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
+#include "core/check.h"
+#include "core/input.h"
 #include "framework/data/text_corpus.h"
 
 namespace laconic {

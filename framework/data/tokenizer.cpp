@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -14,8 +14,8 @@
 #include <tuple>
 
 #include "collectives/gloo/gloo_communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/timer.h"
+#include "core/check.h"
+#include "core/timer.h"
 
 namespace laconic {
 

@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "framework/core/check.h"
-#include "framework/core/timer.h"
+#include "core/check.h"
+#include "core/timer.h"
 #include "collectives/gloo/key_store.h"
 
 namespace laconic {

@@ -1,6 +1,6 @@
 #include "framework/models/export_layout.h"
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

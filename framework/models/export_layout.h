@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/core/params.h"
+#include "core/params.h"
 
 namespace laconic {
 

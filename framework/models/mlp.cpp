@@ -3,7 +3,7 @@
 #include <span>
 #include <sstream>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/buffer.h"
 
 namespace laconic {

@@ -12,7 +12,7 @@
 
 #include "framework/models/model.h"
 #include "framework/nn/activation.h"
-#include "framework/core/enum_names.h"
+#include "core/enum_names.h"
 #include "framework/nn/dropout.h"
 #include "framework/nn/layernorm.h"
 #include "framework/nn/linear.h"

@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
-#include "framework/core/batch.h"
-#include "framework/core/device.h"
-#include "framework/core/params.h"
-#include "framework/core/step.h"
+#include "core/batch.h"
+#include "core/device.h"
+#include "core/params.h"
+#include "core/step.h"
 #include "framework/models/export_layout.h"
 
 namespace laconic {

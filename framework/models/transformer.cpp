@@ -1,6 +1,6 @@
 #include "framework/models/transformer.h"
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/init.h"
 
 namespace laconic {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/params.h"
+#include "core/params.h"
 #include "framework/nn/linear.h"
 
 namespace laconic {

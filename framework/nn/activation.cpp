@@ -1,8 +1,8 @@
 #include "framework/nn/activation.h"
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/buffer.h"
-#include "framework/ops/dispatch.h"
+#include "core/ops/dispatch.h"
 
 namespace laconic::nn {
 

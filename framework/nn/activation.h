@@ -4,8 +4,8 @@
 
 #include <cstddef>
 
-#include "framework/core/device.h"
-#include "framework/core/params.h"
+#include "core/device.h"
+#include "core/params.h"
 
 namespace laconic::nn {
 

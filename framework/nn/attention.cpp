@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/buffer.h"
-#include "framework/ops/dispatch.h"
+#include "core/ops/dispatch.h"
 
 namespace laconic::nn {
 

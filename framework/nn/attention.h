@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/core/params.h"
-#include "framework/core/step.h"
+#include "core/params.h"
+#include "core/step.h"
 #include "framework/nn/dropout.h"
 #include "framework/nn/linear.h"
 

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 
 namespace laconic::nn {
 

@@ -6,9 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "framework/core/device.h"
-#include "framework/core/params.h"
-#include "framework/core/step.h"
+#include "core/device.h"
+#include "core/params.h"
+#include "core/step.h"
 
 namespace laconic::nn {
 

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 
 namespace laconic::nn {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "framework/core/params.h"
+#include "core/params.h"
 
 namespace laconic::nn {
 

@@ -1,9 +1,9 @@
 #include "framework/nn/layernorm.h"
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/buffer.h"
 #include "framework/nn/init.h"
-#include "framework/ops/dispatch.h"
+#include "core/ops/dispatch.h"
 
 namespace laconic::nn {
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <string>
 
-#include "framework/core/params.h"
+#include "core/params.h"
 
 namespace laconic::nn {
 

@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/buffer.h"
 #include "framework/nn/init.h"
-#include "framework/ops/dispatch.h"
+#include "core/ops/dispatch.h"
 
 namespace laconic::nn {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/core/params.h"
+#include "core/params.h"
 
 namespace laconic::nn {
 

@@ -2,9 +2,9 @@
 
 #include <span>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/buffer.h"
-#include "framework/ops/dispatch.h"
+#include "core/ops/dispatch.h"
 
 namespace laconic::nn {
 

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "framework/core/device.h"
-#include "framework/core/params.h"
+#include "core/device.h"
+#include "core/params.h"
 
 namespace laconic::nn {
 

@@ -22,10 +22,10 @@
 
 #include <toml++/toml.h>
 
-#include "framework/core/check.h"
-#include "framework/core/enum_names.h"
-#include "framework/core/input.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/enum_names.h"
+#include "core/input.h"
+#include "core/units.h"
 
 namespace laconic {
 namespace {

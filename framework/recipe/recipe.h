@@ -366,7 +366,7 @@ struct Recipe {
   bool operator==(const Recipe&) const = default;
 };
 
-// The recipe's own enums' spellings (framework/core/enum_names.h), indexed by value.
+// The recipe's own enums' spellings (core/enum_names.h), indexed by value.
 
 inline constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
 inline constexpr std::array kDeviceNames{"cpu", "cuda"};

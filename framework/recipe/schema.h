@@ -29,8 +29,8 @@
 #include <utility>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/enum_names.h"
+#include "core/check.h"
+#include "core/enum_names.h"
 
 namespace laconic {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "framework/core/check.h"
-#include "framework/core/timer.h"
+#include "core/check.h"
+#include "core/timer.h"
 
 namespace laconic {
 

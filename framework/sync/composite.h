@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/algorithms/subset_communicator.h"
+#include "collectives/subset_communicator.h"
 #include "framework/sync/sync_strategy.h"
 
 namespace laconic {

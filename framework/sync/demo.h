@@ -36,7 +36,7 @@
 
 #include "compression/dct.h"
 #include "compression/sparse.h"
-#include "framework/core/enum_names.h"
+#include "core/enum_names.h"
 #include "framework/sync/sync_strategy.h"
 
 namespace laconic {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "framework/core/state.h"
+#include "core/state.h"
 
 namespace laconic {
 

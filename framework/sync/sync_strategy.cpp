@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <sstream>
 
-#include "framework/core/check.h"
-#include "framework/core/timer.h"
-#include "framework/ops/dispatch.h"
+#include "core/check.h"
+#include "core/timer.h"
+#include "core/ops/dispatch.h"
 
 namespace laconic {
 

@@ -20,7 +20,7 @@
 
 #include "collectives/communicator.h"
 #include "compression/reducer.h"
-#include "framework/core/params.h"
+#include "core/params.h"
 
 namespace laconic {
 

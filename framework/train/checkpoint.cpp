@@ -20,9 +20,9 @@
 #include <sstream>
 #include <utility>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
-#include "framework/core/json.h"
+#include "core/check.h"
+#include "core/input.h"
+#include "core/json.h"
 
 namespace laconic {
 namespace {

@@ -59,7 +59,7 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/core/state.h"
+#include "core/state.h"
 
 namespace laconic {
 

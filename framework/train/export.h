@@ -1,7 +1,6 @@
-// Weights out of Laconic and back in: a model's parameters as a safetensors file in the names and
-// layout of its architecture (Model::export_layout(): Hugging Face's for BERT and the GPT), the
-// model config and the run's provenance in __metadata__; and `model.init_from`, which starts a
-// run from such a file.
+// Weights out of Laconic: `trainer export`, a run's checkpoint as a safetensors file in the names
+// and layout of its architecture (model_weights.h), the model config and the run's provenance in
+// __metadata__.
 //
 // __metadata__ keys written: "format" = "pt" (what transformers expects), "laconic.architecture",
 // "laconic.config" (the Hugging Face config.json text, where the architecture has one),
@@ -20,25 +19,10 @@
 #include "framework/models/model.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/checkpoint.h"
+#include "framework/train/model_weights.h"
 #include "framework/train/safetensors.h"
 
 namespace laconic {
-
-// Writes the model's parameters (flat host values in params(), params.size() == store size).
-void write_model_safetensors(const std::string& path, Model& model, std::span<const float> params,
-                             std::map<std::string, std::string> metadata);
-
-// Loads `file` (read from `path`) into the model's parameters, which must be on the host. Every
-// tensor of the layout must be there with its shape; a tensor the layout does not have, a tied
-// copy that differs from its original, a NaN or infinite value, a non-zero tensor the model lacks (BERT's token type
-// embeddings) or another architecture's weights is a one-line InputError: "PATH: KEY: ...", KEY
-// naming what asked for the load ("model.init_from").
-void load_model_weights(const SafeTensorsFile& file, const std::string& path, Model& model, const std::string& key);
-// Reads a weights file for `model`: a file larger than its tensors can take (each as F64, behind
-// the largest header) is refused before anything is read.
-SafeTensorsFile read_model_safetensors(const std::string& path, Model& model);
-// Both: reads the file and loads it.
-void load_model_safetensors(const std::string& path, Model& model, const std::string& key);
 
 // The checkpoint `source` names, a run directory (its newest complete checkpoint) or a checkpoint
 // directory, with the recipe of its run (`recipe`: a recipe file instead of the run's

@@ -9,9 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "framework/data/lm.h"
 #include "framework/data/tokenizer.h"
-#include "framework/data/source.h"
+#include "framework/data/train_data.h"
 #include "framework/models/model.h"
 #include "framework/recipe/recipe.h"
 #include "framework/sync/sync_strategy.h"
@@ -19,28 +18,6 @@
 #include "optimizers/schedule.h"
 
 namespace laconic {
-
-// Datasets are loaded once per process and shared read-only by its ranks.
-struct TrainData {
-  std::shared_ptr<const DataSource> train;
-  std::shared_ptr<const DataSource> eval;  // null: no evaluation
-  int features = 0, classes = 0;           // image data: what the MLP is built for
-  int vocab = 0, seq_len = 0;              // token data: what BERT is built for
-  double baseline_loss = std::numeric_limits<double>::quiet_NaN();  // text: unigram entropy (nats)
-  std::string describe;
-};
-
-// Image data from datasets in memory (tests, synthetic data).
-TrainData image_data(std::shared_ptr<const ImageDataset> train, std::shared_ptr<const ImageDataset> test);
-// Next-token data (the GPT's) from streams in memory: windows of seq_len, the unigram baseline
-// of the eval stream (of train when eval has no window, and then no evaluation).
-TrainData token_data(TokenStream train, TokenStream eval, int seq_len);
-
-struct LoadOptions {
-  std::string cache_dir;     // where the trained tokenizer is cached ("" = do not cache)
-  bool write_cache = true;   // false on all but one process of an MPI job
-  std::string* note = nullptr;  // receives what loading did (e.g. "tokenizer loaded from ...")
-};
 
 // Loads what the recipe's [data] names (a built-in or registered dataset). Throws InputError for
 // missing or corrupt files.

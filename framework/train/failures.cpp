@@ -7,9 +7,9 @@
 #include <sstream>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/stats.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/stats.h"
+#include "core/units.h"
 
 namespace laconic {
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <thread>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -5,8 +5,8 @@
 #include <numeric>
 #include <random>
 
-#include "framework/core/batch.h"
-#include "framework/core/check.h"
+#include "core/batch.h"
+#include "core/check.h"
 #include "framework/models/gpt.h"
 #include "framework/train/export.h"
 #include "framework/train/factory.h"

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

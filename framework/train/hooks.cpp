@@ -11,11 +11,11 @@
 #include <ostream>
 #include <sstream>
 
-#include "framework/core/check.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/units.h"
 #include "framework/train/metrics.h"
 #include "framework/train/run_dir.h"
-#include "framework/train/trainer.h"
+#include "framework/train/summary.h"
 #include "optimizers/clip.h"
 #include "optimizers/noise_scale.h"
 

@@ -22,7 +22,7 @@
 #include "collectives/communicator.h"
 #include "collectives/netsim/sim_communicator.h"
 #include "compression/reducer.h"
-#include "framework/core/timer.h"
+#include "core/timer.h"
 #include "framework/data/sampler.h"
 #include "framework/elastic/elastic.h"
 #include "framework/train/checkpoint.h"

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
-#include "framework/core/json.h"
+#include "core/check.h"
+#include "core/input.h"
+#include "core/json.h"
 
 namespace laconic {
 namespace {

@@ -1,6 +1,6 @@
 #include "framework/train/registry.h"
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -26,11 +26,11 @@
 #include <string_view>
 
 #include "compression/reducer.h"
-#include "framework/core/device.h"
+#include "core/device.h"
 #include "framework/models/model.h"
 #include "framework/recipe/recipe.h"
 #include "framework/sync/sync_strategy.h"
-#include "framework/train/factory.h"
+#include "framework/data/train_data.h"
 #include "optimizers/optimizer.h"
 
 namespace laconic {

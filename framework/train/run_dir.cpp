@@ -8,8 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
+#include "core/check.h"
+#include "core/input.h"
 
 namespace laconic {
 

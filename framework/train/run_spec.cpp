@@ -3,10 +3,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/train/checkpoint.h"
-#include "framework/train/export.h"
-#include "framework/train/world.h"
+#include "framework/train/model_weights.h"
+#include "core/launcher.h"
 
 namespace laconic {
 
@@ -41,9 +41,6 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   // MPI is initialised MPI_THREAD_SERIALIZED: an outer all-reduce still running on the
   // communication thread while the next steps run would meet the step loop's own MPI calls
   // (the loss, the group all-reduce). Within a step (bucket overlap) that cannot happen.
-  if (streaming && r.sync.streaming_diloco.overlap_steps > 0 && resolve_backend(r) == BackendKind::mpi)
-    LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.overlap_steps: expected 0 with the mpi backend (an outer "
-                   "all-reduce across steps needs the threads backend), got ", r.sync.streaming_diloco.overlap_steps);
   return p;
 }
 
@@ -75,11 +72,50 @@ std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir) {
   return (std::filesystem::path(run_dir) / dir).string();
 }
 
+BackendKind resolve_backend(const Recipe& recipe) {
+  const BackendKind b = recipe.distributed.backend;
+#ifdef LACONIC_HAVE_MPI
+  const bool launched = launched_by_mpi_launcher();
+  if (b == BackendKind::auto_) return launched ? BackendKind::mpi : BackendKind::threads;
+  if (b == BackendKind::threads && launched)
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"threads\" but this process was started by mpirun "
+                                "(every process would train alone): use backend \"auto\" or \"mpi\"");
+  return b;
+#else
+  if (b == BackendKind::mpi)
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend: expected \"threads\" or \"auto\", got \"mpi\" "
+                                "(this build has no MPI: apt-get install libopenmpi-dev and rebuild)");
+  return BackendKind::threads;
+#endif
+}
+
+Device resolve_device(const Recipe& recipe) {
+  if (recipe.distributed.device == DeviceKind::cpu) return Device::cpu;
+  if (!built_with_cuda())
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but this build has no CUDA (install the CUDA "
+                                "toolkit and configure with -DLACONIC_CUDA=ON), or use device = \"cpu\"");
+  if (!cuda_available())
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but no CUDA device is visible to this process "
+                                "(no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them); use device = \"cpu\"");
+  if (uses_component(recipe, Component::reducer, "topk") && recipe.sync.topk.selection == TopKOptions::Selection::sampled)
+    LC_INPUT_ERROR(recipe.path, ": sync.topk.selection = \"sampled\" runs on the CPU only; with device = \"cuda\" "
+                                "use \"exact\"");
+  if (recipe.sync.intra == IntraKind::allreduce)
+    LC_INPUT_ERROR(recipe.path, ": sync.intra = \"allreduce\" (hierarchical sync) runs on host buffers only; "
+                                "with device = \"cuda\" leave sync.intra unset");
+  return Device::cuda;
+}
+
 RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& run_dir) {
   RunSpec s;
   s.recipe = recipe;
   const Recipe& r = s.recipe;
   s.plan = make_plan(r, data);
+  s.backend = resolve_backend(r);  // "auto" settled once: mpi under an MPI launcher, else threads
+  if (uses_strategy(r.sync, "streaming_diloco") && r.sync.streaming_diloco.overlap_steps > 0 &&
+      s.backend == BackendKind::mpi)
+    LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.overlap_steps: expected 0 with the mpi backend (an outer "
+                   "all-reduce across steps needs the threads backend), got ", r.sync.streaming_diloco.overlap_steps);
   s.device = resolve_device(r);  // cuda without CUDA or a device is bad input
   s.simulate = r.network.groups > 0;
   s.overlap = r.sync.overlap && r.guards.nonfinite != NonfiniteKind::skip;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/factory.h"
 #include "framework/train/safetensors.h"
@@ -35,6 +35,9 @@ TrainPlan make_plan(const Recipe& recipe, const TrainData& data);
 struct RunSpec {
   Recipe recipe;
   TrainPlan plan;
+  // threads or mpi: the recipe's distributed.backend with "auto" settled (resolve_backend). The
+  // one place the run's backend is worked out; everything after resolve() reads it here.
+  BackendKind backend = BackendKind::threads;
   Device device = Device::cpu;  // where the model, optimizer and sync state live
   bool simulate = false;        // [network] describes groups: the run is traced and replayed on it
   // Gradient buckets are reduced while backward runs (sync.overlap), except when skipping
@@ -51,6 +54,16 @@ struct RunSpec {
   std::string trace_dir;        // run_dir/trace when the run is traced (train.trace), else ""
   std::vector<std::string> notes;  // one line each: what was asked for and does not apply
 };
+
+// "auto" resolves to mpi when this process was started by an MPI launcher (and MPI is built in),
+// else threads. Throws InputError for "mpi" in a build without MPI. Called by resolve() (the
+// run's RunSpec::backend, which everything after it reads) and by ProcessRuntime, which must set
+// MPI up before the data is loaded and resolve() can run.
+BackendKind resolve_backend(const Recipe& recipe);
+
+// The device this recipe trains on. For cuda, checks (InputError naming the recipe) that the build
+// has CUDA, that a device is visible, and that the recipe uses nothing that is host-only.
+Device resolve_device(const Recipe& recipe);
 
 // `run_dir`: where the run writes ("" = nothing), for the checkpoint directory.
 RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& run_dir);

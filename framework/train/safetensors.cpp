@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/dtype.h"
-#include "framework/core/check.h"
-#include "framework/core/input.h"
-#include "framework/core/json.h"
+#include "core/check.h"
+#include "core/input.h"
+#include "core/json.h"
 #include "framework/train/run_dir.h"
 
 namespace laconic {

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
-#include "framework/core/json.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/input.h"
+#include "core/json.h"
+#include "core/units.h"
 #include "framework/train/metrics.h"
 #include "framework/train/run_dir.h"
 #include "sim/timeline.h"

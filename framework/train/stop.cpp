@@ -6,7 +6,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -16,11 +16,11 @@
 #include "collectives/netsim/cost_model.h"
 #include "collectives/trace.h"
 #include "collectives/netsim/sim_communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/timer.h"
-#include "framework/core/units.h"
-#include "framework/core/rng.h"
-#include "framework/ops/dispatch.h"
+#include "core/check.h"
+#include "core/timer.h"
+#include "core/units.h"
+#include "core/rng.h"
+#include "core/ops/dispatch.h"
 #include "framework/data/sampler.h"
 #include "framework/train/factory.h"
 #include "optimizers/clip.h"
@@ -150,7 +150,7 @@ class Worker {
       comm_.set_algorithm_chooser(make_all_reduce_chooser(topo));
     }
     // A staging wrapper shares the host communicator's settings (set above); NCCL runs its own.
-    device_comm_ = make_device_communicator(r_, spec.device, comm_, control_, spec.simulate);
+    device_comm_ = make_device_communicator(spec, comm_, control_);
     // Modeled compute: training FLOPs of one step's examples at the described device's speed.
     modeled_step_s_ = model_->flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
                       (r_.network.device_tflops * 1e12 * r_.network.mfu);
@@ -614,7 +614,7 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
   if (warmup > 0)
     LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
                    "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");
-  if (resolve_backend(recipe) != BackendKind::threads)
+  if (spec.backend != BackendKind::threads)
     LC_INPUT_ERROR(recipe.path, ": distributed.backend: an elastic replica is one process (the threads backend); "
                                 "run one replica per process under `trainer elastic`");
   if (spec.device != Device::cpu)
@@ -673,12 +673,12 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   TrainSummary summary;
   bool led = false;  // this process ran rank 0
   std::mutex mu;
-  const int gemm_threads = gemm_threads_for(recipe);
+  const int gemm_threads = gemm_threads_for(spec);
   ops::cpu::set_gemm_threads(gemm_threads);
   std::optional<SignalStop> signals;  // for the run's duration
   if (opts.stop_on_signals) signals.emplace();
   try {
-    run_world(recipe, [&](Communicator& comm, Communicator& control) {
+    run_world(spec, [&](Communicator& comm, Communicator& control) {
       const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
       if (lead && !opts.run_dir.empty()) {
         make_directories(opts.run_dir);

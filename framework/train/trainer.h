@@ -10,11 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/params.h"
+#include "core/params.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/hooks.h"
 #include "framework/train/metrics.h"
 #include "framework/train/run_spec.h"
+#include "framework/train/summary.h"
 
 namespace laconic {
 
@@ -47,17 +48,6 @@ struct TrainOptions {
     int replicas = 0;
     std::string store;
   } elastic;
-};
-
-// What train() returns: summary.json's fields plus what only a caller in this process needs.
-struct TrainSummary : RunSummary {
-  std::int64_t first_step = 0;     // where this run started (> 0 after a resume)
-  std::int64_t planned_steps = 0;  // what the recipe asked for (steps < planned_steps: it stopped early)
-  int stop_signal = 0;             // the signal that stopped it (summary's "signal" names it)
-  std::int64_t skipped_steps = 0;  // steps skipped by guards.nonfinite = "skip"
-  double baseline_loss = kAbsent;  // the data's unigram loss (language models), for the closing line
-  std::vector<MetricsRecord> records;  // what this process wrote to metrics.jsonl (rank 0)
-  std::vector<float> final_params;     // rank 0's parameters at the end
 };
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);

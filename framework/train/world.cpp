@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/launcher.h"
+#include "core/check.h"
+#include "core/launcher.h"
 #if defined(LACONIC_HAVE_CUDA)
 #include "collectives/cuda/nccl_communicator.h"
 #include "collectives/cuda/staging_communicator.h"
@@ -20,23 +20,6 @@
 
 namespace laconic {
 
-BackendKind resolve_backend(const Recipe& recipe) {
-  const BackendKind b = recipe.distributed.backend;
-#ifdef LACONIC_HAVE_MPI
-  const bool launched = launched_by_mpi_launcher();
-  if (b == BackendKind::auto_) return launched ? BackendKind::mpi : BackendKind::threads;
-  if (b == BackendKind::threads && launched)
-    LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"threads\" but this process was started by mpirun "
-                                "(every process would train alone): use backend \"auto\" or \"mpi\"");
-  return b;
-#else
-  if (b == BackendKind::mpi)
-    LC_INPUT_ERROR(recipe.path, ": distributed.backend: expected \"threads\" or \"auto\", got \"mpi\" "
-                                "(this build has no MPI: apt-get install libopenmpi-dev and rebuild)");
-  return BackendKind::threads;
-#endif
-}
-
 ProcessRuntime::ProcessRuntime(const Recipe& recipe) : launched_(launched_by_mpi_launcher()) {
   if (resolve_backend(recipe) != BackendKind::mpi) return;
 #ifdef LACONIC_HAVE_MPI
@@ -45,21 +28,22 @@ ProcessRuntime::ProcessRuntime(const Recipe& recipe) : launched_(launched_by_mpi
 #endif
 }
 
-int gemm_threads_for(const Recipe& recipe) {
+int gemm_threads_for(const RunSpec& spec) {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   int sharing = 1;
-  if (resolve_backend(recipe) == BackendKind::threads) {
-    sharing = recipe.distributed.world_size;
+  if (spec.backend == BackendKind::threads) {
+    sharing = spec.recipe.distributed.world_size;
   } else if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
     sharing = std::max(1, std::atoi(local));
   }
   return std::max(1, cores / std::max(1, sharing));
 }
 
-void run_world(const Recipe& recipe, const std::function<void(Communicator&, Communicator&)>& fn) {
-  if (resolve_backend(recipe) == BackendKind::threads) {
+void run_world(const RunSpec& spec, const std::function<void(Communicator&, Communicator&)>& fn) {
+  const Recipe& recipe = spec.recipe;
+  if (spec.backend == BackendKind::threads) {
     ThreadsOptions opts;
     opts.timeout_s = recipe.distributed.timeout_s;
     run_threads(recipe.distributed.world_size, fn, opts);
@@ -84,31 +68,15 @@ void run_world(const Recipe& recipe, const std::function<void(Communicator&, Com
 #endif
 }
 
-Device resolve_device(const Recipe& recipe) {
-  if (recipe.distributed.device == DeviceKind::cpu) return Device::cpu;
-  if (!built_with_cuda())
-    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but this build has no CUDA (install the CUDA "
-                                "toolkit and configure with -DLACONIC_CUDA=ON), or use device = \"cpu\"");
-  if (!cuda_available())
-    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but no CUDA device is visible to this process "
-                                "(no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them); use device = \"cpu\"");
-  if (uses_component(recipe, Component::reducer, "topk") && recipe.sync.topk.selection == TopKOptions::Selection::sampled)
-    LC_INPUT_ERROR(recipe.path, ": sync.topk.selection = \"sampled\" runs on the CPU only; with device = \"cuda\" "
-                                "use \"exact\"");
-  if (recipe.sync.intra == IntraKind::allreduce)
-    LC_INPUT_ERROR(recipe.path, ": sync.intra = \"allreduce\" (hierarchical sync) runs on host buffers only; "
-                                "with device = \"cuda\" leave sync.intra unset");
-  return Device::cuda;
-}
-
-std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
-                                                       Communicator& control, bool simulated) {
-  if (device == Device::cpu) return nullptr;
+std::unique_ptr<Communicator> make_device_communicator(const RunSpec& spec, Communicator& host, Communicator& control) {
+  if (spec.device == Device::cpu) return nullptr;
+  const Recipe& recipe = spec.recipe;
+  const bool simulated = spec.simulate;
 #if defined(LACONIC_HAVE_CUDA)
   // One GPU per rank for NCCL: every rank of a threads world is in this process; under MPI the
   // ranks of this node are assumed to be at most its device count (NCCL picks local rank modulo
   // the count and refuses two ranks on one GPU).
-  const bool gpu_each = resolve_backend(recipe) == BackendKind::mpi || host.size() <= cuda_device_count();
+  const bool gpu_each = spec.backend == BackendKind::mpi || host.size() <= cuda_device_count();
   if (!simulated && gpu_each) {
     NcclOptions opts;
     opts.timeout_s = recipe.distributed.timeout_s;
@@ -118,6 +86,8 @@ std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Dev
   return std::make_unique<StagingCommunicator>(host, default_cuda_device(host));
 #else
   (void)host;
+  (void)control;
+  (void)recipe;
   (void)simulated;
   return nullptr;  // unreachable: resolve_device refused cuda
 #endif

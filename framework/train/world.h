@@ -8,12 +8,9 @@
 
 #include "collectives/communicator.h"
 #include "framework/recipe/recipe.h"
+#include "framework/train/run_spec.h"
 
 namespace laconic {
-
-// "auto" resolves to mpi when this process was started by an MPI launcher (and MPI is built in),
-// else threads. Throws InputError for "mpi" in a build without MPI.
-BackendKind resolve_backend(const Recipe& recipe);
 
 // What a process sets up before run_world and holds until it returns: MPI, initialised when the
 // recipe's backend is mpi (finalised on destruction), and which rank this process is.
@@ -33,7 +30,7 @@ class ProcessRuntime {
 // Threads for each rank's CPU GEMMs: the cores this process may run on (its affinity mask) divided
 // by the ranks sharing them (the threads backend's world_size in this process; under MPI, the
 // launcher's processes on this node), at least 1.
-int gemm_threads_for(const Recipe& recipe);
+int gemm_threads_for(const RunSpec& spec);
 
 // Runs fn on every rank of this process. Threads: world_size threads, the first failure rethrown
 // after all have stopped. MPI: the process's one rank; the launcher's world size must equal
@@ -43,11 +40,7 @@ int gemm_threads_for(const Recipe& recipe);
 // a [network] simulates); `control` carries what only coordinates or observes the run (the recipe
 // check, resume agreement, metrics, replica checks, checkpoint barriers), so that logging, check
 // and checkpoint intervals change neither the bytes nor the simulated time of a run.
-void run_world(const Recipe& recipe, const std::function<void(Communicator& comm, Communicator& control)>& fn);
-
-// The device this recipe trains on. For cuda, checks (InputError naming the recipe) that the build
-// has CUDA, that a device is visible, and that the recipe uses nothing that is host-only.
-Device resolve_device(const Recipe& recipe);
+void run_world(const RunSpec& spec, const std::function<void(Communicator& comm, Communicator& control)>& fn);
 
 // For device = "cuda": the communicator the sync strategy hands device buffers to, over `host`
 // (this rank's backend communicator, or the simulator wrapping it; configured already). NCCL when
@@ -57,7 +50,7 @@ Device resolve_device(const Recipe& recipe);
 // uses `host` itself. NCCL is a transport of its own and counts its own bytes; staging shows
 // `host`'s (total_bytes() counts each once). NCCL's bootstrap (its unique id) goes over
 // `control`, so it is no training traffic.
-std::unique_ptr<Communicator> make_device_communicator(const Recipe& recipe, Device device, Communicator& host,
-                                                       Communicator& control, bool simulated);
+// The device and whether a network is simulated are the spec's.
+std::unique_ptr<Communicator> make_device_communicator(const RunSpec& spec, Communicator& host, Communicator& control);
 
 }  // namespace laconic

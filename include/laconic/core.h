@@ -2,12 +2,12 @@
 // files read with bounded memory (input.h) and JSON with bounded nesting (json.h).
 #pragma once
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
-#include "framework/core/json.h"
-#include "framework/core/device.h"
-#include "framework/core/params.h"
-#include "framework/core/batch.h"
-#include "framework/core/rng.h"
-#include "framework/core/step.h"
-#include "framework/core/state.h"
+#include "core/check.h"
+#include "core/input.h"
+#include "core/json.h"
+#include "core/device.h"
+#include "core/params.h"
+#include "core/batch.h"
+#include "core/rng.h"
+#include "core/step.h"
+#include "core/state.h"

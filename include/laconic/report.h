@@ -1,5 +1,5 @@
 // Comparisons of runs: trainer compare's variants, reports and multi-seed statistics.
 #pragma once
 
-#include "report/compare.h"
-#include "report/seeds.h"
+#include "framework/report/compare.h"
+#include "framework/report/seeds.h"

@@ -18,9 +18,9 @@
 
 #include <cstdint>
 
-#include "framework/core/check.h"
-#include "framework/core/cuda/cuda_check.h"
-#include "framework/core/device.h"
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "core/device.h"
 #include "optimizers/cuda/fused.h"
 
 namespace laconic::optim_cuda {

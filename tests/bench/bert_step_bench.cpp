@@ -36,13 +36,13 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/batch.h"
-#include "framework/core/device.h"
-#include "framework/core/rng.h"
-#include "framework/core/step.h"
+#include "core/batch.h"
+#include "core/device.h"
+#include "core/rng.h"
+#include "core/step.h"
 #include "framework/models/bert.h"
 #include "framework/models/gpt.h"
-#include "framework/ops/ops.h"
+#include "core/ops/ops.h"
 #include "optimizers/adamw.h"
 #include "framework/models/mlp.h"
 #include "optimizers/lamb.h"

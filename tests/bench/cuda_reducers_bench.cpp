@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/device.h"
+#include "core/device.h"
 
 #if defined(LACONIC_HAVE_CUDA)
 #include <cuda_runtime.h>

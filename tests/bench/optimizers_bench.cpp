@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/params.h"
-#include "framework/core/rng.h"
+#include "core/params.h"
+#include "core/rng.h"
 #include "optimizers/lamb.h"
 #include "optimizers/lars.h"
 

@@ -19,7 +19,7 @@
 
 #include "collectives/threads/threads_communicator.h"
 #include "compression/powersgd.h"
-#include "framework/core/rng.h"
+#include "core/rng.h"
 
 namespace {
 

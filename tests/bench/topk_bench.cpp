@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "compression/topk.h"
-#include "framework/core/rng.h"
+#include "core/rng.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "collectives/netsim/cost_model.h"
 #include "collectives/netsim/plan.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "collectives/dtype.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

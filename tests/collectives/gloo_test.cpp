@@ -21,8 +21,8 @@
 #include "collectives/gloo/gloo_communicator.h"
 #include "collectives/gloo/key_store.h"
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/timer.h"
+#include "core/check.h"
+#include "core/timer.h"
 
 namespace laconic {
 namespace {

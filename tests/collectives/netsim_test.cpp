@@ -12,7 +12,7 @@
 
 #include "collectives/netsim/sim_communicator.h"
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

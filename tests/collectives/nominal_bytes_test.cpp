@@ -11,7 +11,7 @@
 
 #include "collectives/nominal_bytes.h"
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/timer.h"
+#include "core/check.h"
+#include "core/timer.h"
 
 namespace laconic {
 namespace {

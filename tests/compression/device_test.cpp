@@ -10,8 +10,8 @@
 #include "compression/powersgd.h"
 #include "compression/reducer.h"
 #include "compression/topk.h"
-#include "framework/core/check.h"
-#include "framework/core/device.h"
+#include "core/check.h"
+#include "core/device.h"
 #include "tests/compression/solo_communicator.h"
 
 namespace laconic {

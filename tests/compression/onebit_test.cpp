@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "collectives/threads/threads_communicator.h"
 #include "compression/powersgd.h"
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 
 namespace laconic {
 namespace {

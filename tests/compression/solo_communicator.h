@@ -10,8 +10,8 @@
 #include <string>
 
 #include "collectives/communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/device.h"
+#include "core/check.h"
+#include "core/device.h"
 
 namespace laconic {
 

@@ -20,8 +20,8 @@
 
 #include "collectives/threads/threads_communicator.h"
 #include "compression/topk.h"
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 #include "tests/support/new_counter.h"
 
 namespace laconic {

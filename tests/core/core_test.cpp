@@ -3,10 +3,10 @@
 #include <cmath>
 #include <set>
 
-#include "framework/core/check.h"
-#include "framework/core/params.h"
-#include "framework/core/rng.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/params.h"
+#include "core/rng.h"
+#include "core/units.h"
 
 namespace laconic {
 namespace {

@@ -1,5 +1,5 @@
-// Reading the user's files with bounded memory (framework/core/input.h), bounded JSON
-// (framework/core/json.h) and the parameter store's refusal of a model the machine cannot hold.
+// Reading the user's files with bounded memory (core/input.h), bounded JSON
+// (core/json.h) and the parameter store's refusal of a model the machine cannot hold.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,10 +10,10 @@
 #include <fstream>
 #include <string>
 
-#include "framework/core/check.h"
-#include "framework/core/input.h"
-#include "framework/core/json.h"
-#include "framework/core/params.h"
+#include "core/check.h"
+#include "core/input.h"
+#include "core/json.h"
+#include "core/params.h"
 
 namespace laconic {
 namespace {

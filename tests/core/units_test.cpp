@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "framework/core/units.h"
+#include "core/units.h"
 
 namespace laconic {
 namespace {

@@ -18,8 +18,8 @@
 
 #include "collectives/communicator.h"
 #include "collectives/dtype.h"
-#include "framework/core/device.h"
-#include "framework/core/rng.h"
+#include "core/device.h"
+#include "core/rng.h"
 
 // Every test that needs a GPU starts with this: it skips (never passes silently) without one.
 #define LC_NEED_DEVICE() \

@@ -16,13 +16,13 @@
 #include <utility>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/device.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "core/rng.h"
 #include "framework/models/bert.h"
 #include "framework/models/gpt.h"
 #include "framework/models/mlp.h"
-#include "framework/ops/dispatch.h"
+#include "core/ops/dispatch.h"
 
 namespace laconic {
 namespace {

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/device.h"
-#include "framework/core/rng.h"
-#include "framework/ops/cuda/cuda_check.h"
-#include "framework/ops/cuda/ops_cuda.h"
-#include "framework/ops/ops.h"
+#include "core/device.h"
+#include "core/rng.h"
+#include "core/ops/cuda/cuda_check.h"
+#include "core/ops/cuda/ops_cuda.h"
+#include "core/ops/ops.h"
 
 namespace laconic {
 namespace {

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/device.h"
-#include "framework/core/params.h"
-#include "framework/core/rng.h"
+#include "core/device.h"
+#include "core/params.h"
+#include "core/rng.h"
 #include "optimizers/adamw.h"
 #include "optimizers/clip.h"
 #include "optimizers/lamb.h"

@@ -26,8 +26,8 @@
 #include "compression/powersgd.h"
 #include "compression/reducer.h"
 #include "compression/topk.h"
-#include "framework/core/device.h"
-#include "framework/core/rng.h"
+#include "core/device.h"
+#include "core/rng.h"
 #include "tests/compression/solo_communicator.h"
 
 namespace laconic {

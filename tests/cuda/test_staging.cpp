@@ -8,8 +8,8 @@
 
 #include "collectives/cuda/staging_communicator.h"
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/check.h"
-#include "framework/core/device.h"
+#include "core/check.h"
+#include "core/device.h"
 #include "tests/cuda/collective_parity.h"
 
 namespace laconic {

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <string>
 
-#include "framework/core/check.h"
-#include "framework/core/device.h"
+#include "core/check.h"
+#include "core/device.h"
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 

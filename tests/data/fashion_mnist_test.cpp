@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 
 namespace laconic {
 namespace {

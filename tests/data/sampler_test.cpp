@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

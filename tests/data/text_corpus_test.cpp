@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/units.h"
+#include "core/check.h"
+#include "core/units.h"
 
 namespace laconic {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/data/lm.h"
 #include "framework/data/mlm.h"
 

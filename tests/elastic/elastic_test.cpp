@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/elastic/elastic.h"
 
 namespace laconic {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 #include "framework/models/mlp.h"
 #include "tests/models/model_checks.h"
 #include "tests/nn/gradcheck.h"

@@ -17,11 +17,11 @@
 
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/threads/threads_communicator.h"
-#include "framework/core/launcher.h"
+#include "core/launcher.h"
 #include "compression/onebit.h"
 #include "compression/powersgd.h"
 #include "compression/topk.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/nn/attention.h"
-#include "framework/ops/ops.h"
+#include "core/ops/ops.h"
 #include "tests/nn/gradcheck.h"
 
 namespace laconic::nn {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/params.h"
-#include "framework/core/rng.h"
+#include "core/params.h"
+#include "core/rng.h"
 
 namespace laconic::testing {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 #include "framework/nn/activation.h"
 #include "framework/nn/dropout.h"
 #include "framework/nn/embedding.h"

@@ -8,11 +8,11 @@
 #include <limits>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/device.h"
-#include "framework/core/rng.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/ops.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "core/rng.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/ops.h"
 
 namespace laconic::ops::cpu {
 namespace {

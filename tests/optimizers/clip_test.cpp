@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "optimizers/clip.h"
 #include "optimizers/norms.h"
 

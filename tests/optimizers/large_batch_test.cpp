@@ -12,7 +12,7 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "optimizers/lamb.h"
 #include "optimizers/lars.h"
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 #include "optimizers/noise_scale.h"
 
 namespace laconic {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "optimizers/schedule.h"
 
 namespace laconic {

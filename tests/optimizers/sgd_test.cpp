@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "optimizers/sgd.h"
 
 namespace laconic {

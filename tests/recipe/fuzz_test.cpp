@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <unistd.h>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

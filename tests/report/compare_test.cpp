@@ -1,7 +1,7 @@
 // trainer compare's pure pieces: --vary parsing and the variants' names, reading run
 // directories, time to a target loss, the report's rows and the report itself. Run directories
 // are written by hand here, so every number the report shows is known in advance.
-#include "report/compare.h"
+#include "framework/report/compare.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "tests/support/input_error.h"
 
 namespace laconic {

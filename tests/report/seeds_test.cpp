@@ -1,13 +1,13 @@
 // The statistics of `trainer compare --seeds/--budget`: mean and sample standard deviation
 // against hand-computed values, budget parsing, the loss at a budget by interpolation on a known
 // curve, the Pareto front, and grouping seed runs by variant.
-#include "report/seeds.h"
+#include "framework/report/seeds.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic {
 namespace {

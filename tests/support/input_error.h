@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 
 namespace laconic::testing {
 

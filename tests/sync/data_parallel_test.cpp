@@ -14,7 +14,7 @@
 
 #include "collectives/threads/threads_communicator.h"
 #include "compression/reducer.h"
-#include "framework/core/timer.h"
+#include "core/timer.h"
 #include "framework/sync/sync_strategy.h"
 #include "tests/sync/small_store.h"
 

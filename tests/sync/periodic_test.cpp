@@ -22,7 +22,7 @@
 #include "compression/reducer.h"
 #include "compression/sparse.h"
 #include "compression/topk.h"
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/sync/periodic.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/sgd.h"

@@ -20,7 +20,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "framework/core/rng.h"
+#include "core/rng.h"
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "tests/support/input_error.h"
 #include "tests/train/synthetic.h"
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "framework/core/rng.h"
+#include "core/rng.h"
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
-#include "framework/core/rng.h"
+#include "core/check.h"
+#include "core/rng.h"
 #include "framework/models/bert.h"
 #include "framework/models/gpt.h"
 #include "framework/train/export.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/train/failures.h"
 
 namespace laconic {

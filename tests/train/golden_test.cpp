@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/ops/ops.h"
+#include "core/ops/ops.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/factory.h"
 #include "framework/train/trainer.h"

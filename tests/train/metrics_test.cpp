@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/models/mlp.h"
 #include "framework/sync/periodic.h"
 #include "framework/train/registry.h"

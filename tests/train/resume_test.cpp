@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "framework/core/check.h"
+#include "core/check.h"
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 

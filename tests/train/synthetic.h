@@ -6,7 +6,7 @@
 #include <memory>
 #include <span>
 
-#include "framework/core/rng.h"
+#include "core/rng.h"
 #include "framework/data/fashion_mnist.h"
 #include "framework/train/faults.h"
 #include "framework/train/trainer.h"
