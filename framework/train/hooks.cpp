@@ -15,6 +15,7 @@
 #include "core/units.h"
 #include "framework/train/metrics.h"
 #include "framework/train/run_dir.h"
+#include "framework/train/options.h"
 #include "framework/train/summary.h"
 #include "optimizers/clip.h"
 #include "optimizers/noise_scale.h"

@@ -26,6 +26,7 @@
 #include "framework/data/sampler.h"
 #include "framework/elastic/elastic.h"
 #include "framework/train/checkpoint.h"
+#include "framework/train/hook_factory.h"
 #include "framework/train/run_spec.h"
 #include "optimizers/optimizer.h"
 
@@ -104,8 +105,6 @@ class StepHook {
   virtual void finish(TrainSummary&) {}
 };
 
-// Made per rank once the loop exists (TrainOptions::hooks; they run before the built-in ones).
-using HookFactory = std::function<std::unique_ptr<StepHook>(Loop&)>;
 using Hooks = std::vector<std::unique_ptr<StepHook>>;
 
 // The built-in hooks, in the order the trainer runs them (each does nothing when its recipe keys

@@ -14,41 +14,11 @@
 #include "framework/recipe/recipe.h"
 #include "framework/train/hooks.h"
 #include "framework/train/metrics.h"
+#include "framework/train/options.h"
 #include "framework/train/run_spec.h"
 #include "framework/train/summary.h"
 
 namespace laconic {
-
-struct TrainOptions {
-  std::string run_dir;          // where to write the run's files; "" = write nothing
-  std::ostream* log = nullptr;  // rank 0's log lines; null = silent
-  bool progress_line = false;   // a live progress line (when log is a terminal)
-  // Called on every rank after every optimizer step (tests observe replicas through it). With
-  // device = "cuda" the store's spans are device memory.
-  std::function<void(int rank, std::int64_t step, const ParamStore&)> on_step;
-  // Continue from a checkpoint: "" = start fresh, "auto" = the newest complete checkpoint under
-  // the recipe's checkpoint directory (fresh when there is none), else a checkpoint directory.
-  std::string resume;
-  // Resume even when the resolved recipe differs from the checkpoint's (the state is loaded as
-  // saved and training continues under the new recipe; not bit-exact with any single run).
-  // A different world size is always refused: every rank's state is its own.
-  bool resume_any_recipe = false;
-  // Extra step hooks, made on every rank and run before the built-in ones (fault injection:
-  // framework/train/faults.h; tests observing or breaking the loop).
-  std::vector<HookFactory> hooks;
-  // SIGTERM, SIGINT and SIGUSR1 stop the run cleanly after the current step, with a checkpoint
-  // (framework/train/stop.h; the signal handlers are installed for the run's duration). The
-  // trainer's command line sets it; a library caller decides.
-  bool stop_on_signals = false;
-  // Elastic periodic training (framework/elastic, `trainer elastic`): this process is replica
-  // `replica` of `replicas` (its shard of the data), meeting the others through the store `store`
-  // ("file:DIR" or "redis:HOST:PORT") at every outer sync. replicas = 0: not elastic.
-  struct Elastic {
-    int replica = 0;
-    int replicas = 0;
-    std::string store;
-  } elastic;
-};
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& opts);
 // The same with the data the recipe's [data] names (load_data, the tokenizer cached beside the
