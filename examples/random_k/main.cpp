@@ -11,14 +11,6 @@
 #include "random_k.h"
 
 int main(int argc, char** argv) {
-  laconic::registry().add_reducer(
-      "random_k",
-      [](const laconic::Recipe& r, laconic::Device device) -> std::unique_ptr<laconic::Reducer> {
-        if (device != laconic::Device::cpu) LC_INPUT_ERROR(r.path, ": random_k runs on host buffers (distributed.device = \"cpu\")");
-        return std::make_unique<RandomKReducer>(r.section<RandomKOptions>("sync.random_k"));
-      },
-      laconic::Section<RandomKOptions>()
-          .add<&RandomKOptions::ratio>("ratio", laconic::Bound{.lo = 0, .hi = 1, .lo_open = true})
-          .add<&RandomKOptions::error_feedback>("error_feedback"));
+  register_random_k();
   return laconic::train_main(argc, argv);
 }

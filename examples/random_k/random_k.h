@@ -78,3 +78,18 @@ class RandomKReducer final : public laconic::Reducer {
   std::vector<std::size_t> picked_;
   std::vector<float> values_;
 };
+
+// Registers "random_k" ([sync.random_k] ratio, error_feedback): a reducer, so also the gradient
+// strategy of its name and a possible periodic strategy's reducer (sync.diloco.reducer =
+// "random_k"). Its traits say nothing more: it runs on host buffers only, so a recipe with
+// distributed.device = "cuda" is refused when it parses.
+inline void register_random_k() {
+  laconic::registry().add_reducer(
+      "random_k",
+      [](const laconic::Recipe& r, laconic::Device) -> std::unique_ptr<laconic::Reducer> {
+        return std::make_unique<RandomKReducer>(r.section<RandomKOptions>("sync.random_k"));
+      },
+      laconic::Section<RandomKOptions>()
+          .add<&RandomKOptions::ratio>("ratio", laconic::Bound{.lo = 0, .hi = 1, .lo_open = true})
+          .add<&RandomKOptions::error_feedback>("error_feedback"));
+}

@@ -274,11 +274,10 @@ void report_failures(const SimulateArgs& a, const laconic::FailureModel& m, cons
   const std::string& strategy = r.sync.strategy.value;
   std::int64_t period = m.period;
   if (period == 0) {
-    if (strategy == "local_sgd") period = r.sync.local_sgd.period;
-    else if (strategy == "diloco") period = r.sync.diloco.period;
-    else if (strategy == "streaming_diloco") period = r.sync.streaming_diloco.period;
-    else if (strategy == "sparseloco") period = r.sync.sparseloco.period;
-    else LC_INPUT_ERROR("--failures: the run's sync.strategy \"", strategy, "\" has no outer period; give period=N for the elastic side");
+    const laconic::StrategyTraits& t = laconic::strategy_traits(strategy);
+    if (!t.periodic)
+      LC_INPUT_ERROR("--failures: the run's sync.strategy \"", strategy, "\" has no outer period; give period=N for the elastic side");
+    period = t.periodic(r).period;
   }
   run.period = period;
   run.checkpoint_every = m.checkpoint_every > 0 ? m.checkpoint_every : r.checkpoint.every > 0 ? r.checkpoint.every : period;

@@ -1,6 +1,6 @@
 // What a run trains and evaluates on, as the model factories and the step loop see it: the train
 // and eval sources and the sizes a model is built for, from datasets in memory or loaded from the
-// recipe's [data] (framework/train/factory.h's load_data, through the registry).
+// recipe's [data] (framework/recipe/factory.h's load_data, through the registry).
 #pragma once
 
 #include <limits>

@@ -1,10 +1,13 @@
 // The names a recipe may give its model, data, optimizer, reducers and sync strategy: Laconic's
-// built-ins, and the components user code registers (framework/train/registry.h) before it
+// built-ins, and the components user code registers (framework/recipe/registry.h) before it
 // parses recipes. A component may declare a section of its own keys ([model.NAME], [data.NAME],
 // [optimizer.NAME], [sync.NAME]), parsed, checked and printed like the built-in sections.
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -25,12 +28,63 @@ constexpr std::span<const char* const> names(Component) { return kComponentNames
 // Where a component's own section lives: "model.NAME", "data.NAME", "optimizer.NAME", "sync.NAME".
 std::string component_section(Component c, std::string_view name);
 
-// Adds a name (and its section, when schema.type is set) to what recipes accept. Adding a
-// reducer adds the strategy of its name too. Error: a name that is not [a-z0-9_]+, or is taken.
-// Not thread-safe against concurrent parsing: register first, at the start of main().
-void register_component(Component c, const std::string& name, SectionSchema schema = {});
+// ---- what the rest of Laconic asks a component instead of comparing its name ----------------
+
+struct Recipe;
+
+// A periodic strategy's outer loop at a recipe: every `period` steps after `warmup_steps` steps of
+// synchronous warm-up.
+struct OuterPeriod {
+  std::int64_t period = 0;
+  std::int64_t warmup_steps = 0;
+};
+
+// A recipe value that cannot go with another: the keys to point at (the latest one set is named
+// with its file and line) and what was expected, "sync.momentum: expected 0 with ...".
+struct RecipeConflict {
+  std::vector<std::string> keys;
+  std::string message;
+};
+
+struct StrategyTraits {
+  // Periodic strategies (only their outer syncs cross replicas): the period and warm-up this
+  // recipe gives them. Null for a strategy that communicates every step. A periodic strategy runs
+  // as `trainer elastic` replicas and under `trainer simulate --failures`.
+  std::function<OuterPeriod(const Recipe&)> periodic;
+  // The reducer it averages through at this recipe ("" none): a gradient strategy's own, a periodic
+  // strategy's pseudo-gradient reducer. A used reducer's section is printed and hashed.
+  std::function<std::string(const Recipe&)> reducer;
+  // sync.momentum (momentum correction of the averaged gradients) applies to it.
+  bool momentum = false;
+  // It averages gradients exactly every step (gradient noise scale estimation needs that).
+  bool exact_average = false;
+  // It runs with device = "cuda" (on device buffers) ...
+  bool cuda = false;
+  // ... except with this recipe: what keeps it on the host ("sync.diloco.dtype other than fp32"), "" none.
+  std::function<std::string(const Recipe&)> host_only;
+  // What it cannot go with in the rest of the recipe when it is used (DeMo: anything but plain
+  // SGD); nullopt: nothing.
+  std::function<std::optional<RecipeConflict>(const Recipe&)> conflicts;
+};
+
+struct ReducerTraits {
+  bool cuda = false;  // it has a device implementation (on device buffers) ...
+  std::function<std::string(const Recipe&)> host_only;  // ... except with this recipe ("" none)
+  bool exact = false;  // its average is the exact mean (its gradient strategy's exact_average)
+};
+
+// Names and traits come from the registry (framework/recipe/registry.h): the built-ins, registered
+// on first use, then user code's. A reducer is also a gradient strategy of its name.
 bool has_component(Component c, std::string_view name);
 std::vector<std::string> component_names(Component c);  // built-ins first, in registration order
+const StrategyTraits& strategy_traits(std::string_view name);  // Error for an unknown name
+const ReducerTraits& reducer_traits(std::string_view name);
+// "local_sgd, diloco, streaming_diloco or sparseloco": the periodic strategies, as registered.
+std::string periodic_strategy_names();
+
+// A registered component's own section ([model.NAME], ...), added to what recipes accept; called
+// by the registry when it registers the component (the name is checked there).
+void register_section(Component c, const std::string& name, SectionSchema schema);
 
 // A component's name in a recipe: a string the recipe checks against component_names().
 template <Component C>

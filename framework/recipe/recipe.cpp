@@ -698,18 +698,9 @@ struct Registered {
     const SectionType* type;
     std::shared_ptr<void> defaults;
   };
-  std::vector<std::string> names[std::size(kComponentNames)];
   std::vector<Section> sections;
   std::vector<Field> fields;  // builtin_schema() then the registered sections' keys
-  Registered() {
-    names[static_cast<int>(Component::model)] = {"mlp", "bert", "gpt"};
-    names[static_cast<int>(Component::data)] = {"fashion_mnist", "text", "tokens"};
-    names[static_cast<int>(Component::optimizer)] = {"sgd", "adamw", "lars", "lamb"};
-    names[static_cast<int>(Component::reducer)] = {"allreduce", "topk", "powersgd", "onebit"};
-    names[static_cast<int>(Component::strategy)] = {"allreduce", "topk", "powersgd", "onebit", "local_sgd", "diloco",
-                                                    "streaming_diloco", "sparseloco", "demo"};
-    fields = builtin_schema();
-  }
+  Registered() : fields(builtin_schema()) {}
   const Section* find(std::string_view section) const {
     for (const Section& s : sections)
       if (s.section == section) return &s;
@@ -902,21 +893,26 @@ void apply_override(Draft& d, const std::string& text) {
 
 // Where to point a cross-field error: the latest of the given keys to be set, else their section,
 // else the file.
-std::string locate(const Draft& d, std::initializer_list<std::string_view> paths) {
+std::string locate(const Draft& d, std::span<const std::string_view> paths) {
   int best = 0;
   std::string where;
   for (const auto path : paths) {
-    const auto index = static_cast<std::size_t>(find_field(path) - schema().data());
+    const Field* f = find_field(path);
+    if (!f) continue;  // a section's name ("sync.demo"), not a key
+    const auto index = static_cast<std::size_t>(f - schema().data());
     if (d.order[index] > best) {
       best = d.order[index];
       where = d.origin[index];
     }
   }
-  if (!where.empty()) return where;
-  const auto section = paths.begin()->substr(0, paths.begin()->rfind('.'));
+  if (!where.empty() || paths.empty()) return where.empty() ? d.file : where;
+  const auto section = paths.front().substr(0, paths.front().rfind('.'));
   for (const auto& [name, loc] : d.sections)
     if (name == section) return loc;
   return d.file;
+}
+std::string locate(const Draft& d, std::initializer_list<std::string_view> paths) {
+  return locate(d, std::span<const std::string_view>(paths.begin(), paths.size()));
 }
 
 void check_cross_fields(const Draft& d) {
@@ -965,15 +961,24 @@ void check_cross_fields(const Draft& d) {
     LC_INPUT_ERROR(locate(d, {"sync.intra", "network.groups"}),
                    ": sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups (the groups are the "
                    "network's), got network.groups = ", r.network.groups);
-  const auto uses = [&](std::string_view k) { return uses_strategy(r.sync, k); };
-  const bool any_periodic = uses("local_sgd") || uses("diloco") || uses("streaming_diloco") || uses("sparseloco");
-  if (r.sync.momentum > 0 && (any_periodic || uses("demo")))
-    LC_INPUT_ERROR(locate(d, {"sync.momentum", "sync.strategy", "sync.phases"}),
-                   ": sync.momentum: expected 0 with ",
-                   any_periodic ? "local_sgd, diloco, streaming_diloco or sparseloco" : "demo",
-                   " (momentum correction applies to gradient strategies; ",
-                   any_periodic ? "give the inner optimizer its momentum" : "demo keeps its own, sync.demo.beta",
-                   "), got ", format_float(r.sync.momentum));
+  if (r.distributed.device == DeviceKind::cuda)
+    if (const std::string what = host_only_use(r); !what.empty())
+      LC_INPUT_ERROR(locate(d, {"distributed.device", "sync.strategy", "sync.phases"}),
+                     ": distributed.device: expected \"cpu\" with ", what, " (it runs on host buffers), got \"cuda\"");
+  // What the strategies in use (sync.strategy, or each of sync.phases) say of the rest of the recipe.
+  for (const std::string& s : strategies_in_use(r.sync)) {
+    const StrategyTraits& t = strategy_traits(s);
+    if (r.sync.momentum > 0 && !t.momentum)
+      LC_INPUT_ERROR(locate(d, {"sync.momentum", "sync.strategy", "sync.phases"}), ": sync.momentum: expected 0 with ",
+                     t.periodic ? periodic_strategy_names() : s, " (momentum correction applies to gradient strategies; ",
+                     t.periodic ? "give the inner optimizer its momentum" : s + " keeps its own, if any",
+                     "), got ", format_float(r.sync.momentum));
+    if (t.conflicts)
+      if (const std::optional<RecipeConflict> c = t.conflicts(r)) {
+        std::vector<std::string_view> keys(c->keys.begin(), c->keys.end());
+        LC_INPUT_ERROR(locate(d, keys), ": ", c->message);
+      }
+  }
   // A codec other than fp32 replaces the dense reducer, and runs on host buffers.
   const auto check_codec = [&](const std::string& section, const OuterCodecConfig& c, const ReducerName& reducer) {
     if (c.dtype != laconic::Codec::fp32 && reducer != "allreduce")
@@ -984,19 +989,6 @@ void check_cross_fields(const Draft& d) {
   check_codec("sync.local_sgd", r.sync.local_sgd, r.sync.local_sgd.reducer);
   check_codec("sync.diloco", r.sync.diloco, r.sync.diloco.reducer);
   check_codec("sync.streaming_diloco", r.sync.streaming_diloco, r.sync.streaming_diloco.reducer);
-  if (r.distributed.device == DeviceKind::cuda) {
-    const auto host_only = [&](std::string_view k, bool codec, const char* what) {
-      if (uses(k) && codec)
-        LC_INPUT_ERROR(locate(d, {"distributed.device", "sync.strategy", "sync.phases"}),
-                       ": distributed.device: expected \"cpu\" with ", what, " (it runs on host buffers), got \"cuda\"");
-    };
-    host_only("local_sgd", r.sync.local_sgd.dtype != laconic::Codec::fp32, "sync.local_sgd.dtype other than fp32");
-    host_only("diloco", r.sync.diloco.dtype != laconic::Codec::fp32, "sync.diloco.dtype other than fp32");
-    host_only("streaming_diloco", r.sync.streaming_diloco.dtype != laconic::Codec::fp32,
-              "sync.streaming_diloco.dtype other than fp32");
-    host_only("sparseloco", true, "sparseloco");
-    host_only("demo", true, "demo");
-  }
   const StreamingDilocoConfig& sd = r.sync.streaming_diloco;
   std::int64_t shortest = sd.period;
   if (!sd.period_schedule.segments.empty()) {
@@ -1008,13 +1000,6 @@ void check_cross_fields(const Draft& d) {
                               "sync.streaming_diloco.period_schedule"}),
                    ": sync.streaming_diloco.overlap_steps: expected below the shortest period (", shortest,
                    "), got ", sd.overlap_steps);
-  if (uses("demo") &&
-      (r.optimizer.name != "sgd" || r.optimizer.momentum != 0 || r.optimizer.grad_clip != 0))
-    LC_INPUT_ERROR(locate(d, {"optimizer.name", "optimizer.momentum", "optimizer.grad_clip", "sync.strategy"}),
-                   ": optimizer: expected name = \"sgd\", momentum = 0 and grad_clip = 0 for sync.strategy = \"demo\" "
-                   "(DeMo keeps the momentum and hands the optimizer sign steps, whose norm is sqrt(parameters)), got "
-                   "name = \"", r.optimizer.name, "\", momentum = ", format_float(r.optimizer.momentum),
-                   ", grad_clip = ", format_float(r.optimizer.grad_clip));
   if (r.sync.demo.dct == DemoDct::two_d ? r.sync.demo.topk > r.sync.demo.chunk * r.sync.demo.chunk
                                          : r.sync.demo.topk > r.sync.demo.chunk)
     LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk", "sync.demo.dct"}), ": sync.demo.topk: expected at most ",
@@ -1039,16 +1024,44 @@ bool uses_strategy(const SyncConfig& sync, std::string_view kind) {
                      [&](const SyncPhase& p) { return p.strategy == kind; });
 }
 
+std::string recipe_float(double v) { return format_float(v); }
+
+std::string host_only_use(const Recipe& r) {
+  for (const std::string& s : strategies_in_use(r.sync)) {
+    if (!has_component(Component::strategy, s)) continue;
+    const StrategyTraits& t = strategy_traits(s);
+    if (!t.cuda) return s;
+    if (std::string why = t.host_only ? t.host_only(r) : ""; !why.empty()) return why;
+    const std::string reducer = t.reducer ? t.reducer(r) : "";
+    if (reducer.empty() || reducer == s || !has_component(Component::reducer, reducer)) continue;
+    const ReducerTraits& rt = reducer_traits(reducer);
+    if (!rt.cuda) return "reducer \"" + reducer + "\"";
+    if (std::string why = rt.host_only ? rt.host_only(r) : ""; !why.empty()) return why;
+  }
+  return "";
+}
+
+std::vector<std::string> strategies_in_use(const SyncConfig& sync) {
+  if (sync.phases.phases.empty()) return {sync.strategy.value};
+  std::vector<std::string> out;
+  for (const SyncPhase& p : sync.phases.phases)
+    if (std::find(out.begin(), out.end(), p.strategy.value) == out.end()) out.push_back(p.strategy.value);
+  return out;
+}
+
 bool uses_component(const Recipe& r, Component c, std::string_view name) {
   switch (c) {
     case Component::model: return r.model.name == name;
     case Component::data: return r.data.name == name;
     case Component::optimizer: return r.optimizer.name == name;
     case Component::strategy: return uses_strategy(r.sync, name);
-    case Component::reducer:
-      return uses_strategy(r.sync, name) || (uses_strategy(r.sync, "local_sgd") && r.sync.local_sgd.reducer == name) ||
-             (uses_strategy(r.sync, "diloco") && r.sync.diloco.reducer == name) ||
-             (uses_strategy(r.sync, "streaming_diloco") && r.sync.streaming_diloco.reducer == name);
+    case Component::reducer:  // through a strategy in use, as its traits say
+      for (const std::string& s : strategies_in_use(r.sync)) {
+        if (!has_component(Component::strategy, s)) continue;
+        const StrategyTraits& t = strategy_traits(s);
+        if (t.reducer && t.reducer(r) == name) return true;
+      }
+      return false;
   }
   return false;
 }
@@ -1061,19 +1074,8 @@ std::string component_section(Component c, std::string_view name) {
   return detail::concat(parent, ".", name);
 }
 
-void register_component(Component c, const std::string& name, SectionSchema schema) {
-  LC_CHECK(!name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos,
-           "register ", enum_name(c), " '", name, "': expected a name of [a-z0-9_]");
+void register_section(Component c, const std::string& name, SectionSchema schema) {
   Registered& reg = registered();
-  const auto add = [&](Component k) {
-    auto& names = reg.names[static_cast<int>(k)];
-    LC_CHECK(std::find(names.begin(), names.end(), name) == names.end(), "register ", enum_name(c), " '", name,
-             "': a ", enum_name(k), " of that name exists");
-    names.push_back(name);
-  };
-  add(c);
-  if (c == Component::reducer) add(Component::strategy);  // data parallel through it
-  if (!schema.type) return;
   const std::string section = component_section(c, name);
   LC_CHECK(!is_section(section), "register ", enum_name(c), " '", name, "': section [", section, "] exists");
   reg.sections.push_back({c, name, section, schema.type, schema.type->make()});
@@ -1083,13 +1085,6 @@ void register_component(Component c, const std::string& name, SectionSchema sche
     reg.fields.push_back(std::move(f));
   }
 }
-
-bool has_component(Component c, std::string_view name) {
-  const auto& names = registered().names[static_cast<int>(c)];
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-std::vector<std::string> component_names(Component c) { return registered().names[static_cast<int>(c)]; }
 
 Recipe parse_recipe(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides) {

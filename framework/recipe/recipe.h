@@ -386,6 +386,14 @@ constexpr std::span<const char* const> names(ComputeKind) { return kComputeNames
 
 // Whether the run uses `strategy`: sync.strategy, or one of sync.phases when there are phases.
 bool uses_strategy(const SyncConfig& sync, std::string_view strategy);
+// A float as recipe.resolved.toml prints it (shortest round trip: 0.9, 2.0, 1e-08), for messages.
+std::string recipe_float(double v);
+// What in this recipe runs on the host only, as its strategy's and reducer's traits say
+// ("sparseloco", "sync.diloco.dtype other than fp32", "reducer \"random_k\""); "" when it can
+// all run with device = "cuda".
+std::string host_only_use(const Recipe& r);
+// The strategies the run uses, each once: sync.strategy, or sync.phases' in order.
+std::vector<std::string> strategies_in_use(const SyncConfig& sync);
 // Whether the run uses component `name`: as its model, data or optimizer; a reducer as a gradient
 // strategy or a periodic strategy's reducer; a strategy as sync.strategy or a phase's. Registered
 // components' sections are printed (to_toml) and hashed only when used.

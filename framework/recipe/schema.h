@@ -1,6 +1,6 @@
 // The recipe schema's building blocks, shared by the built-in sections (recipe.cpp) and the
 // sections user code registers with a model, dataset, optimizer, reducer or strategy
-// (framework/train/registry.h): a key is a Field that binds "section.key" to a member of the
+// (framework/recipe/registry.h): a key is a Field that binds "section.key" to a member of the
 // section's options struct with a Bound; the member's C++ type picks the FieldCodec that reads,
 // checks, prints and describes it. Unknown keys, wrong types and out-of-bound values are rejected
 // with FILE:LINE:COL the same way for both.

@@ -25,7 +25,7 @@
 #include "core/check.h"
 #include "core/launcher.h"
 #include "core/units.h"
-#include "framework/train/factory.h"
+#include "framework/recipe/factory.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/simulate.h"
 #include "framework/train/trainer.h"

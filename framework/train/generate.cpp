@@ -9,7 +9,7 @@
 #include "core/check.h"
 #include "framework/models/gpt.h"
 #include "framework/train/export.h"
-#include "framework/train/factory.h"
+#include "framework/recipe/factory.h"
 
 namespace laconic {
 namespace {

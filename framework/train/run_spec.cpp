@@ -97,9 +97,9 @@ Device resolve_device(const Recipe& recipe) {
   if (!cuda_available())
     LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but no CUDA device is visible to this process "
                                 "(no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them); use device = \"cpu\"");
-  if (uses_component(recipe, Component::reducer, "topk") && recipe.sync.topk.selection == TopKOptions::Selection::sampled)
-    LC_INPUT_ERROR(recipe.path, ": sync.topk.selection = \"sampled\" runs on the CPU only; with device = \"cuda\" "
-                                "use \"exact\"");
+  if (const std::string what = host_only_use(recipe); !what.empty())  // a recipe built in code, unparsed
+    LC_INPUT_ERROR(recipe.path, ": distributed.device: expected \"cpu\" with ", what,
+                   " (it runs on host buffers), got \"cuda\"");
   if (recipe.sync.intra == IntraKind::allreduce)
     LC_INPUT_ERROR(recipe.path, ": sync.intra = \"allreduce\" (hierarchical sync) runs on host buffers only; "
                                 "with device = \"cuda\" leave sync.intra unset");
@@ -140,7 +140,8 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
   // estimates it, so a run where it cannot apply says so and trains without it.
   if (r.train.noise_scale) {
     const std::int64_t local = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum;
-    const char* why = r.sync.strategy != "allreduce" ? "sync.strategy = \"allreduce\" (the exact average)"
+    const bool exact = r.sync.phases.phases.empty() && strategy_traits(r.sync.strategy.value).exact_average;
+    const char* why = !exact ? "a strategy that averages gradients exactly (sync.strategy = \"allreduce\")"
                       : r.sync.momentum != 0                 ? "sync.momentum = 0 (averaged gradients, not velocities)"
                       : s.plan.global_batch <= local         ? "more than one worker (global batch > micro_batch x grad_accum)"
                                                              : nullptr;

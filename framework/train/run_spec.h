@@ -12,7 +12,7 @@
 
 #include "core/device.h"
 #include "framework/recipe/recipe.h"
-#include "framework/train/factory.h"
+#include "framework/recipe/factory.h"
 #include "framework/train/safetensors.h"
 
 namespace laconic {

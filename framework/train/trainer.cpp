@@ -22,7 +22,7 @@
 #include "core/rng.h"
 #include "core/ops/dispatch.h"
 #include "framework/data/sampler.h"
-#include "framework/train/factory.h"
+#include "framework/recipe/factory.h"
 #include "optimizers/clip.h"
 #include "framework/sync/periodic.h"
 #include "framework/sync/sync_strategy.h"
@@ -602,15 +602,12 @@ std::optional<CheckpointInfo> agree_on_resume(Communicator& comm, const TrainOpt
 std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts) {
   const TrainOptions::Elastic& e = opts.elastic;
   const std::string& s = recipe.sync.strategy.value;
-  const bool periodic = s == "local_sgd" || s == "diloco" || s == "streaming_diloco" || s == "sparseloco";
-  if (!periodic || !recipe.sync.phases.phases.empty())
+  const StrategyTraits& traits = strategy_traits(s);
+  if (!traits.periodic || !recipe.sync.phases.phases.empty())
     LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", s, "\"", recipe.sync.phases.phases.empty() ? "" : " with sync.phases",
-                   ": elastic training needs one periodic strategy (local_sgd, diloco, streaming_diloco or sparseloco): "
+                   ": elastic training needs one periodic strategy (", periodic_strategy_names(), "): "
                    "only its outer syncs cross replicas");
-  const std::int64_t warmup = s == "local_sgd"  ? recipe.sync.local_sgd.warmup_steps
-                              : s == "sparseloco" ? recipe.sync.sparseloco.warmup_steps
-                              : s == "diloco"     ? recipe.sync.diloco.warmup_steps
-                                                  : recipe.sync.streaming_diloco.warmup_steps;
+  const std::int64_t warmup = traits.periodic(recipe).warmup_steps;
   if (warmup > 0)
     LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
                    "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");

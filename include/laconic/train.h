@@ -3,7 +3,7 @@
 #pragma once
 
 #include "framework/train/trainer.h"
-#include "framework/train/factory.h"
+#include "framework/recipe/factory.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/export.h"
 #include "framework/train/safetensors.h"
@@ -12,4 +12,4 @@
 #include "framework/elastic/elastic.h"
 #include "framework/elastic/supervisor.h"
 #include "framework/cli/train_main.h"
-#include "framework/train/registry.h"
+#include "framework/recipe/registry.h"

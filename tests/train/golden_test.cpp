@@ -30,7 +30,7 @@
 
 #include "core/ops/ops.h"
 #include "framework/train/checkpoint.h"
-#include "framework/train/factory.h"
+#include "framework/recipe/factory.h"
 #include "framework/train/trainer.h"
 
 namespace laconic {

@@ -1,4 +1,4 @@
-// Components registered by user code (framework/train/registry.h): their recipe sections parse,
+// Components registered by user code (framework/recipe/registry.h): their recipe sections parse,
 // print and round trip like the built-in ones and reject unknown keys and bad values with
 // FILE:LINE:COL (the corpus in tests/recipe/bad/registered/); a registered model, dataset,
 // optimizer, reducer and strategy train; a reducer that does what the built-in one does gives
@@ -16,7 +16,7 @@
 #include "core/check.h"
 #include "framework/models/mlp.h"
 #include "framework/sync/periodic.h"
-#include "framework/train/registry.h"
+#include "framework/recipe/registry.h"
 #include "framework/train/trainer.h"
 #include "optimizers/sgd.h"
 #include "tests/train/synthetic.h"

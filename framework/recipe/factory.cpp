@@ -1,5 +1,5 @@
-#include "framework/train/factory.h"
-#include "framework/train/registry.h"
+#include "framework/recipe/factory.h"
+#include "framework/recipe/registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -214,13 +214,36 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
 
 // ---- the built-ins, registered as a user's components are (registry.h) ----
 
-Registry::Registry() {
-  // Their names and sections are the recipe's own (recipe.cpp); only the factories go here.
-  data_.emplace("fashion_mnist", [](const Recipe& r, const LoadOptions&) { return load_fashion_mnist_data(r); });
-  data_.emplace("text", [](const Recipe& r, const LoadOptions& o) { return load_text(r, o); });
-  data_.emplace("tokens", [](const Recipe& r, const LoadOptions&) { return load_tokens(r); });
+namespace {
 
-  models_.emplace("mlp", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
+// A periodic strategy's traits: its period and warm-up from its section, its reducer (none when a
+// codec other than fp32 replaces it, which then keeps it on the host).
+template <typename Config>
+StrategyTraits periodic_traits(const Config SyncConfig::*section, const char* key) {
+  StrategyTraits t;
+  t.periodic = [section](const Recipe& r) { return OuterPeriod{(r.sync.*section).period, (r.sync.*section).warmup_steps}; };
+  t.reducer = [section](const Recipe& r) {
+    const Config& c = r.sync.*section;
+    return c.dtype == Codec::fp32 ? c.reducer.value : std::string();
+  };
+  t.cuda = true;
+  t.host_only = [section, key](const Recipe& r) {
+    return (r.sync.*section).dtype == Codec::fp32 ? std::string() : detail::concat("sync.", key, ".dtype other than fp32");
+  };
+  return t;
+}
+
+}  // namespace
+
+// One registration each, through the API a user's components use: the name, the factory, the
+// section (none here: the built-ins' sections are the recipe's typed ones, recipe.cpp) and the
+// traits the rest of Laconic asks.
+Registry::Registry() {
+  add_dataset("fashion_mnist", [](const Recipe& r, const LoadOptions&) { return load_fashion_mnist_data(r); });
+  add_dataset("text", [](const Recipe& r, const LoadOptions& o) { return load_text(r, o); });
+  add_dataset("tokens", [](const Recipe& r, const LoadOptions&) { return load_tokens(r); });
+
+  add_model("mlp", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
     LC_CHECK(data.features > 0, "the MLP needs image data");
     MlpOptions o;
     o.inputs = data.features;
@@ -231,28 +254,28 @@ Registry::Registry() {
     o.layernorm = r.model.layernorm;
     return std::make_unique<Mlp>(o);
   });
-  models_.emplace("bert", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
+  add_model("bert", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
     LC_CHECK(data.vocab > 0, "BERT needs token data");
     return std::make_unique<Bert>(transformer_options<BertOptions>(r, data));
   });
-  models_.emplace("gpt", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
+  add_model("gpt", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {
     LC_CHECK(data.vocab > 0, "the GPT needs token data");
     return std::make_unique<Gpt>(transformer_options<GptOptions>(r, data));
   });
 
-  optimizers_.emplace("sgd", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+  add_optimizer("sgd", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
     const OptimizerConfig& c = r.optimizer;
     return std::make_unique<Sgd>(SgdOptions{c.momentum, c.nesterov, c.weight_decay});
   });
-  optimizers_.emplace("adamw", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+  add_optimizer("adamw", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
     const OptimizerConfig& c = r.optimizer;
     return std::make_unique<AdamW>(AdamWOptions{c.beta1, c.beta2, c.eps, c.weight_decay});
   });
-  optimizers_.emplace("lars", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+  add_optimizer("lars", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
     const OptimizerConfig& c = r.optimizer;
     return std::make_unique<Lars>(LarsOptions{c.momentum, c.eta, c.weight_decay, 0.0});
   });
-  optimizers_.emplace("lamb", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+  add_optimizer("lamb", [](const Recipe& r) -> std::unique_ptr<Optimizer> {
     const OptimizerConfig& c = r.optimizer;
     LambOptions o;
     o.beta1 = c.beta1;
@@ -265,49 +288,81 @@ Registry::Registry() {
     return std::make_unique<Lamb>(o);
   });
 
-  reducers_.emplace("allreduce", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
-    constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
-    return std::make_unique<DenseReducer>(wire[static_cast<int>(r.sync.allreduce.dtype)], device);
-  });
-  reducers_.emplace("topk", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
-    TopKOptions o = r.sync.topk;
-    o.device = device;
-    return std::make_unique<TopKReducer>(o);
-  });
-  reducers_.emplace("powersgd", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
-    PowerSgdOptions o = r.sync.powersgd;
-    o.device = device;
-    return std::make_unique<PowerSgdReducer>(o);
-  });
-  reducers_.emplace("onebit", [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
-    OneBitOptions o = r.sync.onebit;
-    o.device = device;
-    return std::make_unique<OneBitReducer>(o);
-  });
-  // The gradient strategies share their reducers' names: data parallel through them.
-  for (const char* name : {"allreduce", "topk", "powersgd", "onebit"}) add_gradient_strategy(name);
+  // Each reducer is also the gradient strategy of its name: data parallel through it. All four have
+  // device implementations (compression/cuda/); the dense one's average is the exact mean.
+  ReducerTraits on_device;
+  on_device.cuda = true;
+  ReducerTraits dense = on_device;
+  dense.exact = true;
+  ReducerTraits topk = on_device;
+  topk.host_only = [](const Recipe& r) {
+    return r.sync.topk.selection == TopKOptions::Selection::sampled ? "sync.topk.selection = \"sampled\"" : "";
+  };
+  add_reducer(
+      "allreduce",
+      [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+        constexpr DType wire[] = {DType::f32, DType::bf16, DType::f16};
+        return std::make_unique<DenseReducer>(wire[static_cast<int>(r.sync.allreduce.dtype)], device);
+      },
+      {}, dense);
+  add_reducer(
+      "topk",
+      [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+        TopKOptions o = r.sync.topk;
+        o.device = device;
+        return std::make_unique<TopKReducer>(o);
+      },
+      {}, topk);
+  add_reducer(
+      "powersgd",
+      [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+        PowerSgdOptions o = r.sync.powersgd;
+        o.device = device;
+        return std::make_unique<PowerSgdReducer>(o);
+      },
+      {}, on_device);
+  add_reducer(
+      "onebit",
+      [](const Recipe& r, Device device) -> std::unique_ptr<Reducer> {
+        OneBitOptions o = r.sync.onebit;
+        o.device = device;
+        return std::make_unique<OneBitReducer>(o);
+      },
+      {}, on_device);
 
   // Periodic strategies count their periods from their phase's first step (their warm-up is
   // shifted by it; steps before it are another phase's).
-  strategies_.emplace("local_sgd", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
-    const LocalSgdConfig& l = r.sync.local_sgd;
-    PeriodicOptions o = local_sgd_options(l.period, c.first_step + l.warmup_steps, r.sync.bucket_mb);
-    o.schedule = l.period_schedule.segments;
-    return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(l, l.reducer, r, c.device));
-  });
-  strategies_.emplace("diloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
-    const DilocoConfig& d = r.sync.diloco;
-    return std::make_unique<PeriodicAveraging>(diloco(d, r.sync, c.first_step), make_outer_reducer(d, d.reducer, r, c.device));
-  });
-  strategies_.emplace("streaming_diloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
-    const StreamingDilocoConfig& s = r.sync.streaming_diloco;
-    PeriodicOptions o = diloco(s, r.sync, c.first_step);
-    o.fragments = s.fragments;
-    o.overlap_steps = s.overlap_steps;
-    o.mixing = s.mixing;
-    return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(s, s.reducer, r, c.device));
-  });
-  strategies_.emplace("sparseloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+  add_strategy(
+      "local_sgd",
+      [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+        const LocalSgdConfig& l = r.sync.local_sgd;
+        PeriodicOptions o = local_sgd_options(l.period, c.first_step + l.warmup_steps, r.sync.bucket_mb);
+        o.schedule = l.period_schedule.segments;
+        return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(l, l.reducer, r, c.device));
+      },
+      {}, periodic_traits(&SyncConfig::local_sgd, "local_sgd"));
+  add_strategy(
+      "diloco",
+      [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+        const DilocoConfig& d = r.sync.diloco;
+        return std::make_unique<PeriodicAveraging>(diloco(d, r.sync, c.first_step),
+                                                   make_outer_reducer(d, d.reducer, r, c.device));
+      },
+      {}, periodic_traits(&SyncConfig::diloco, "diloco"));
+  add_strategy(
+      "streaming_diloco",
+      [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+        const StreamingDilocoConfig& s = r.sync.streaming_diloco;
+        PeriodicOptions o = diloco(s, r.sync, c.first_step);
+        o.fragments = s.fragments;
+        o.overlap_steps = s.overlap_steps;
+        o.mixing = s.mixing;
+        return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(s, s.reducer, r, c.device));
+      },
+      {}, periodic_traits(&SyncConfig::streaming_diloco, "streaming_diloco"));
+  StrategyTraits sparseloco;  // host only; its own sparse reducer
+  sparseloco.periodic = [](const Recipe& r) { return OuterPeriod{r.sync.sparseloco.period, r.sync.sparseloco.warmup_steps}; };
+  add_strategy("sparseloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
     const SparseLocoConfig& s = r.sync.sparseloco;
     PeriodicOptions o = diloco_options(s.period, s.outer_lr, 0.0, false, r.sync.bucket_mb);  // e replaces momentum
     o.warmup_steps = c.first_step + s.warmup_steps;
@@ -317,12 +372,22 @@ Registry::Registry() {
     const auto k = static_cast<std::size_t>(std::clamp<double>(std::round(s.ratio * static_cast<double>(chunk)), 1.0,
                                                                static_cast<double>(chunk)));
     return std::make_unique<PeriodicAveraging>(o, std::make_unique<SparseLocoReducer>(SparseLocoOptions{{chunk, k, s.dtype}, s.beta}));
-  });
-  strategies_.emplace("demo", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+  }, {}, std::move(sparseloco));
+  StrategyTraits demo;  // host only; keeps its own momentum and hands the optimizer sign steps
+  demo.conflicts = [](const Recipe& r) -> std::optional<RecipeConflict> {
+    const OptimizerConfig& o = r.optimizer;
+    if (o.name == "sgd" && o.momentum == 0 && o.grad_clip == 0) return std::nullopt;
+    return RecipeConflict{{"optimizer.name", "optimizer.momentum", "optimizer.grad_clip", "sync.strategy"},
+                          detail::concat("optimizer: expected name = \"sgd\", momentum = 0 and grad_clip = 0 for "
+                                         "sync.strategy = \"demo\" (DeMo keeps the momentum and hands the optimizer sign "
+                                         "steps, whose norm is sqrt(parameters)), got name = \"", o.name, "\", momentum = ",
+                                         recipe_float(o.momentum), ", grad_clip = ", recipe_float(o.grad_clip))};
+  };
+  add_strategy("demo", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
     const DemoConfig& d = r.sync.demo;
     return std::make_unique<Demo>(DemoOptions{static_cast<std::size_t>(d.chunk), static_cast<std::size_t>(d.topk), d.beta,
                                               d.dtype, d.dct, d.average, d.fold_lr, c.lr});
-  });
+  }, {}, std::move(demo));
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {
