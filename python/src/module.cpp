@@ -65,12 +65,13 @@ struct Trained {
 Trained train(const std::string& recipe_path, const std::string& out, const std::vector<std::string>& overrides,
               const py::object& log, const std::string& resume) {
   const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
-  // One MPI job per process, set up before anything else: the trainer's command line (mpirun
-  // trainer) is the way to MPI; here the workers are threads.
+  // MPI is set up once per process, before the data is loaded (the trainer's command line does
+  // it): `mpirun trainer` is the way to MPI; here the workers are threads.
   if (laconic::resolve_backend(recipe) == laconic::BackendKind::mpi)
     LC_INPUT_ERROR(recipe_path, ": distributed.backend: laconic.train trains on the threads backend, got mpi",
                    recipe.distributed.backend == laconic::BackendKind::auto_ ? " (auto, under an MPI launcher)" : "",
-                   ": train it with `mpirun ... trainer --recipe`, or here outside mpirun with backend \"auto\" or \"threads\"");
+                   ": train it with `mpirun ... trainer --recipe`, or here outside mpirun with backend "
+                   "\"auto\" or \"threads\"");
   laconic::TrainOptions opts;
   opts.run_dir = out.empty() ? (std::filesystem::path(recipe.run.out_dir) / recipe.run.name).string() : out;
   opts.resume = resume;
@@ -88,10 +89,10 @@ Trained train(const std::string& recipe_path, const std::string& out, const std:
       if (opts.log) *opts.log << laconic::done_line(s) << "; results in " << opts.run_dir << "/" << std::endl;
       t.stop_signal = s.stop_signal;
       if (!s.stopped.empty())
-        t.note = laconic::detail::concat("stopped by ", s.stopped == "signal" ? s.signal : "train.time_limit",
-                                         " after step ", s.steps, " of ", s.planned_steps, "; ",
-                                         s.checkpoint.empty() ? "no checkpoint"
-                                                              : "checkpoint " + s.checkpoint + " (continue with resume=\"auto\")");
+        t.note = laconic::detail::concat(
+            "stopped by ", s.stopped == "signal" ? s.signal : "train.time_limit", " after step ", s.steps, " of ",
+            s.planned_steps, "; ",
+            s.checkpoint.empty() ? "no checkpoint" : "checkpoint " + s.checkpoint + " (continue with resume=\"auto\")");
     } catch (const laconic::RunFinished& e) {
       t.note = e.what();
     }

@@ -14,7 +14,8 @@ trainer, source = setup()
 build = os.path.dirname(os.path.abspath(trainer))
 with tempfile.TemporaryDirectory() as prefix:
     p = subprocess.run(["cmake", f"-DCMAKE_INSTALL_PREFIX={prefix}", "-P",
-                        os.path.join(build, "python", "cmake_install.cmake")], capture_output=True, text=True, check=True)
+                        os.path.join(build, "python", "cmake_install.cmake")],
+                       capture_output=True, text=True, check=True)
     site = sysconfig.get_path("platlib", "posix_prefix", {"platbase": prefix, "base": prefix})
     said = re.search(r"Python package laconic: (\S+) \(PYTHONPATH=(\S+)\)", p.stdout)
     assert said and said.groups() == (os.path.join(site, "laconic"), site), p.stdout
