@@ -107,7 +107,11 @@ try:
     with open(os.path.join(broken, "metrics.jsonl"), "w") as f:
         f.write('{"loss": 1.0}\n')
     refused(broken, f"{broken}/metrics.jsonl:1: expected an integer \"step\"")
-    shutil.copy(os.path.join(cli_dir, "metrics.jsonl"), broken)
+    # A NaN loss, which the trainer writes as null, reads as NaN; a record without the key is skipped.
+    with open(os.path.join(broken, "metrics.jsonl"), "w") as f:
+        f.write('{"step": 2, "loss": 2.5}\n{"step": 4}\n{"step": 6, "loss": null}\n')
+    steps, loss = laconic.Run(broken).series("loss")
+    assert steps.tolist() == [2, 6] and loss[0] == 2.5 and np.isnan(loss[1]), (steps, loss)
     with open(os.path.join(broken, "recipe.resolved.toml"), "a") as f:
         f.write("[train\n")
     refused(broken, f"{broken}/recipe.resolved.toml: malformed TOML")
