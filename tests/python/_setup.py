@@ -1,0 +1,14 @@
+"""What every Python test starts with: the arguments CTest passes (the trainer, the source tree)
+and the package, or a skip (exit 77) with one line when it was not built."""
+import sys
+
+
+def setup():
+    if len(sys.argv) != 3:
+        sys.exit(f"usage: {sys.argv[0]} TRAINER SOURCE_DIR")
+    try:
+        import laconic  # noqa: F401
+    except ImportError as e:
+        print(f"skipped: the Python package laconic was not built ({e}; LACONIC_PYTHON, pybind11-dev)")
+        sys.exit(77)
+    return sys.argv[1], sys.argv[2]
