@@ -4,7 +4,7 @@
 #  - DiLoCo through the random_k reducer as 3 elastic replicas: replica 2 is killed mid-period,
 #    the others finish the next sync without it, the supervisor restarts it, it rejoins; every
 #    replica ends with the same parameters;
-#  - every_k as elastic replicas (its traits say it is periodic), and refused with a synchronous
+#  - every_k as elastic replicas, one killed and rejoined (its traits say it is periodic), refused with a synchronous
 #    warm-up like a built-in;
 #  - `simulate --failures` on an every_k run takes its period from the strategy's traits;
 #  - random_k with distributed.device = "cuda" is refused when the recipe parses (its traits
@@ -52,10 +52,10 @@ outer_momentum = 0.5
 [sync.random_k]
 ratio = 0.25
 [sync.every_k]
-period = 10
+period = 20
 [elastic]
-join_timeout_s = 5
-sync_timeout_s = 10
+join_timeout_s = 10
+sync_timeout_s = 20
 TOML
 
 start() {  # start NAME ARGS...: `registered_trainer elastic` in the background ($pid)
@@ -107,16 +107,21 @@ assert any(t["quorum"] == [0, 1] for t in tl) and tl[-1]["quorum"] == [0, 1, 2],
 print(f"random_k under DiLoCo: replica 2 left before step {left[0]['step']}, rejoined after step {joined[0]['step']}")
 PY
 
-# ---- the registered periodic strategy as elastic replicas ----
+# ---- the registered periodic strategy as elastic replicas; replica 1 killed mid-period ----
 start everyk --sync.strategy=every_k
+at_step everyk 1 25
+kill -KILL "$(cat "$tmp/everyk/replica-1/pid")"
 finished "$pid"
 same_parameters everyk "$rc"
 /usr/bin/python3 - "$tmp/everyk/elastic.json" <<'PY'
 import json, sys
-tl = json.load(open(sys.argv[1]))["timeline"]
-assert [t["step"] for t in tl] == list(range(10, 121, 10)), tl
-assert all(t["quorum"] == [0, 1, 2] for t in tl), tl
-print(f"every_k: {len(tl)} outer syncs of 3 replicas, every 10 steps")
+d = json.load(open(sys.argv[1]))
+tl = d["timeline"]
+assert d["restarts"] == 1, d
+assert [t["step"] for t in tl] == list(range(20, 121, 20)), tl
+assert any(1 in t["left"] for t in tl) and any(1 in t["joined"] for t in tl), tl
+assert tl[-1]["quorum"] == [0, 1, 2], tl
+print(f"every_k: {len(tl)} outer syncs every 20 steps; replica 1 killed, left and rejoined")
 PY
 set +e
 "$trainer" elastic --replicas 2 --recipe "$tmp/small.toml" --out "$tmp/bad" --sync.strategy=every_k \
@@ -135,7 +140,7 @@ grep -q "sync.every_k.warmup_steps = 5: an elastic run's synchronous warm-up" "$
 /usr/bin/python3 - "$tmp/sim/simulated/goodput.json" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))
-assert g["period"] == 10 and g["replicas"] == 2 and g["failures_per_trial"] > 1, g
+assert g["period"] == 20 and g["replicas"] == 2 and g["failures_per_trial"] > 1, g
 print(f"every_k under simulate --failures: period {g['period']}, goodput {g['elastic']['goodput']:.3f} elastic, "
       f"{g['data_parallel']['goodput']:.3f} data parallel")
 PY
