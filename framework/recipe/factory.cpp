@@ -236,8 +236,8 @@ StrategyTraits periodic_traits(const Config SyncConfig::*section, const char* ke
 }  // namespace
 
 // One registration each, through the API a user's components use: the name, the factory, the
-// section (none here: the built-ins' sections are the recipe's typed ones, recipe.cpp) and the
-// traits the rest of Laconic asks.
+// section (none here: the built-ins' sections are the recipe's typed ones, builtin_schema.cpp)
+// and the traits the rest of Laconic asks.
 Registry::Registry() {
   add_dataset("fashion_mnist", [](const Recipe& r, const LoadOptions&) { return load_fashion_mnist_data(r); });
   add_dataset("text", [](const Recipe& r, const LoadOptions& o) { return load_text(r, o); });

@@ -1,4 +1,4 @@
-// The recipe schema's building blocks, shared by the built-in sections (recipe.cpp) and the
+// The recipe schema's building blocks, shared by the built-in sections (builtin_schema.cpp) and the
 // sections user code registers with a model, dataset, optimizer, reducer or strategy
 // (framework/recipe/registry.h): a key is a Field that binds "section.key" to a member of the
 // section's options struct with a Bound; the member's C++ type picks the FieldCodec that reads,
@@ -84,14 +84,14 @@ constexpr Bound half_open(double lo, double hi) { return {.lo = lo, .hi = hi, .h
 
 // ---- codecs ----
 
-// A TOML value as the parser saw it (wraps toml++'s node; defined in recipe.cpp).
+// A TOML value as the parser saw it (wraps toml++'s node; defined in codecs.h).
 struct TomlNode;
 
 // One per member type:
 //   expected(bound)         what a valid value looks like, for messages
 //   read(node, bound, out)  false when the node is the wrong type or out of bound (out untouched)
 //   write(value)            TOML text that read() accepts back as the same value
-// Defined in recipe.cpp for the types listed at the top; enums are handled here, by name.
+// Defined in codecs.cpp for the types listed at the top; enums are handled here, by name.
 template <typename V>
 struct FieldCodec {
   static std::string expected(const Bound& b);

@@ -1,0 +1,144 @@
+#include "framework/recipe/checks.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "core/check.h"
+#include "framework/data/tokenizer.h"
+#include "framework/recipe/recipe_text.h"
+
+namespace laconic::recipe_detail {
+namespace {
+
+// Where to point a cross-field error: the latest of the given keys to be set, else their section,
+// else the file.
+std::string locate(const Draft& d, std::span<const std::string_view> paths) {
+  int best = 0;
+  std::string where;
+  for (const auto path : paths) {
+    const Field* f = find_field(path);
+    if (!f) continue;  // a section's name ("sync.demo"), not a key
+    const auto index = static_cast<std::size_t>(f - schema().data());
+    if (d.order[index] > best) {
+      best = d.order[index];
+      where = d.origin[index];
+    }
+  }
+  if (!where.empty() || paths.empty()) return where.empty() ? d.file : where;
+  const auto section = paths.front().substr(0, paths.front().rfind('.'));
+  for (const auto& [name, loc] : d.sections)
+    if (name == section) return loc;
+  return d.file;
+}
+std::string locate(const Draft& d, std::initializer_list<std::string_view> paths) {
+  return locate(d, std::span<const std::string_view>(paths.begin(), paths.size()));
+}
+
+}  // namespace
+
+void check_cross_fields(const Draft& d) {
+  const Recipe& r = d.recipe;
+  if (r.train.steps == 0 && r.train.epochs == 0)
+    LC_INPUT_ERROR(locate(d, {"train.steps", "train.epochs"}),
+                   ": train.steps, train.epochs: expected train.steps >= 1 or train.epochs > 0, "
+                   "got both 0");
+  if (r.optimizer.nesterov && r.optimizer.momentum == 0)
+    LC_INPUT_ERROR(locate(d, {"optimizer.nesterov", "optimizer.momentum"}),
+                   ": optimizer.nesterov: expected optimizer.momentum > 0 with nesterov = true, got "
+                   "optimizer.momentum = ",
+                   format_float(r.optimizer.momentum));
+  const bool transformer = r.model.name == "bert" || r.model.name == "gpt";
+  if (transformer && r.model.dim % r.model.heads != 0)
+    LC_INPUT_ERROR(locate(d, {"model.heads", "model.dim"}), ": model.heads: expected a divisor of model.dim = ",
+                   r.model.dim, ", got ", r.model.heads);
+  // Built-in models on built-in data; a registered model or dataset checks what it is given.
+  const bool builtin_pair = (r.model.name == "mlp" || transformer) &&
+                            (r.data.name == "fashion_mnist" || r.data.name == "text" || r.data.name == "tokens");
+  const bool data_fits = r.data.name == "fashion_mnist" ? r.model.name == "mlp"
+                         : r.data.name == "text"        ? transformer
+                                                        : r.model.name == "gpt";
+  if (builtin_pair && !data_fits)
+    LC_INPUT_ERROR(locate(d, {"model.name", "data.name"}), ": model.name: expected ",
+                   r.data.name == "text"     ? "\"bert\" or \"gpt\" for data.name = \"text\""
+                   : r.data.name == "tokens" ? "\"gpt\" for data.name = \"tokens\""
+                                                     : "\"mlp\" for data.name = \"fashion_mnist\"",
+                   ", got \"", r.model.name, "\"");
+  if (r.data.name == "text" && r.data.vocab_size < kFirstMergeToken)
+    LC_INPUT_ERROR(locate(d, {"data.vocab_size", "data.name"}), ": data.vocab_size: expected at least ", kFirstMergeToken,
+                   " for data.name = \"text\" (the BPE's special and byte tokens), got ", r.data.vocab_size);
+  if (r.data.name == "tokens" && r.data.train_path.path.empty())
+    LC_INPUT_ERROR(locate(d, {"data.train_path", "data.name"}),
+                   ": data.train_path: expected a file or glob pattern of token files for data.name = \"tokens\", got none");
+  if (r.optimizer.trust_max > 0 && r.optimizer.trust_max < r.optimizer.trust_min)
+    LC_INPUT_ERROR(locate(d, {"optimizer.trust_max", "optimizer.trust_min"}),
+                   ": optimizer.trust_max: expected 0 (no clamp) or >= optimizer.trust_min = ",
+                   format_float(r.optimizer.trust_min), ", got ", format_float(r.optimizer.trust_max));
+  const int world = r.distributed.world_size;
+  if (r.network.groups > 0 && world % r.network.groups != 0)
+    LC_INPUT_ERROR(locate(d, {"network.groups", "distributed.world_size"}),
+                   ": network.groups: expected a divisor of distributed.world_size = ", world,
+                   " (groups of equal size), got ", r.network.groups);
+  if (r.sync.intra == IntraKind::allreduce && r.network.groups < 2)
+    LC_INPUT_ERROR(locate(d, {"sync.intra", "network.groups"}),
+                   ": sync.intra: expected network.groups >= 2 for \"allreduce\" inside groups (the groups are the "
+                   "network's), got network.groups = ", r.network.groups);
+  if (r.distributed.device == DeviceKind::cuda)
+    if (const std::string what = host_only_use(r); !what.empty())
+      LC_INPUT_ERROR(locate(d, {"distributed.device", "sync.strategy", "sync.phases"}),
+                     ": distributed.device: expected \"cpu\" with ", what, " (it runs on host buffers), got \"cuda\"");
+  // What the strategies in use (sync.strategy, or each of sync.phases) say of the rest of the recipe.
+  for (const std::string& s : strategies_in_use(r.sync)) {
+    const StrategyTraits& t = strategy_traits(s);
+    if (r.sync.momentum > 0 && !t.momentum)
+      LC_INPUT_ERROR(locate(d, {"sync.momentum", "sync.strategy", "sync.phases"}), ": sync.momentum: expected 0 with ",
+                     t.periodic ? periodic_strategy_names() : s, " (momentum correction applies to gradient strategies; ",
+                     t.periodic ? "give the inner optimizer its momentum" : s + " keeps its own, if any",
+                     "), got ", format_float(r.sync.momentum));
+    if (t.conflicts)
+      if (const std::optional<RecipeConflict> c = t.conflicts(r)) {
+        std::vector<std::string_view> keys(c->keys.begin(), c->keys.end());
+        LC_INPUT_ERROR(locate(d, keys), ": ", c->message);
+      }
+  }
+  // A codec other than fp32 replaces the dense reducer, and runs on host buffers.
+  const auto check_codec = [&](const std::string& section, const OuterCodecConfig& c, const ReducerName& reducer) {
+    if (c.dtype != laconic::Codec::fp32 && reducer != "allreduce")
+      LC_INPUT_ERROR(locate(d, {section + ".dtype", section + ".reducer"}), ": ", section,
+                     ".dtype: expected \"fp32\" with reducer = \"", reducer,
+                     "\" (a codec replaces the dense reducer), got \"", name_of(c.dtype), "\"");
+  };
+  check_codec("sync.local_sgd", r.sync.local_sgd, r.sync.local_sgd.reducer);
+  check_codec("sync.diloco", r.sync.diloco, r.sync.diloco.reducer);
+  check_codec("sync.streaming_diloco", r.sync.streaming_diloco, r.sync.streaming_diloco.reducer);
+  const StreamingDilocoConfig& sd = r.sync.streaming_diloco;
+  std::int64_t shortest = sd.period;
+  if (!sd.period_schedule.segments.empty()) {
+    shortest = sd.period_schedule.segments.front().period;
+    for (const auto& seg : sd.period_schedule.segments) shortest = std::min(shortest, seg.period);
+  }
+  if (sd.overlap_steps >= shortest)
+    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.period",
+                              "sync.streaming_diloco.period_schedule"}),
+                   ": sync.streaming_diloco.overlap_steps: expected below the shortest period (", shortest,
+                   "), got ", sd.overlap_steps);
+  if (r.sync.demo.dct == DemoDct::two_d ? r.sync.demo.topk > r.sync.demo.chunk * r.sync.demo.chunk
+                                         : r.sync.demo.topk > r.sync.demo.chunk)
+    LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk", "sync.demo.dct"}), ": sync.demo.topk: expected at most ",
+                   r.sync.demo.dct == DemoDct::two_d ? "a block, sync.demo.chunk^2 = " : "sync.demo.chunk = ",
+                   r.sync.demo.dct == DemoDct::two_d ? r.sync.demo.chunk * r.sync.demo.chunk : r.sync.demo.chunk,
+                   " (dct = \"", name_of(r.sync.demo.dct), "\"), got ", r.sync.demo.topk);
+  if (r.fault.kind != FaultKind::none && r.fault.rank >= world)
+    LC_INPUT_ERROR(locate(d, {"fault.rank", "distributed.world_size"}),
+                   ": fault.rank: expected a rank below distributed.world_size = ", world, ", got ", r.fault.rank);
+  for (const int s : r.network.stragglers.ranks)
+    if (s >= world)
+      LC_INPUT_ERROR(locate(d, {"network.stragglers", "distributed.world_size"}),
+                     ": network.stragglers: expected ranks below distributed.world_size = ", world,
+                     ", got ", s);
+}
+
+}  // namespace laconic::recipe_detail
