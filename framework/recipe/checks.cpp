@@ -38,9 +38,8 @@ std::string locate(const Draft& d, std::initializer_list<std::string_view> paths
   return locate(d, std::span<const std::string_view>(paths.begin(), paths.size()));
 }
 
-}  // namespace
-
-void check_cross_fields(const Draft& d) {
+// What is trained: the steps, the model on its data, the optimizer's options.
+void check_training(const Draft& d) {
   const Recipe& r = d.recipe;
   if (r.train.steps == 0 && r.train.epochs == 0)
     LC_INPUT_ERROR(locate(d, {"train.steps", "train.epochs"}),
@@ -77,6 +76,11 @@ void check_cross_fields(const Draft& d) {
     LC_INPUT_ERROR(locate(d, {"optimizer.trust_max", "optimizer.trust_min"}),
                    ": optimizer.trust_max: expected 0 (no clamp) or >= optimizer.trust_min = ",
                    format_float(r.optimizer.trust_min), ", got ", format_float(r.optimizer.trust_max));
+}
+
+// The world's layout, and what the strategies in use ask of it and of the rest of the recipe.
+void check_distribution(const Draft& d) {
+  const Recipe& r = d.recipe;
   const int world = r.distributed.world_size;
   if (r.network.groups > 0 && world % r.network.groups != 0)
     LC_INPUT_ERROR(locate(d, {"network.groups", "distributed.world_size"}),
@@ -104,6 +108,11 @@ void check_cross_fields(const Draft& d) {
         LC_INPUT_ERROR(locate(d, keys), ": ", c->message);
       }
   }
+}
+
+// The strategies' own sections, whether or not the run uses them.
+void check_strategy_options(const Draft& d) {
+  const Recipe& r = d.recipe;
   // A codec other than fp32 replaces the dense reducer, and runs on host buffers.
   const auto check_codec = [&](const std::string& section, const OuterCodecConfig& c, const ReducerName& reducer) {
     if (c.dtype != laconic::Codec::fp32 && reducer != "allreduce")
@@ -131,6 +140,12 @@ void check_cross_fields(const Draft& d) {
                    r.sync.demo.dct == DemoDct::two_d ? "a block, sync.demo.chunk^2 = " : "sync.demo.chunk = ",
                    r.sync.demo.dct == DemoDct::two_d ? r.sync.demo.chunk * r.sync.demo.chunk : r.sync.demo.chunk,
                    " (dct = \"", name_of(r.sync.demo.dct), "\"), got ", r.sync.demo.topk);
+}
+
+// The ranks the recipe names (the fault's, the stragglers) exist.
+void check_ranks(const Draft& d) {
+  const Recipe& r = d.recipe;
+  const int world = r.distributed.world_size;
   if (r.fault.kind != FaultKind::none && r.fault.rank >= world)
     LC_INPUT_ERROR(locate(d, {"fault.rank", "distributed.world_size"}),
                    ": fault.rank: expected a rank below distributed.world_size = ", world, ", got ", r.fault.rank);
@@ -139,6 +154,15 @@ void check_cross_fields(const Draft& d) {
       LC_INPUT_ERROR(locate(d, {"network.stragglers", "distributed.world_size"}),
                      ": network.stragglers: expected ranks below distributed.world_size = ", world,
                      ", got ", s);
+}
+
+}  // namespace
+
+void check_cross_fields(const Draft& d) {
+  check_training(d);
+  check_distribution(d);
+  check_strategy_options(d);
+  check_ranks(d);
 }
 
 }  // namespace laconic::recipe_detail
