@@ -2,10 +2,10 @@
 # Components registered from outside run where the built-ins run (tests/programs/registered_trainer,
 # which registers examples/random_k's reducer and a periodic strategy "every_k" of its own):
 #  - DiLoCo through the random_k reducer as 3 elastic replicas: replica 2 is killed mid-period,
-#    the others finish the next sync without it, the supervisor restarts it, it rejoins; every
-#    replica ends with the same parameters;
-#  - every_k as elastic replicas, one killed and rejoined (its traits say it is periodic), refused with a synchronous
-#    warm-up like a built-in;
+#    the others finish the next sync without it, the supervisor restarts it, it rejoins and syncs
+#    again; the replicas that finish end with the same parameters;
+#  - every_k as elastic replicas, one killed and rejoined (its traits say it is periodic), and
+#    refused with a synchronous warm-up like a built-in;
 #  - `simulate --failures` on an every_k run takes its period from the strategy's traits;
 #  - random_k with distributed.device = "cuda" is refused when the recipe parses (its traits
 #    declare no device implementation).
