@@ -68,7 +68,10 @@ std::string recipe_hash(const Recipe& recipe) { return hash_text(recipe_identity
 
 std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir) {
   const std::filesystem::path dir(recipe.checkpoint.dir);
-  if (dir.is_absolute() || run_dir.empty()) return dir.string();
+  if (dir.is_absolute()) return dir.string();
+  // No run directory: nothing is written (TrainOptions::run_dir), so no checkpoints either, rather
+  // than a checkpoints/ in whatever directory the caller happens to be in.
+  if (run_dir.empty()) return "";
   return (std::filesystem::path(run_dir) / dir).string();
 }
 

@@ -73,7 +73,8 @@ RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& 
 // checks, the [fault]); checkpoints carry it and its hash, recipe_hash.
 std::string recipe_identity(const Recipe& recipe);
 std::string recipe_hash(const Recipe& recipe);
-// The checkpoint directory of a run: recipe.checkpoint.dir, under run_dir when relative.
+// The checkpoint directory of a run: recipe.checkpoint.dir, under run_dir when relative; "" (no
+// checkpoints) when it is relative and there is no run directory.
 std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir);
 
 }  // namespace laconic

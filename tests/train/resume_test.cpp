@@ -105,6 +105,24 @@ TEST_F(Resume, EveryStrategyResumesBitForBit) {
   }
 }
 
+// TrainOptions::run_dir = "": nothing is written, the last step's checkpoint included (it once
+// went to checkpoints/ in the working directory, where parallel tests raced over it).
+TEST_F(Resume, ARunWithoutARunDirectoryWritesNothing) {
+  std::filesystem::create_directories(dir_);
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  Recipe r = small("allreduce");
+  r.checkpoint.every = 0;
+  const TrainSummary s = train(r, synthetic(), {});
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(s.steps, 16);
+  EXPECT_EQ(s.checkpoint, "");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_));
+  // checkpoint.every asks for checkpoints: refused without a run directory or an absolute dir.
+  r.checkpoint.every = 8;
+  EXPECT_THROW(train(r, synthetic(), {}), InputError);
+}
+
 TEST_F(Resume, AutoPicksTheNewestCompleteCheckpointOrStartsFresh) {
   const TrainData data = synthetic();
   Recipe r = small("allreduce");
