@@ -9,6 +9,8 @@
 //   admit         backward done, nothing reduced: false skips the step (all ranks must agree)
 //   after_reduce  gradients reduced, before the optimizer (abort on non-finite, noise, clip)
 //   after_step    parameters updated and synchronised (checks, checkpoints, evaluation, logs)
+//   end_step      after every step, a skipped one too (elastic replicas: a joiner's state, the sync log)
+// and once the loop is over and the strategy drained, before the run's last checkpoint, after_loop.
 #pragma once
 
 #include <cstdint>
@@ -96,6 +98,9 @@ class StepHook {
   virtual bool admit(StepState&) { return true; }
   virtual void after_reduce(StepState&) {}
   virtual void after_step(StepState&) {}
+  virtual void end_step(std::int64_t /*step*/) {}
+  // `steps` done; `stopped`: by a signal or the time limit (else the run reached its last step).
+  virtual void after_loop(std::int64_t /*steps*/, bool /*stopped*/) {}
   // While this rank writes its shard of the checkpoint of `step` (bytes written so far).
   virtual void on_shard_chunk(std::int64_t /*step*/, std::uint64_t /*written*/) {}
   // This hook's state in the rank's checkpoint shard (entries named after the hook); save's spans
@@ -108,7 +113,8 @@ class StepHook {
 using Hooks = std::vector<std::unique_ptr<StepHook>>;
 
 // The built-in hooks, in the order the trainer runs them (each does nothing when its recipe keys
-// leave it off). The checkpointer saves and restores every hook of `all`, itself included.
+// leave it off). The checkpointer saves and restores every hook of `all`, itself included; an
+// elastic replica's hook (elastic_hook.h) comes after it.
 std::unique_ptr<StepHook> make_nonfinite_guard(Loop& loop);
 std::unique_ptr<StepHook> make_noise_scale(Loop& loop);
 std::unique_ptr<StepHook> make_clipping(Loop& loop);

@@ -24,9 +24,9 @@
 #include "framework/data/sampler.h"
 #include "framework/recipe/factory.h"
 #include "optimizers/clip.h"
-#include "framework/sync/periodic.h"
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/checkpoint.h"
+#include "framework/train/elastic_hook.h"
 #include "framework/train/export.h"
 #include "framework/train/stop.h"
 #include "framework/train/run_dir.h"
@@ -116,9 +116,7 @@ class Worker {
   Worker(const RunSpec& spec, const TrainData& data, const TrainOptions& opts, Communicator& base,
          Communicator& control, const CheckpointInfo* resume, ElasticGroup* elastic)
       : spec_(spec), r_(spec.recipe), data_(data), opts_(opts), resume_(resume), control_(control), elastic_(elastic),
-        // An elastic replica's ranks read their shard of every replica's data: replica i's rank r
-        // is rank i * W + r of the N * W readers.
-        data_rank_(elastic ? elastic->options().replica * base.size() + base.rank() : base.rank()),
+        shard_(data_shard(base, elastic)),
         sim_(make_sim(spec, base)),
         comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
         model_(make_model(r_, data)),
@@ -131,17 +129,11 @@ class Worker {
         // One optimizer step consumes one global batch; this rank's slice of it is cut into
         // grad_accum micro-batches. So K ranks with micro-batch b, one rank accumulating K
         // micro-batches of b, and one rank with micro-batch K*b all see the same examples.
-        sampler_(SamplerOptions{data.train->size(), r_.run.seed,
-                                base.size() * (elastic ? elastic->options().replicas : 1), data_rank_,
+        sampler_(SamplerOptions{data.train->size(), r_.run.seed, shard_.ranks, shard_.rank,
                                 r_.train.micro_batch * r_.train.grad_accum}),
         loop_{spec, data, opts, comm_, control, sim_.get(), *model_, *optimizer_, *sync_, sampler_,
               [this] { return counters(); }, elastic, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
     comm_.set_algorithm(r_.distributed.algorithm);
-    if (elastic_) {
-      auto* periodic = dynamic_cast<PeriodicAveraging*>(sync_.get());
-      LC_CHECK(periodic != nullptr, "elastic training needs a periodic strategy");  // train() checked the name
-      periodic->set_replica_group(elastic_);
-    }
     if (spec.simulate) {
       // The described network's groups decide the link tiers and the hierarchical levels, and its
       // cost model picks the algorithm (the live clock's wrapper set them on itself already).
@@ -183,14 +175,11 @@ class Worker {
     try {
       while (step < spec_.plan.steps && why == 0) {
         run_step(step);
-        if (elastic_) after_elastic_step(step);
+        for (auto& h : hooks_) h->end_step(step);
         why = agree_to_stop(step++);
       }
       sync_->drain();  // nothing in flight: a stop's checkpoint holds the step whole
-      if (elastic_) {
-        after_elastic_step(step - 1);  // a sync the drain completed: its log line, its joiners' state
-        if (why == 0 && comm_.rank() == 0) elastic_->finished();
-      }
+      for (auto& h : hooks_) h->after_loop(step, why != 0);
       // A stop's step (the last step was written by the checkpointer already: this names it).
       if (!spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(step);
       finish_trace(step);
@@ -212,13 +201,6 @@ class Worker {
       s.stop_signal = why == kTimeLimit ? 0 : why;
       if (s.stop_signal) s.signal = signal_name(why);
     }
-    if (elastic_ && comm_.rank() == 0) {
-      std::vector<float> anchors;  // the host copy of every fragment's theta_global
-      for (const StateTensor& t : sync_->state())
-        if (t.name.rfind("periodic.global", 0) == 0) anchors.insert(anchors.end(), t.data.begin(), t.data.end());
-      s.theta_global_checksum = hex64(hash_bytes(anchors.data(), anchors.size() * sizeof(float)));
-      s.elastic_syncs = elastic_->syncs();
-    }
     return s;
   }
 
@@ -239,39 +221,6 @@ class Worker {
     }
     control_.all_reduce(Buf{&why, 1, DType::i32}, ReduceOp::max);
     return why;
-  }
-
-  // Elastic training, after a step: the donor of a sync that admitted replicas writes the step's
-  // checkpoint (every rank of the replica) and sends it to them; rank 0 logs the syncs committed
-  // since to elastic.jsonl.
-  void after_elastic_step(std::int64_t step) {
-    // Rank 0 decides for the replica (with overlapped syncs its communication thread sets the
-    // flag at any time): one int on the control plane when the replica has several ranks.
-    std::int32_t donate = comm_.rank() == 0 && elastic_->donation_pending() ? 1 : 0;
-    if (control_.size() > 1) control_.broadcast(&donate, sizeof donate, 0);
-    if (donate) {
-      const std::string dir = checkpointer_->write(step + 1);
-      if (comm_.rank() == 0) elastic_->donate(dir);
-    }
-    if (comm_.rank() != 0 || opts_.run_dir.empty()) return;
-    for (const Membership& m : elastic_->history(logged_syncs_)) {
-      ++logged_syncs_;
-      nlohmann::ordered_json j;
-      j["round"] = m.round;
-      j["step"] = m.step + 1;
-      j["fragment"] = m.fragment;
-      j["quorum_size"] = m.members.size();
-      j["members"] = m.members;
-      j["joiners"] = m.joiners;
-      j["joined"] = m.joined;
-      j["left"] = m.left;
-      j["attempts"] = m.attempts;
-      j["seconds"] = m.seconds;
-      j["contributed_steps"] = m.contributed_steps;
-      j["wall_s"] = loop_.wall.seconds();
-      if (!elastic_log_) elastic_log_ = std::make_unique<JsonlWriter>(opts_.run_dir + "/elastic.jsonl", loop_.first_step > 0);
-      elastic_log_->write_line(j.dump());
-    }
   }
 
   // One optimizer step: the micro-batches' forward and backward, the strategy's reduction, the
@@ -329,12 +278,12 @@ class Worker {
     for (int a = 0; a < accum; ++a) {
       const auto at = static_cast<std::uint64_t>(step * accum + a);
       data_.train->fill(batch_, slice.subspan(static_cast<std::size_t>(a) * micro, micro),
-                        rng::key({r_.run.seed, static_cast<std::uint64_t>(data_rank_), at, rng::kData}));
+                        rng::key({r_.run.seed, static_cast<std::uint64_t>(shard_.rank), at, rng::kData}));
       TraceSpan span(tracer_.get(), SpanKind::forward_backward);
       ForwardOptions fo;
       fo.train = true;
       fo.seed = r_.run.seed;
-      fo.rank = data_rank_;
+      fo.rank = shard_.rank;
       fo.step = static_cast<std::int64_t>(at);
       const ForwardResult f = model_->forward(batch_, fo);
       s.loss_sum += static_cast<double>(f.loss) * static_cast<double>(f.counted);
@@ -393,7 +342,8 @@ class Worker {
   }
 
   // The hooks in the order they run: the caller's, then the built-in ones. The checkpointer comes
-  // last, so that a checkpoint of step N holds every hook's state after step N.
+  // after every hook with state, so that a checkpoint of step N holds their state after step N;
+  // an elastic replica's hook (it sends the checkpointer's checkpoints, keeps no state) follows.
   void make_hooks() {
     for (const HookFactory& f : opts_.hooks) add(f(loop_));
     add(make_nonfinite_guard(loop_));
@@ -408,6 +358,7 @@ class Worker {
     auto ckpt = std::make_unique<Checkpointer>(loop_, hooks_, [this](const RunCounters& c) { resumed_ = c; });
     checkpointer_ = ckpt.get();
     add(std::move(ckpt));
+    add(make_elastic_hook(loop_, elastic_, *checkpointer_));
   }
   void add(std::unique_ptr<StepHook> h) {
     if (h) hooks_.push_back(std::move(h));
@@ -476,9 +427,7 @@ class Worker {
   const CheckpointInfo* resume_;
   Communicator& control_;                 // the control plane (world.h)
   ElasticGroup* elastic_;                 // elastic training (null: not elastic)
-  int data_rank_;                         // which shard of the data this rank reads
-  std::size_t logged_syncs_ = 0;          // elastic syncs written to elastic.jsonl
-  std::unique_ptr<JsonlWriter> elastic_log_;
+  DataShard shard_;                       // which shard of the data this rank reads
   std::unique_ptr<SimCommunicator> sim_;  // wraps the backend's communicator when simulating
   Communicator& comm_;                    // what the step loop talks to: sim_ or the backend's
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
@@ -598,48 +547,6 @@ std::optional<CheckpointInfo> agree_on_resume(Communicator& comm, const TrainOpt
   return read_checkpoint_info(checkpoint_dir(root, step));
 }
 
-// An elastic replica's group, after checking that the run can be one (before anything is written).
-std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts) {
-  const TrainOptions::Elastic& e = opts.elastic;
-  const std::string& s = recipe.sync.strategy.value;
-  const StrategyTraits& traits = strategy_traits(s);
-  if (!traits.periodic || !recipe.sync.phases.phases.empty())
-    LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", s, "\"", recipe.sync.phases.phases.empty() ? "" : " with sync.phases",
-                   ": elastic training needs one periodic strategy (", periodic_strategy_names(), "): "
-                   "only its outer syncs cross replicas");
-  const std::int64_t warmup = traits.periodic(recipe).warmup_steps;
-  if (warmup > 0)
-    LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
-                   "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");
-  if (spec.backend != BackendKind::threads)
-    LC_INPUT_ERROR(recipe.path, ": distributed.backend: an elastic replica is one process (the threads backend); "
-                                "run one replica per process under `trainer elastic`");
-  if (spec.device != Device::cpu)
-    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\": elastic replicas run on the CPU for now");
-  if (spec.simulate)
-    LC_INPUT_ERROR(recipe.path, ": network.groups: a simulated network does not apply to elastic replicas (their "
-                                "outer syncs cross real processes over gloo)");
-  if (opts.run_dir.empty()) LC_INPUT_ERROR("elastic training needs a run directory (its state moves through checkpoints)");
-  if (e.replica < 0 || e.replica >= e.replicas)
-    LC_INPUT_ERROR("--replica ", e.replica, ": expected a replica in [0, ", e.replicas - 1, "] (--replicas ", e.replicas, ")");
-  ElasticOptions o;
-  o.replica = e.replica;
-  o.replicas = e.replicas;
-  try {
-    o.store = StoreSpec::parse(e.store);
-  } catch (const Error& err) {
-    LC_INPUT_ERROR("--elastic-store: ", err.what());
-  }
-  o.join_timeout_s = recipe.elastic.join_timeout_s;
-  o.sync_timeout_s = recipe.elastic.sync_timeout_s;
-  o.join_wait_s = recipe.elastic.join_wait_s;
-  o.max_attempts = static_cast<int>(recipe.elastic.max_attempts);
-  o.address = recipe.elastic.address;
-  o.examples_per_step = static_cast<std::int64_t>(recipe.train.micro_batch) * recipe.train.grad_accum *
-                        recipe.distributed.world_size;
-  return std::make_unique<ElasticGroup>(o, opts.log);
-}
-
 }  // namespace
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& options) {
@@ -648,20 +555,12 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
   const std::string& root = spec.checkpoint_root;
   // An elastic replica joining a run in progress resumes from the state a member sent it.
   std::unique_ptr<ElasticGroup> elastic;
-  TrainOptions joined;
-  const TrainOptions* chosen = &options;
+  std::optional<TrainOptions> joined;
   if (options.elastic.replicas > 0) {
     elastic = make_elastic_group(recipe, spec, options);
-    // A run in progress (a committed sync) is joined, whatever this replica's own checkpoints
-    // hold; before that, --resume applies (`trainer elastic --resume`: each from its own).
-    if (std::optional<std::string> dir = elastic->join(root)) {
-      joined = options;
-      joined.resume = *dir;
-      joined.resume_any_recipe = false;
-      chosen = &joined;
-    }
+    joined = join_run(*elastic, root, options);
   }
-  const TrainOptions& opts = *chosen;
+  const TrainOptions& opts = joined ? *joined : options;
   const std::optional<CheckpointInfo> resume = resolve_resume(spec, opts, root);
   // An unusable checkpoint directory is bad input: found before anything else is written (every
   // run with a directory checkpoints its last step).

@@ -1,0 +1,144 @@
+#include "framework/train/elastic_hook.h"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/check.h"
+#include "framework/recipe/components.h"
+#include "framework/sync/periodic.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/summary.h"
+
+namespace laconic {
+namespace {
+
+class ElasticHook final : public StepHook {
+ public:
+  ElasticHook(Loop& loop, ElasticGroup& group, Checkpointer& checkpointer)
+      : loop_(loop), group_(group), checkpointer_(checkpointer) {
+    // make_elastic_group checked the strategy's traits: a failure here is a bug.
+    auto* periodic = dynamic_cast<PeriodicAveraging*>(&loop.sync);
+    LC_CHECK(periodic != nullptr, "elastic training needs a periodic strategy");
+    periodic->set_replica_group(&group);
+  }
+
+  // The donor of a sync that admitted replicas writes the step's checkpoint (every rank of the
+  // replica) and sends it to them; rank 0 logs the syncs committed since to elastic.jsonl.
+  void end_step(std::int64_t step) override {
+    // Rank 0 decides for the replica (with overlapped syncs its communication thread sets the
+    // flag at any time): one int on the control plane when the replica has several ranks.
+    std::int32_t donate = loop_.lead() && group_.donation_pending() ? 1 : 0;
+    if (loop_.control.size() > 1) loop_.control.broadcast(&donate, sizeof donate, 0);
+    if (donate) {
+      const std::string dir = checkpointer_.write(step + 1);
+      if (loop_.lead()) group_.donate(dir);
+    }
+    if (!loop_.lead() || loop_.opts.run_dir.empty()) return;
+    for (const Membership& m : group_.history(logged_syncs_)) {
+      ++logged_syncs_;
+      nlohmann::ordered_json j;
+      j["round"] = m.round;
+      j["step"] = m.step + 1;
+      j["fragment"] = m.fragment;
+      j["quorum_size"] = m.members.size();
+      j["members"] = m.members;
+      j["joiners"] = m.joiners;
+      j["joined"] = m.joined;
+      j["left"] = m.left;
+      j["attempts"] = m.attempts;
+      j["seconds"] = m.seconds;
+      j["contributed_steps"] = m.contributed_steps;
+      j["wall_s"] = loop_.wall.seconds();
+      if (!log_) log_ = std::make_unique<JsonlWriter>(loop_.opts.run_dir + "/elastic.jsonl", loop_.first_step > 0);
+      log_->write_line(j.dump());
+    }
+  }
+
+  void after_loop(std::int64_t steps, bool stopped) override {
+    end_step(steps - 1);  // a sync the drain completed: its log line, its joiners' state
+    if (!stopped && loop_.lead()) group_.finished();
+  }
+
+  void finish(TrainSummary& s) override {
+    if (!loop_.lead()) return;
+    std::vector<float> anchors;  // the host copy of every fragment's theta_global
+    for (const StateTensor& t : loop_.sync.state())
+      if (t.name.rfind("periodic.global", 0) == 0) anchors.insert(anchors.end(), t.data.begin(), t.data.end());
+    s.theta_global_checksum = hex64(hash_bytes(anchors.data(), anchors.size() * sizeof(float)));
+    s.elastic_syncs = group_.syncs();
+  }
+
+ private:
+  Loop& loop_;
+  ElasticGroup& group_;
+  Checkpointer& checkpointer_;
+  std::size_t logged_syncs_ = 0;  // syncs written to elastic.jsonl
+  std::unique_ptr<JsonlWriter> log_;
+};
+
+}  // namespace
+
+// An elastic replica's group, after checking that the run can be one (before anything is written).
+std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts) {
+  const TrainOptions::Elastic& e = opts.elastic;
+  const std::string& s = recipe.sync.strategy.value;
+  const StrategyTraits& traits = strategy_traits(s);
+  if (!traits.periodic || !recipe.sync.phases.phases.empty())
+    LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", s, "\"", recipe.sync.phases.phases.empty() ? "" : " with sync.phases",
+                   ": elastic training needs one periodic strategy (", periodic_strategy_names(), "): "
+                   "only its outer syncs cross replicas");
+  const std::int64_t warmup = traits.periodic(recipe).warmup_steps;
+  if (warmup > 0)
+    LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
+                   "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");
+  if (spec.backend != BackendKind::threads)
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend: an elastic replica is one process (the threads backend); "
+                                "run one replica per process under `trainer elastic`");
+  if (spec.device != Device::cpu)
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\": elastic replicas run on the CPU for now");
+  if (spec.simulate)
+    LC_INPUT_ERROR(recipe.path, ": network.groups: a simulated network does not apply to elastic replicas (their "
+                                "outer syncs cross real processes over gloo)");
+  if (opts.run_dir.empty()) LC_INPUT_ERROR("elastic training needs a run directory (its state moves through checkpoints)");
+  if (e.replica < 0 || e.replica >= e.replicas)
+    LC_INPUT_ERROR("--replica ", e.replica, ": expected a replica in [0, ", e.replicas - 1, "] (--replicas ", e.replicas, ")");
+  ElasticOptions o;
+  o.replica = e.replica;
+  o.replicas = e.replicas;
+  try {
+    o.store = StoreSpec::parse(e.store);
+  } catch (const Error& err) {
+    LC_INPUT_ERROR("--elastic-store: ", err.what());
+  }
+  o.join_timeout_s = recipe.elastic.join_timeout_s;
+  o.sync_timeout_s = recipe.elastic.sync_timeout_s;
+  o.join_wait_s = recipe.elastic.join_wait_s;
+  o.max_attempts = static_cast<int>(recipe.elastic.max_attempts);
+  o.address = recipe.elastic.address;
+  o.examples_per_step = static_cast<std::int64_t>(recipe.train.micro_batch) * recipe.train.grad_accum *
+                        recipe.distributed.world_size;
+  return std::make_unique<ElasticGroup>(o, opts.log);
+}
+
+std::optional<TrainOptions> join_run(ElasticGroup& group, const std::string& checkpoint_root,
+                                     const TrainOptions& opts) {
+  const std::optional<std::string> dir = group.join(checkpoint_root);
+  if (!dir) return std::nullopt;
+  TrainOptions joined = opts;
+  joined.resume = *dir;
+  joined.resume_any_recipe = false;
+  return joined;
+}
+
+DataShard data_shard(const Communicator& comm, const ElasticGroup* group) {
+  if (!group) return {comm.rank(), comm.size()};
+  return {group->options().replica * comm.size() + comm.rank(), comm.size() * group->options().replicas};
+}
+
+std::unique_ptr<StepHook> make_elastic_hook(Loop& loop, ElasticGroup* group, Checkpointer& checkpointer) {
+  return group ? std::make_unique<ElasticHook>(loop, *group, checkpointer) : nullptr;
+}
+
+}  // namespace laconic
