@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/input.h"
 #include "core/json.h"
+#include "framework/train/run_dir.h"
 
 namespace laconic {
 namespace {
@@ -70,6 +71,8 @@ nlohmann::json parse_object(const std::string& text, const std::string& where) {
 std::string to_json_line(const MetricsRecord& r) { return to_object(r).dump(); }
 
 std::string to_json(const RunSummary& s) { return to_object(s).dump(2) + "\n"; }
+
+void write_summary(const std::string& run_dir, const RunSummary& s) { write_file_atomic(run_dir + "/summary.json", to_json(s)); }
 
 MetricsRecord parse_metrics_record(const std::string& line, const std::string& where) {
   const nlohmann::json j = parse_object(line, where);

@@ -140,6 +140,8 @@ double peak_inter_rate(const std::vector<MetricsRecord>& records);
 std::string to_json_line(const MetricsRecord& r);
 // summary.json's text (indented, with a final newline).
 std::string to_json(const RunSummary& s);
+// RUN_DIR/summary.json, written atomically (run_dir.h).
+void write_summary(const std::string& run_dir, const RunSummary& s);
 
 // Parsing: `where` names the source in errors ("runs/x/metrics.jsonl:3"). InputError for invalid
 // JSON, a record without "step", or a field of the wrong type; absent fields keep their defaults

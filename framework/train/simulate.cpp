@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iomanip>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <sstream>
 
 #include "core/check.h"
@@ -12,6 +15,8 @@
 #include "core/units.h"
 #include "framework/train/metrics.h"
 #include "framework/train/run_dir.h"
+#include "framework/train/run_spec.h"
+#include "framework/train/summary.h"
 #include "sim/timeline.h"
 
 namespace laconic {
@@ -198,6 +203,47 @@ void apply_simulation(const std::string& run_dir, const Simulation& sim) {
     text += to_json_line(m) + "\n";
   }
   write_file_atomic(path, text);
+}
+
+void replay_after_run(const RunSpec& spec, const std::string& run_dir, std::ostream* log, TrainSummary& summary) {
+  if (!spec.trace_dir.empty()) {
+    try {
+      write_measured_timeline(run_dir);
+    } catch (const std::exception& e) {
+      std::cerr << "laconic: warning: no timeline.json: " << e.what() << std::endl;
+    }
+  }
+  // Once every rank is done (the replay forks a simulator process): the run's simulated figures
+  // are the replay's; the live clock was the quick estimate.
+  if (spec.simulate && !spec.trace_dir.empty()) {
+    const double estimate = summary.sim_time_s;
+    try {
+      const Simulation sim = simulate_run(run_dir, SimulateOptions{});
+      apply_simulation(run_dir, sim);
+      summary.sim_time_s = sim.time_s;
+      summary.peak_inter_bytes_per_s = sim.peak_inter_bytes_per_s;
+      write_summary(run_dir, summary);
+      if (log) {
+        *log << "laconic: replayed on " << sim.replay.engine << ": " << std::defaultfloat << std::setprecision(4)
+             << sim.time_s << " s simulated (";
+        if (std::isnan(estimate))
+          *log << "no live estimate: reductions overlapped backward";
+        else
+          *log << "the live estimate said " << estimate << " s, " << std::showpos << std::fixed << std::setprecision(1)
+               << 100 * (estimate - sim.time_s) / sim.time_s << std::noshowpos << "%";
+        *log << "); timeline in " << sim.out_dir << "/timeline.json" << std::endl;
+      }
+    } catch (const std::exception& e) {
+      // The training itself succeeded: keep its files, with the live estimate, and say why.
+      std::cerr << "laconic: warning: the replay of the trace failed, simulated figures are the live estimate: "
+                << e.what() << std::endl;
+    }
+  }
+  if (spec.simulate && !run_dir.empty() && std::isnan(summary.peak_inter_bytes_per_s)) {
+    // Not replayed: the live counters' estimate (async bytes fall in the interval they were sent in).
+    summary.peak_inter_bytes_per_s = peak_inter_rate(read_metrics(run_dir + "/metrics.jsonl"));
+    write_summary(run_dir, summary);
+  }
 }
 
 }  // namespace laconic

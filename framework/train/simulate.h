@@ -1,9 +1,11 @@
 // What a recorded run would take on a described network: its event trace (trace/) replayed on
 // SimGrid (sim/replay.h), without retraining. `trainer simulate RUN_DIR` and the end of every run
-// with a [network] call simulate_run(); it writes DIR/summary.json and DIR/timeline.json.
+// with a [network] (replay_after_run) call simulate_run(); it writes DIR/summary.json and
+// DIR/timeline.json.
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +16,9 @@
 #include "sim/replay.h"
 
 namespace laconic {
+
+struct RunSpec;
+struct TrainSummary;
 
 // The recipe's [network] as a topology (groups, links, stragglers) for `recipe.distributed.world_size` ranks.
 Topology make_topology(const Recipe& recipe);
@@ -65,5 +70,13 @@ void write_measured_timeline(const std::string& run_dir);
 // (records from `sim.first_step` on), so the file and summary.json hold the engine's figures; the
 // live clock's sim_time_s stays beside them as sim_estimate_s.
 void apply_simulation(const std::string& run_dir, const Simulation& sim);
+
+// After a run, in rank 0's process once every rank is done and summary.json is written: a traced
+// run's RUN_DIR/timeline.json; with [network], the replay of its trace (which forks a simulator
+// process), whose figures replace the live clock's quick estimate in `summary` (sim_time_s,
+// peak_inter_bytes_per_s), metrics.jsonl and summary.json, with a line to `log` (null: silent);
+// not replayed, the peak inter-tier rate is the live counters'. A failed timeline or replay is a
+// warning on stderr: the training itself succeeded.
+void replay_after_run(const RunSpec& spec, const std::string& run_dir, std::ostream* log, TrainSummary& summary);
 
 }  // namespace laconic

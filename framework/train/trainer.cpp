@@ -1,12 +1,8 @@
 #include "framework/train/trainer.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <iomanip>
-#include <iostream>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -25,9 +21,11 @@
 #include "framework/recipe/factory.h"
 #include "optimizers/clip.h"
 #include "framework/sync/sync_strategy.h"
+#include "framework/train/banner.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/elastic_hook.h"
 #include "framework/train/export.h"
+#include "framework/train/resume.h"
 #include "framework/train/stop.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/simulate.h"
@@ -466,89 +464,6 @@ std::string resolved_comment(const TrainPlan& p, const TrainData& d) {
 
 }  // namespace
 
-namespace {
-
-// What differs between a checkpoint's recipe and this run's (both recipe_identity text): the keys,
-// each with both values, at most `most` of them ("" when the texts agree key by key).
-std::vector<std::string> recipe_differences(const std::string& theirs, const std::string& ours) {
-  const std::optional<FlatToml> a = flatten_toml(theirs), b = flatten_toml(ours);
-  if (!a || !b) return {"(the checkpoint's recipe is not TOML)"};
-  std::map<std::string, std::pair<std::string, std::string>> keys;  // key -> (checkpoint's, this run's)
-  for (const auto& [k, v] : *a) keys[k].first = v;
-  for (const auto& [k, v] : *b) keys[k].second = v;
-  std::vector<std::string> out;
-  for (const auto& [k, v] : keys)
-    if (v.first != v.second)
-      out.push_back(printable(k) + " = " + (v.first.empty() ? "(absent)" : printable(v.first)) + " in the checkpoint, " +
-                    (v.second.empty() ? "(absent)" : printable(v.second)) + " here");
-  return out;
-}
-
-// The checkpoint `opts.resume` names, checked against this run (nullopt: start fresh). Everything
-// that would refuse it is found here, before anything is written: another world size, another
-// recipe (naming the keys), a damaged checkpoint (every shard verified), a run already finished.
-std::optional<CheckpointInfo> resolve_resume(const RunSpec& spec, const TrainOptions& opts, const std::string& root) {
-  if (opts.resume.empty()) return std::nullopt;
-  const Recipe& recipe = spec.recipe;
-  std::optional<CheckpointInfo> info;
-  if (opts.resume == "auto") {
-    info = find_latest_checkpoint(root, [&](const std::string& why) {
-      if (opts.log) *opts.log << "laconic: --resume auto: skipped " << why << std::endl;
-    });
-    if (!info) {
-      if (opts.log) *opts.log << "laconic: --resume auto: no complete checkpoint under " << root << ", starting fresh" << std::endl;
-      return std::nullopt;
-    }
-  } else {
-    info = read_checkpoint_info(opts.resume);
-    verify_checkpoint(*info);
-  }
-  if (info->world_size != recipe.distributed.world_size)
-    LC_INPUT_ERROR(info->dir, ": checkpoint of ", info->world_size, " ranks; this run has distributed.world_size = ",
-                   recipe.distributed.world_size, " (every rank's state is its own: resume with the same world size)");
-  if (info->recipe_hash != spec.hash && !opts.resume_any_recipe) {
-    // Continuing a run for more (or fewer) steps is a resume too: the state is the same, the
-    // schedule is laid over the new length from here on.
-    std::vector<std::string> diff = info->recipe.empty() ? std::vector<std::string>{}
-                                                         : recipe_differences(info->recipe, spec.identity);
-    const auto length_only = [](const std::string& d) { return d.rfind("train.steps ", 0) == 0 || d.rfind("train.epochs ", 0) == 0; };
-    const bool extends = !diff.empty() && std::all_of(diff.begin(), diff.end(), length_only);
-    if (!extends) {
-      std::string keys;
-      for (std::size_t i = 0; i < diff.size() && i < 4; ++i) keys += (i ? "; " : ": ") + diff[i];
-      if (diff.size() > 4) keys += detail::concat("; and ", diff.size() - 4, " more");
-      LC_INPUT_ERROR(info->dir, ": checkpoint of a different recipe",
-                     diff.empty() ? detail::concat(" (hash ", info->recipe_hash, ", this one ", spec.hash, ")") : keys,
-                     " (pass --resume-any-recipe to continue anyway)");
-    }
-    if (opts.log) *opts.log << "laconic: continuing " << info->dir << " with " << diff.front() << std::endl;
-  }
-  if (info->step == spec.plan.steps)
-    throw RunFinished(detail::concat(opts.run_dir.empty() ? info->dir : opts.run_dir, " finished its ", info->step,
-                                     " steps already (", info->dir, "); nothing to do, nothing written (raise "
-                                     "train.steps to continue it)"));
-  if (info->step > spec.plan.steps)
-    LC_INPUT_ERROR(info->dir, ": checkpoint of step ", info->step, ", past this run's ", spec.plan.steps,
-                   " steps (train.steps)");
-  return info;
-}
-
-// `--resume auto` is resolved by every process on its own view of the checkpoint directory; under
-// MPI those views can differ (a node-local disk, a commit racing the listing). Rank 0's choice
-// wins: it broadcasts the step (-1: start fresh) and every rank reads that checkpoint, which then
-// fails loudly on a rank that cannot see it instead of silently resuming elsewhere.
-std::optional<CheckpointInfo> agree_on_resume(Communicator& comm, const TrainOptions& opts,
-                                              const std::optional<CheckpointInfo>& mine, const std::string& root) {
-  if (opts.resume != "auto" || comm.size() == 1) return mine;
-  std::int64_t step = mine ? mine->step : -1;
-  comm.broadcast(&step, sizeof step, 0);
-  if (step < 0) return std::nullopt;
-  if (mine && mine->step == step) return mine;
-  return read_checkpoint_info(checkpoint_dir(root, step));
-}
-
-}  // namespace
-
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& options) {
   const RunSpec spec = resolve(recipe, data, options.run_dir);  // every cross-field error, before anything is written
   const TrainPlan& plan = spec.plan;
@@ -580,37 +495,7 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
         make_directories(opts.run_dir);
         write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe) + resolved_comment(plan, data));
       }
-      if (lead && opts.log) {
-        *opts.log << "laconic: " << plan.model << ", " << comm.size() << " ranks (" << comm.backend()
-                  << " backend, " << name_of(recipe.distributed.algorithm) << " all-reduce), global batch "
-                  << plan.global_batch << ", " << plan.steps << " steps (" << std::fixed << std::setprecision(2)
-                  << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
-                  << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
-        *opts.log << "laconic: data " << data.describe << std::endl;
-        *opts.log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat << std::setprecision(6)
-                  << plan.lr;
-        if (recipe.schedule.scaling_rule == ScalingRule::none)
-          *opts.log << " (no scaling)";
-        else
-          *opts.log << " (" << name_of(recipe.schedule.scaling_rule) << " scaling from batch "
-                    << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch) << " at lr "
-                    << recipe.optimizer.lr << ")";
-        *opts.log << ", warmup " << plan.warmup_steps << " steps, " << name_of(recipe.schedule.decay) << " decay"
-                  << std::endl;
-        if (!std::isnan(data.baseline_loss))
-          *opts.log << "laconic: unigram baseline (context-free) "
-                    << (recipe.model.name == "gpt" ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)
-                    << data.baseline_loss << " nats" << std::endl;
-        if (recipe.network.groups > 0)
-          *opts.log << "laconic: simulating " << recipe.network.groups << " groups, "
-                    << format_bandwidth(recipe.network.intra_bandwidth.bytes_per_s) << " / "
-                    << format_duration(recipe.network.intra_latency.seconds) << " inside, "
-                    << format_bandwidth(recipe.network.inter_bandwidth.bytes_per_s) << " / "
-                    << format_duration(recipe.network.inter_latency.seconds) << " between; compute "
-                    << name_of(recipe.network.compute) << std::endl;
-        for (const std::string& note : spec.notes) *opts.log << "laconic: " << note << std::endl;
-        if (!opts.run_dir.empty()) *opts.log << "laconic: writing " << opts.run_dir << "/" << std::endl;
-      }
+      if (lead && opts.log) start_banner(*opts.log, spec, data, comm, gemm_threads, opts.run_dir);
       const std::optional<CheckpointInfo> agreed = agree_on_resume(control, opts, resume, root);
       Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr, elastic.get());
       TrainSummary s = worker.run();
@@ -625,72 +510,11 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
     throw;
   }
   if (!led) return summary;
-  const auto write_summary = [&] {
-    if (!opts.run_dir.empty()) write_file_atomic(opts.run_dir + "/summary.json", to_json(static_cast<const RunSummary&>(summary)));
-  };
-  write_summary();
-  if (!spec.trace_dir.empty()) {
-    try {
-      write_measured_timeline(opts.run_dir);
-    } catch (const std::exception& e) {
-      std::cerr << "laconic: warning: no timeline.json: " << e.what() << std::endl;
-    }
-  }
-  // Once every rank is done (the replay forks a simulator process): the run's simulated figures
-  // are the replay's; the live clock was the quick estimate.
-  if (spec.simulate && !spec.trace_dir.empty()) {
-    const double estimate = summary.sim_time_s;
-    try {
-      const Simulation sim = simulate_run(opts.run_dir, SimulateOptions{});
-      apply_simulation(opts.run_dir, sim);
-      summary.sim_time_s = sim.time_s;
-      summary.peak_inter_bytes_per_s = sim.peak_inter_bytes_per_s;
-      write_summary();
-      if (opts.log) {
-        *opts.log << "laconic: replayed on " << sim.replay.engine << ": " << std::defaultfloat << std::setprecision(4)
-                  << sim.time_s << " s simulated (";
-        if (std::isnan(estimate))
-          *opts.log << "no live estimate: reductions overlapped backward";
-        else
-          *opts.log << "the live estimate said " << estimate << " s, " << std::showpos << std::fixed << std::setprecision(1)
-                    << 100 * (estimate - sim.time_s) / sim.time_s << std::noshowpos << "%";
-        *opts.log << "); timeline in " << sim.out_dir << "/timeline.json" << std::endl;
-      }
-    } catch (const std::exception& e) {
-      // The training itself succeeded: keep its files, with the live estimate, and say why.
-      std::cerr << "laconic: warning: the replay of the trace failed, simulated figures are the live estimate: "
-                << e.what() << std::endl;
-    }
-  }
-  if (spec.simulate && !opts.run_dir.empty() && std::isnan(summary.peak_inter_bytes_per_s)) {
-    // Not replayed: the live counters' estimate (async bytes fall in the interval they were sent in).
-    summary.peak_inter_bytes_per_s = peak_inter_rate(read_metrics(opts.run_dir + "/metrics.jsonl"));
-    write_summary();
-  }
+  if (!opts.run_dir.empty()) write_summary(opts.run_dir, summary);
+  replay_after_run(spec, opts.run_dir, opts.log, summary);
   return summary;
 }
 
-std::string done_line(const TrainSummary& s) {
-  std::ostringstream os;
-  os << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps";
-  if (s.first_step > 0) os << " (resumed at " << s.first_step << ")";
-  if (s.skipped_steps > 0) os << " (" << s.skipped_steps << " skipped: non-finite gradients)";
-  os << " in " << s.wall_s << " s";
-  if (!std::isnan(s.sim_time_s)) os << " (simulated " << s.sim_time_s << " s)";
-  os << std::fixed << std::setprecision(3) << ", final loss " << s.final_loss;
-  if (!std::isnan(s.eval_loss)) {
-    os << ", eval loss " << s.eval_loss;
-    if (!std::isnan(s.baseline_loss)) {
-      const double below = s.baseline_loss - s.eval_loss;
-      os << " (" << std::setprecision(2) << std::abs(below) << " nats " << (below >= 0 ? "below" : "above")
-         << " the unigram baseline " << std::setprecision(3) << s.baseline_loss << ")";
-    }
-  }
-  if (!std::isnan(s.eval_accuracy)) os << ", eval accuracy " << std::setprecision(1) << 100.0 * s.eval_accuracy << "%";
-  os << ", sent " << format_bytes(static_cast<double>(s.bytes_sent)) << " per rank";
-  if (!s.checkpoint.empty()) os << "; weights in " << s.checkpoint;
-  return os.str();
-}
 
 }  // namespace laconic
 

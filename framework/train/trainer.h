@@ -12,6 +12,7 @@
 
 #include "core/params.h"
 #include "framework/recipe/recipe.h"
+#include "framework/train/banner.h"  // done_line
 #include "framework/train/hooks.h"
 #include "framework/train/metrics.h"
 #include "framework/train/options.h"
@@ -24,10 +25,5 @@ TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptio
 // The same with the data the recipe's [data] names (load_data, the tokenizer cached beside the
 // runs in run.out_dir): a user's program trains from a recipe in one call.
 TrainSummary train(const Recipe& recipe, const TrainOptions& opts = {});
-
-// The run's closing line: "done: N steps [(resumed at S)] [(K skipped: ...)] in W s [(simulated
-// T s)], final loss L[, eval loss E [(D nats below the unigram baseline U)]][, eval accuracy A%],
-// sent B per rank[; weights in CHECKPOINT]", bytes in units (61.4 MB).
-std::string done_line(const TrainSummary& s);
 
 }  // namespace laconic

@@ -1,0 +1,25 @@
+// The lines a run writes to its log (rank 0) at its start and at its end.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "framework/train/run_spec.h"
+#include "framework/train/summary.h"
+
+namespace laconic {
+
+// The start: the model and the world ("laconic: MODEL, N ranks (BACKEND backend, ALGORITHM
+// all-reduce), global batch B, S steps (E epochs)[, GEMM threads per rank T]"), the data, the
+// optimizer and its schedule, the unigram baseline (language models), the simulated network
+// ([network]), resolve()'s notes and the run directory ("" = none). `comm`: the run's world.
+void start_banner(std::ostream& log, const RunSpec& spec, const TrainData& data, const Communicator& comm,
+                  int gemm_threads, const std::string& run_dir);
+
+// The run's closing line: "done: N steps [(resumed at S)] [(K skipped: ...)] in W s [(simulated
+// T s)], final loss L[, eval loss E [(D nats below the unigram baseline U)]][, eval accuracy A%],
+// sent B per rank[; weights in CHECKPOINT]", bytes in units (61.4 MB).
+std::string done_line(const TrainSummary& s);
+
+}  // namespace laconic
