@@ -24,22 +24,7 @@ trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; pkill -9
 recipe=$src/recipes/elastic_diloco.toml
 cd "$tmp"
 
-# start NAME ARGS...: `trainer elastic` in the background ($pid), its output in $tmp/NAME.out
-start() {
-  local name=$1; shift
-  "$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$recipe" --out "$tmp/$name" "$@" > "$tmp/$name.out" 2>&1 &
-  pid=$!
-  pids+=("$pid")
-}
-finished() { set +e; wait "$1"; rc=$?; set -e; }
-# at_step RUN REPLICA STEP: until the replica's metrics reach STEP (at most 240 s)
-at_step() {
-  for _ in $(seq 1 12000); do
-    grep -q "\"step\":$3[,}]" "$tmp/$1/replica-$2/metrics.jsonl" 2>/dev/null && return 0
-    sleep 0.02
-  done
-  echo "replica $2 of $1 never reached step $3"; cat "$tmp/$1.out"; exit 1
-}
+source "$src/tests/support/elastic_run.sh"  # start, finished, at_step
 check() {  # check RUN RC: the supervisor's report, every replica's parameters the same
   [ "$2" -eq 0 ] || { echo "$1: trainer elastic exited $2"; cat "$tmp/$1.out"; tail -5 "$tmp/$1"/replica-*/log.txt; exit 1; }
   /usr/bin/python3 - "$tmp/$1/elastic.json" <<'PY'

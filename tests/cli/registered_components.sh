@@ -58,20 +58,8 @@ join_timeout_s = 10
 sync_timeout_s = 20
 TOML
 
-start() {  # start NAME ARGS...: `registered_trainer elastic` in the background ($pid)
-  local name=$1; shift
-  "$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$tmp/small.toml" --out "$tmp/$name" "$@" > "$tmp/$name.out" 2>&1 &
-  pid=$!
-  pids+=("$pid")
-}
-finished() { set +e; wait "$1"; rc=$?; set -e; }
-at_step() {  # at_step RUN REPLICA STEP: until the replica's metrics reach STEP (at most 240 s)
-  for _ in $(seq 1 12000); do
-    grep -q "\"step\":$3[,}]" "$tmp/$1/replica-$2/metrics.jsonl" 2>/dev/null && return 0
-    sleep 0.02
-  done
-  echo "replica $2 of $1 never reached step $3"; cat "$tmp/$1.out"; exit 1
-}
+recipe=$tmp/small.toml
+source "$src/tests/support/elastic_run.sh"  # start, finished, at_step
 same_parameters() {  # same_parameters RUN RC: the run completed, and every replica that did holds the same bits
   [ "$2" -eq 0 ] || { echo "$1: elastic run exited $2"; cat "$tmp/$1.out"; tail -5 "$tmp/$1"/replica-*/log.txt; exit 1; }
   /usr/bin/python3 - "$tmp/$1/elastic.json" <<'PY'
