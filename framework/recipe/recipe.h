@@ -29,7 +29,7 @@
 
 namespace laconic {
 
-enum class BackendKind { auto_, threads, mpi };
+enum class BackendKind { auto_, threads, mpi, gloo };
 enum class ComputeKind { measured, modeled };
 
 enum class DeviceKind { cpu, cuda };
@@ -368,7 +368,7 @@ struct Recipe {
 
 // The recipe's own enums' spellings (core/enum_names.h), indexed by value.
 
-inline constexpr std::array kBackendNames{"auto", "threads", "mpi"};  // auto_ is spelled "auto" in recipes
+inline constexpr std::array kBackendNames{"auto", "threads", "mpi", "gloo"};  // auto_ is spelled "auto" in recipes
 inline constexpr std::array kDeviceNames{"cpu", "cuda"};
 inline constexpr std::array kIntraNames{"none", "allreduce"};
 inline constexpr std::array kNonfiniteNames{"abort", "skip"};

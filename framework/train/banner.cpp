@@ -15,20 +15,27 @@ void start_banner(std::ostream& log, const RunSpec& spec, const TrainData& data,
   const TrainPlan& plan = spec.plan;
   log << "laconic: " << plan.model << ", " << comm.size() << " ranks (" << comm.backend()
       << " backend, " << name_of(recipe.distributed.algorithm) << " all-reduce), global batch "
-      << plan.global_batch << ", " << plan.steps << " steps (" << std::fixed << std::setprecision(2)
-      << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)"
-      << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
+      << plan.global_batch << ", " << plan.steps << " steps";
+  if (plan.steps_per_epoch > 0)
+    log << " (" << std::fixed << std::setprecision(2)
+        << static_cast<double>(plan.steps) / static_cast<double>(plan.steps_per_epoch) << " epochs)";
+  log << (spec.device == Device::cpu ? ", GEMM threads per rank " + std::to_string(gemm_threads) : "") << std::endl;
   log << "laconic: data " << data.describe << std::endl;
-  log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat << std::setprecision(6)
-      << plan.lr;
-  if (recipe.schedule.scaling_rule == ScalingRule::none)
-    log << " (no scaling)";
-  else
-    log << " (" << name_of(recipe.schedule.scaling_rule) << " scaling from batch "
-        << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch) << " at lr "
-        << recipe.optimizer.lr << ")";
-  log << ", warmup " << plan.warmup_steps << " steps, " << name_of(recipe.schedule.decay) << " decay"
-      << std::endl;
+  if (plan.external) {
+    log << "laconic: the optimizer and its schedule are the caller's; Laconic syncs with " << recipe.sync.strategy.value
+        << std::endl;
+  } else {
+    log << "laconic: " << recipe.optimizer.name << ", peak lr " << std::defaultfloat << std::setprecision(6)
+        << plan.lr;
+    if (recipe.schedule.scaling_rule == ScalingRule::none)
+      log << " (no scaling)";
+    else
+      log << " (" << name_of(recipe.schedule.scaling_rule) << " scaling from batch "
+          << (recipe.schedule.base_batch > 0 ? recipe.schedule.base_batch : plan.global_batch) << " at lr "
+          << recipe.optimizer.lr << ")";
+    log << ", warmup " << plan.warmup_steps << " steps, " << name_of(recipe.schedule.decay) << " decay"
+        << std::endl;
+  }
   if (!std::isnan(data.baseline_loss))
     log << "laconic: unigram baseline (context-free) "
         << (recipe.model.name == "gpt" ? "next-token" : "MLM") << " loss " << std::fixed << std::setprecision(3)

@@ -343,8 +343,9 @@ class Reporter final : public StepHook {
 
   void log(const MetricsRecord& r) {
     std::ostringstream line;
-    line << "step " << std::setw(static_cast<int>(std::to_string(plan_.steps).size())) << r.step << "/" << plan_.steps
-         << " | epoch " << std::fixed << std::setprecision(2) << r.epoch << " | loss " << std::setprecision(4) << r.loss
+    line << "step " << std::setw(static_cast<int>(std::to_string(plan_.steps).size())) << r.step << "/" << plan_.steps;
+    if (!std::isnan(r.epoch)) line << " | epoch " << std::fixed << std::setprecision(2) << r.epoch;
+    line << " | loss " << std::fixed << std::setprecision(4) << r.loss
          << " | lr " << std::setprecision(5) << r.lr << " | " << std::setprecision(0) << r.examples_per_s
          << " ex/s | sent " << format_bytes(static_cast<double>(r.bytes_sent)) << " | comm " << std::setprecision(0)
          << 100.0 * r.exposed_comm_s / std::max(1e-9, r.wall_s) << "%";
@@ -396,6 +397,7 @@ class Reporter final : public StepHook {
     progress_shown_ = false;
   }
   double epoch(std::int64_t step) const {
+    if (plan_.external) return kAbsent;  // the caller's data: Laconic does not know its epochs
     return static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, plan_.steps_per_epoch));
   }
 
@@ -442,14 +444,15 @@ Evaluator::Evaluator(Loop& loop) : loop_(loop) {
 
 bool Evaluator::due(std::int64_t done) const {
   const std::int64_t every = loop_.spec.recipe.train.eval_every;
-  return loop_.data.eval && (done == loop_.spec.plan.steps || (every > 0 && done % every == 0));
+  return (loop_.data.eval || loop_.opts.evaluate) && (done == loop_.spec.plan.steps || (every > 0 && done % every == 0));
 }
 
 void Evaluator::after_step(StepState& s) {
   if (!loop_.lead() || !due(s.step + 1)) return;
   Stopwatch t;
   const Recipe& r = loop_.spec.recipe;
-  last_ = evaluate(loop_.model, *loop_.data.eval, order_, r.train.micro_batch, r.run.seed, batch_);
+  last_ = loop_.opts.evaluate ? loop_.opts.evaluate()
+                              : evaluate(loop_.model, *loop_.data.eval, order_, r.train.micro_batch, r.run.seed, batch_);
   last_s_ = t.seconds();
 }
 
@@ -484,9 +487,11 @@ std::string Checkpointer::write(std::int64_t step) {
   stage(ts, /*download=*/true);
   for (const StateTensor& t : ts) w.add(t.name, std::span<const float>(t.data));
   for (const auto& h : all_) h->save(w);
-  w.write(shard_path(staging_dir(root, step), comm.rank()), [&](std::uint64_t written) {
+  const std::string staging = staging_dir(root, step);
+  w.write(shard_path(staging, comm.rank()), [&](std::uint64_t written) {
     for (const auto& h : all_) h->on_shard_chunk(step, written);
   });
+  for (const auto& h : all_) h->save_files(staging);
   comm.barrier();  // every shard is on disk before the commit
   if (loop_.lead()) {
     const CheckpointInfo info = commit_checkpoint(root, step, comm.size(), loop_.spec.identity, loop_.spec.recipe.checkpoint.keep_latest);
@@ -496,9 +501,11 @@ std::string Checkpointer::write(std::int64_t step) {
 }
 
 void Checkpointer::save(ShardWriter& w) {
-  const auto c = loop_.sampler.cursor();
-  sampler_[0] = c.epoch;
-  sampler_[1] = c.position;
+  if (loop_.sampler) {
+    const auto c = loop_.sampler->cursor();
+    sampler_[0] = c.epoch;
+    sampler_[1] = c.position;
+  }
   w.add("sampler", std::span<const std::int64_t>(sampler_));
   // The run's totals, so that a resumed run goes on counting where this one stands.
   const RunCounters t = loop_.counters();
@@ -515,7 +522,7 @@ void Checkpointer::save(ShardWriter& w) {
 
 void Checkpointer::load(const ShardReader& r) {
   r.read("sampler", std::span<std::int64_t>(sampler_));
-  loop_.sampler.seek({sampler_[0], sampler_[1]});
+  if (loop_.sampler) loop_.sampler->seek({sampler_[0], sampler_[1]});
   r.read("counters", std::span<std::int64_t>(counters_));
   std::uint64_t v[9];
   for (int i = 0; i < 9; ++i) v[i] = static_cast<std::uint64_t>(counters_[i]);

@@ -29,18 +29,13 @@
 #include "framework/elastic/elastic.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/hook_factory.h"
+#include "framework/train/options.h"
 #include "framework/train/run_spec.h"
 #include "optimizers/optimizer.h"
 
 namespace laconic {
 
-struct TrainOptions;
 struct TrainSummary;
-
-struct EvalResult {
-  double loss = std::numeric_limits<double>::quiet_NaN();
-  double accuracy = std::numeric_limits<double>::quiet_NaN();
-};
 
 // The cumulative figures a run reports: this rank's traffic and its reducers' statistics.
 struct RunCounters {
@@ -59,7 +54,7 @@ struct Loop {
   Model& model;
   Optimizer& optimizer;
   SyncStrategy& sync;
-  ShardedSampler& sampler;
+  ShardedSampler* sampler;  // the data's order (null: the driver reads its own data, laconic.torch)
   std::function<RunCounters()> counters;  // the run's totals so far (resumed runs included)
   const ElasticGroup* elastic;            // elastic training's replica group (null: not elastic)
   std::int64_t first_step = 0;            // > 0 after a resume
@@ -106,6 +101,9 @@ class StepHook {
   // This hook's state in the rank's checkpoint shard (entries named after the hook); save's spans
   // must stay valid until the shard is written.
   virtual void save(ShardWriter&) {}
+  // Files of its own beside this rank's shard in the checkpoint's staging directory `dir`
+  // (committed with the shards: laconic.torch's optimizer state in torch's format).
+  virtual void save_files(const std::string& /*dir*/) {}
   virtual void load(const ShardReader&) {}
   virtual void finish(TrainSummary&) {}
 };

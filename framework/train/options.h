@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@
 #include "framework/train/hook_factory.h"
 
 namespace laconic {
+
+struct EvalResult {
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  // NaN: not measured
+};
 
 struct TrainOptions {
   std::string run_dir;          // where to write the run's files; "" = write nothing
@@ -31,6 +37,9 @@ struct TrainOptions {
   // Extra step hooks, made on every rank and run before the built-in ones (fault injection:
   // framework/train/faults.h; tests observing or breaking the loop).
   std::vector<HookFactory> hooks;
+  // The run's evaluation when the caller computes it (laconic.torch's eval_fn), on rank 0 at
+  // train.eval_every and after the last step; unset: the data's eval split, if any.
+  std::function<EvalResult()> evaluate;
   // SIGTERM, SIGINT and SIGUSR1 stop the run cleanly after the current step, with a checkpoint
   // (framework/train/stop.h; the signal handlers are installed for the run's duration). The
   // trainer's command line sets it; a library caller decides.

@@ -10,14 +10,29 @@
 
 namespace laconic {
 
+namespace {
+
+// What both plans check: the learning rate after its scaling rule, and a strategy's needs that
+// the model's tensors decide.
+void plan_common(const Recipe& r, const ParamStore& store, TrainPlan& p) {
+  const ScaledLr lr = resolve_lr(r, p.global_batch);
+  p.lr = lr.lr;
+  p.warmup_steps = lr.warmup_steps;
+  p.parameters = static_cast<std::int64_t>(store.size());
+  const bool streaming = uses_strategy(r.sync, "streaming_diloco");
+  const std::size_t tensors = store.views().size();
+  if (streaming && static_cast<std::size_t>(r.sync.streaming_diloco.fragments) > tensors)
+    LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.fragments: expected at most ", tensors,
+                   " (the model's tensors: a fragment is a run of whole tensors), got ", r.sync.streaming_diloco.fragments);
+}
+
+}  // namespace
+
 TrainPlan make_plan(const Recipe& r, const TrainData& data) {
   LC_CHECK(data.train, "no training data");
   TrainPlan p;
   p.global_batch = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum * r.distributed.world_size;
   p.steps_per_epoch = data.train->size() / p.global_batch;
-  const ScaledLr lr = resolve_lr(r, p.global_batch);
-  p.lr = lr.lr;
-  p.warmup_steps = lr.warmup_steps;
   if (p.steps_per_epoch == 0)
     LC_INPUT_ERROR(r.path, ": the global batch (micro_batch ", r.train.micro_batch, " x grad_accum ",
                    r.train.grad_accum, " x world_size ", r.distributed.world_size, " = ", p.global_batch,
@@ -26,21 +41,29 @@ TrainPlan make_plan(const Recipe& r, const TrainData& data) {
                               : static_cast<std::int64_t>(std::ceil(r.train.epochs * static_cast<double>(p.steps_per_epoch)));
   p.steps = std::max<std::int64_t>(1, p.steps);
   const auto model = make_model(r, data);
-  p.parameters = static_cast<std::int64_t>(model->params().size());
   p.model = model->describe();
   // Checked here, before any file of the run is written.
   if (!r.model.init_from.empty()) {
     p.init_weights = std::make_shared<const SafeTensorsFile>(read_model_safetensors(r.model.init_from.path, *model));
     load_model_weights(*p.init_weights, r.model.init_from.path, *model, "model.init_from");
   }
-  const bool streaming = uses_strategy(r.sync, "streaming_diloco");
-  const std::size_t tensors = model->params().views().size();
-  if (streaming && static_cast<std::size_t>(r.sync.streaming_diloco.fragments) > tensors)
-    LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.fragments: expected at most ", tensors,
-                   " (the model's tensors: a fragment is a run of whole tensors), got ", r.sync.streaming_diloco.fragments);
-  // MPI is initialised MPI_THREAD_SERIALIZED: an outer all-reduce still running on the
-  // communication thread while the next steps run would meet the step loop's own MPI calls
-  // (the loss, the group all-reduce). Within a step (bucket overlap) that cannot happen.
+  plan_common(r, model->params(), p);
+  return p;
+}
+
+TrainPlan make_external_plan(const Recipe& r, Model& model) {
+  if (r.train.steps <= 0)
+    LC_INPUT_ERROR(r.path, ": train.steps: expected the number of optimizer steps (> 0): a model trained from "
+                   "Python reads its own data, so train.epochs cannot size the run; got train.steps = ", r.train.steps);
+  if (!r.model.init_from.empty())
+    LC_INPUT_ERROR(r.path, ": model.init_from: the torch model brings its own weights; load them in PyTorch and "
+                   "leave model.init_from unset");
+  TrainPlan p;
+  p.global_batch = static_cast<std::int64_t>(r.train.micro_batch) * r.train.grad_accum * r.distributed.world_size;
+  p.steps = r.train.steps;
+  p.model = model.describe();
+  p.external = true;
+  plan_common(r, model.params(), p);
   return p;
 }
 
@@ -77,6 +100,10 @@ std::string checkpoint_root(const Recipe& recipe, const std::string& run_dir) {
 
 BackendKind resolve_backend(const Recipe& recipe) {
   const BackendKind b = recipe.distributed.backend;
+  if (b == BackendKind::gloo)
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"gloo\" is for processes that laconic.torch trains (started "
+                                "with LACONIC_RANK, LACONIC_WORLD_SIZE, LACONIC_STORE); the trainer's ranks are threads "
+                                "or MPI processes: use \"auto\", \"threads\" or \"mpi\"");
 #ifdef LACONIC_HAVE_MPI
   const bool launched = launched_by_mpi_launcher();
   if (b == BackendKind::auto_) return launched ? BackendKind::mpi : BackendKind::threads;
@@ -110,11 +137,16 @@ Device resolve_device(const Recipe& recipe) {
 }
 
 RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& run_dir) {
+  const BackendKind backend = resolve_backend(recipe);  // "auto" settled once: mpi under an MPI launcher, else threads
+  return resolve(recipe, make_plan(recipe, data), backend, run_dir);
+}
+
+RunSpec resolve(const Recipe& recipe, TrainPlan plan, BackendKind backend, const std::string& run_dir) {
   RunSpec s;
   s.recipe = recipe;
   const Recipe& r = s.recipe;
-  s.plan = make_plan(r, data);
-  s.backend = resolve_backend(r);  // "auto" settled once: mpi under an MPI launcher, else threads
+  s.plan = std::move(plan);
+  s.backend = backend;
   if (uses_strategy(r.sync, "streaming_diloco") && r.sync.streaming_diloco.overlap_steps > 0 &&
       s.backend == BackendKind::mpi)
     LC_INPUT_ERROR(r.path, ": sync.streaming_diloco.overlap_steps: expected 0 with the mpi backend (an outer "

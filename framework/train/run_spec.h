@@ -26,11 +26,16 @@ struct TrainPlan {
   double lr = 0;                     // peak learning rate after the scaling rule
   std::int64_t warmup_steps = 0;     // after the scaling rule
   std::string model;                 // Model::describe()
+  bool external = false;             // the model, data and inner optimizer are the caller's (external.h)
   // model.init_from's weights, read once per process and checked against the model here; every
   // rank loads them after init (null: no init_from).
   std::shared_ptr<const SafeTensorsFile> init_weights;
 };
 TrainPlan make_plan(const Recipe& recipe, const TrainData& data);
+// The plan of a model trained outside Laconic (external.h): the recipe's train.steps (required:
+// there is no dataset to size epochs by), its global batch from train.micro_batch (the caller's
+// batch per process), the model's parameters.
+TrainPlan make_external_plan(const Recipe& recipe, Model& model);
 
 struct RunSpec {
   Recipe recipe;
@@ -67,6 +72,8 @@ Device resolve_device(const Recipe& recipe);
 
 // `run_dir`: where the run writes ("" = nothing), for the checkpoint directory.
 RunSpec resolve(const Recipe& recipe, const TrainData& data, const std::string& run_dir);
+// The same for a plan and a backend settled by the caller (an external model's run).
+RunSpec resolve(const Recipe& recipe, TrainPlan plan, BackendKind backend, const std::string& run_dir);
 
 // The resolved recipe (to_toml) without what does not change the numbers (the file it came from,
 // run name and directory, logging, evaluation and checkpoint intervals, the time limit, replica

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "collectives/gloo/gloo_communicator.h"
 #include "collectives/threads/threads_communicator.h"
 #include "core/check.h"
 #include "core/launcher.h"
@@ -28,6 +29,96 @@ ProcessRuntime::ProcessRuntime(const Recipe& recipe) : launched_(launched_by_mpi
 #endif
 }
 
+namespace {
+
+// An environment variable as a rank or a size: "" when unset; InputError when not a number.
+int env_int(const char* name, int fallback, int at_least) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < at_least || n > 1 << 20)
+    LC_INPUT_ERROR("environment: ", name, ": expected an integer >= ", at_least, ", got \"", v, "\"");
+  return static_cast<int>(n);
+}
+
+const char* first_set(const char* a, const char* b) {
+  const char* v = std::getenv(a);
+  return v && *v ? a : b;
+}
+
+}  // namespace
+
+ProcessWorld::ProcessWorld(const Recipe& recipe) {
+  const int want = recipe.distributed.world_size;
+  const char* size_var = first_set("LACONIC_WORLD_SIZE", "WORLD_SIZE");
+  const char* rank_var = first_set("LACONIC_RANK", "RANK");
+  const bool gloo_env = std::getenv(size_var) && *std::getenv(size_var);
+  BackendKind b = recipe.distributed.backend;
+  if (b == BackendKind::auto_)
+    b = launched_by_mpi_launcher() ? BackendKind::mpi : gloo_env ? BackendKind::gloo : BackendKind::threads;
+  backend_ = b;
+  const double timeout = recipe.distributed.timeout_s;
+  if (b == BackendKind::mpi) {
+#ifdef LACONIC_HAVE_MPI
+    if (!launched_by_mpi_launcher())
+      LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"mpi\" but this process was not started by an MPI "
+                                  "launcher (mpirun -np N python3 ...)");
+    runtime_ = std::make_shared<MpiRuntime>();
+    MpiOptions opts;
+    opts.timeout_s = timeout;
+    comm_ = std::make_unique<MpiCommunicator>(opts);
+    control_ = std::make_unique<MpiCommunicator>(opts);
+#else
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"mpi\" but this build has no MPI (apt-get install "
+                                "libopenmpi-dev and rebuild), or use gloo (LACONIC_WORLD_SIZE, LACONIC_STORE)");
+#endif
+  } else if (b == BackendKind::gloo) {
+    const int size = env_int(size_var, 0, 1);
+    if (size == 0)
+      LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"gloo\" but LACONIC_WORLD_SIZE (or WORLD_SIZE) is not "
+                                  "set: start each process with LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE");
+    const int rank = env_int(rank_var, -1, 0);
+    if (rank < 0 || rank >= size)
+      LC_INPUT_ERROR("environment: ", rank_var, ": expected a rank in [0, ", size, ") for ", size_var, " = ", size,
+                     rank < 0 ? ", got nothing" : "");
+    const char* store = std::getenv("LACONIC_STORE");
+    if (!store || !*store)
+      LC_INPUT_ERROR("environment: LACONIC_STORE: expected where the gloo processes meet, \"file:DIR\" (a folder "
+                     "they all see) or \"redis:HOST:PORT\", for a world of ", size);
+    StoreSpec spec;
+    try {
+      spec = StoreSpec::parse(store);
+    } catch (const std::exception& e) {
+      LC_INPUT_ERROR("environment: LACONIC_STORE: ", e.what());
+    }
+    std::shared_ptr<KeyStore> keys = KeyStore::open(spec);
+    runtime_ = keys;
+    GlooOptions opts;
+    opts.timeout_s = timeout;
+    if (const char* a = std::getenv("LACONIC_ADDRESS"); a && *a) opts.address = a;
+    comm_ = std::make_unique<GlooCommunicator>(*keys, "world.train", rank, size, opts);
+    control_ = std::make_unique<GlooCommunicator>(*keys, "world.control", rank, size, opts);
+  } else {
+    auto worlds = std::make_shared<std::pair<ThreadsWorld, ThreadsWorld>>(1, 1);
+    runtime_ = worlds;
+    comm_ = std::make_unique<ThreadsCommunicator>(worlds->first, 0);
+    control_ = std::make_unique<ThreadsCommunicator>(worlds->second, 0);
+  }
+  if (comm_->size() != want)
+    LC_INPUT_ERROR(recipe.path, ": distributed.world_size = ", want, " but ",
+                   b == BackendKind::mpi    ? detail::concat("the MPI launcher started ", comm_->size(), " ranks")
+                   : b == BackendKind::gloo ? detail::concat(size_var, " = ", comm_->size())
+                                            : std::string("this process is alone (no MPI launcher, no LACONIC_WORLD_SIZE)"),
+                   ": start ", want, " processes (mpirun -np ", want, ", or LACONIC_WORLD_SIZE=", want,
+                   " with LACONIC_RANK and LACONIC_STORE), or set distributed.world_size = ", comm_->size());
+}
+
+ProcessWorld::~ProcessWorld() {
+  control_.reset();
+  comm_.reset();  // before the runtime they run on
+}
+
 int gemm_threads_for(const RunSpec& spec) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -35,8 +126,13 @@ int gemm_threads_for(const RunSpec& spec) {
   int sharing = 1;
   if (spec.backend == BackendKind::threads) {
     sharing = spec.recipe.distributed.world_size;
-  } else if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
-    sharing = std::max(1, std::atoi(local));
+  } else {
+    // The launcher's processes on this node: MPI's, or torchrun's (gloo).
+    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LACONIC_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE"})
+      if (const char* local = std::getenv(var); local && *local) {
+        sharing = std::max(1, std::atoi(local));
+        break;
+      }
   }
   return std::max(1, cores / std::max(1, sharing));
 }

@@ -27,6 +27,32 @@ class ProcessRuntime {
   bool launched_ = false;
 };
 
+// The world of a process that is one rank of it, for a driver that holds its rank between calls
+// (laconic.torch) rather than handing run_world a function. The recipe's distributed.backend:
+//   mpi      under an MPI launcher (mpirun -np N python3 ...);
+//   gloo     processes started with LACONIC_RANK and LACONIC_WORLD_SIZE (or torchrun's RANK and
+//            WORLD_SIZE), meeting through LACONIC_STORE ("file:DIR" or "redis:HOST[:PORT]", with
+//            "#NAMESPACE" to share one store between runs), listening on LACONIC_ADDRESS
+//            (127.0.0.1 unless set);
+//   threads  one process alone (a world of one);
+//   auto     the first of these that the environment describes.
+// The world's size must equal distributed.world_size (InputError naming both otherwise).
+class ProcessWorld {
+ public:
+  explicit ProcessWorld(const Recipe& recipe);
+  ~ProcessWorld();
+  ProcessWorld(const ProcessWorld&) = delete;
+  ProcessWorld& operator=(const ProcessWorld&) = delete;
+  BackendKind backend() const { return backend_; }
+  Communicator& comm() { return *comm_; }        // the training's traffic
+  Communicator& control() { return *control_; }  // the control plane (run_world's)
+
+ private:
+  BackendKind backend_ = BackendKind::threads;
+  std::shared_ptr<void> runtime_;  // MPI's runtime, or the threads world, or the gloo store
+  std::unique_ptr<Communicator> comm_, control_;
+};
+
 // Threads for each rank's CPU GEMMs: the cores this process may run on (its affinity mask) divided
 // by the ranks sharing them (the threads backend's world_size in this process; under MPI, the
 // launcher's processes on this node), at least 1.

@@ -12,47 +12,11 @@
 #include <vector>
 
 #include "laconic/laconic.h"
+#include "python_lines.h"
 
 namespace py = pybind11;
 
 namespace {
-
-// The trainer's log as lines handed to a Python text stream's write() (sys.stdout, a file): the
-// trainer writes from its own threads with the GIL released, so each complete line takes the GIL
-// for its write. A stream that raises is reported once as unraisable and the log goes quiet
-// (the ostream turns bad), the training goes on.
-class PythonLines : public std::streambuf {
- public:
-  explicit PythonLines(py::object stream) : stream_(std::move(stream)) {}
-
- protected:
-  int_type overflow(int_type c) override {
-    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
-    line_ += traits_type::to_char_type(c);
-    if (c == '\n' && !emit()) return traits_type::eof();
-    return c;
-  }
-  int sync() override { return emit() ? 0 : -1; }
-
- private:
-  bool emit() {
-    if (line_.empty()) return true;
-    py::gil_scoped_acquire gil;
-    bool ok = true;
-    try {
-      stream_.attr("write")(line_);
-      stream_.attr("flush")();
-    } catch (py::error_already_set& e) {
-      e.discard_as_unraisable("laconic.train's log");
-      ok = false;
-    }
-    line_.clear();
-    return ok;
-  }
-
-  py::object stream_;
-  std::string line_;
-};
 
 struct Trained {
   std::string run_dir;
@@ -78,7 +42,7 @@ Trained train(const std::string& recipe_path, const std::string& out, const std:
   // SIGINT, SIGTERM, SIGUSR1 during the run: a checkpoint after the current step, then the
   // caller decides (laconic.train raises KeyboardInterrupt or exits 128 + the signal).
   opts.stop_on_signals = true;
-  PythonLines lines(log);
+  laconic::python::PythonLines lines(log);
   std::ostream log_stream(&lines);
   if (!log.is_none()) opts.log = &log_stream;
   Trained t{opts.run_dir, "", 0};
@@ -102,6 +66,10 @@ Trained train(const std::string& recipe_path, const std::string& out, const std:
 
 }  // namespace
 
+namespace laconic::python {
+void bind_session(py::module_& m);  // session.cpp
+}
+
 PYBIND11_MODULE(_laconic, m) {
   m.doc() = "Laconic's native module (use the package laconic)";
   // A user's mistake (recipe, key, file): one line naming it. laconic's excepthook prints it as
@@ -113,4 +81,5 @@ PYBIND11_MODULE(_laconic, m) {
       .def_readonly("stop_signal", &Trained::stop_signal);
   m.def("train", &train, py::arg("recipe"), py::arg("out"), py::arg("overrides"), py::arg("log"), py::arg("resume"),
         "Trains a recipe in this process (laconic.train is the documented entry point).");
+  laconic::python::bind_session(m);
 }

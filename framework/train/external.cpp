@@ -1,0 +1,169 @@
+#include "framework/train/external.h"
+
+#include <ostream>
+
+#include "core/check.h"
+#include "core/ops/dispatch.h"
+#include "framework/train/banner.h"
+#include "framework/train/metrics.h"
+#include "framework/train/resume.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/simulate.h"
+
+namespace laconic {
+namespace {
+
+// The inner optimizer is the caller's: Laconic's step loop never calls this one.
+class ExternalOptimizer final : public Optimizer {
+ public:
+  void step(ParamStore&, double) override { LC_CHECK(false, "the external model's optimizer runs in the caller"); }
+  std::string describe() const override { return "the caller's optimizer"; }
+  std::vector<StateTensor> state() override { return {}; }
+};
+
+// What of the recipe cannot apply to a model trained outside Laconic; checked before anything
+// is written.
+void check_recipe(const Recipe& r) {
+  if (r.distributed.device == DeviceKind::cuda)
+    LC_INPUT_ERROR(r.path, ": distributed.device = \"cuda\": laconic.torch reduces host (CPU) tensors in this "
+                           "version; keep the model on the CPU and device = \"cpu\"");
+  if (r.sync.intra == IntraKind::allreduce)
+    LC_INPUT_ERROR(r.path, ": sync.intra = \"allreduce\" (hierarchical replicas inside a process group) needs the "
+                           "trainer's threads backend; leave sync.intra unset with laconic.torch");
+}
+
+}  // namespace
+
+ExternalModel::ExternalModel(const std::vector<ExternalTensor>& tensors, double flops_per_example, std::string kind)
+    : kind_(std::move(kind)) {
+  if (tensors.empty()) LC_INPUT_ERROR("laconic.torch: the model has no parameter that needs a gradient");
+  for (const ExternalTensor& t : tensors) {
+    for (const std::int64_t d : t.shape)
+      if (d <= 0) LC_INPUT_ERROR("laconic.torch: parameter ", t.name, ": expected every dimension > 0, got ", d);
+    // Weights (2-D and more) decay; biases and norms' gains do not: what Laconic's optimizers read.
+    store_.add(t.name, t.shape, t.shape.size() >= 2 ? ParamGroup::decay : ParamGroup::no_decay);
+  }
+  store_.finalize();
+  flops_ = flops_per_example > 0 ? flops_per_example : 6.0 * static_cast<double>(store_.size());
+}
+
+ForwardResult ExternalModel::forward(const Batch&, const ForwardOptions&) {
+  throw Error("an external model's forward runs in the caller (PyTorch)");
+}
+
+void ExternalModel::backward() { throw Error("an external model's backward runs in the caller (PyTorch)"); }
+
+std::string ExternalModel::describe() const {
+  return detail::concat(kind_, ", ", param_count_text(store_.size()), " parameters in ", store_.views().size(),
+                        " tensors");
+}
+
+ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>& tensors, ExternalOptions opts)
+    : opts_(std::move(opts)),
+      model_(tensors, opts_.flops_per_example, opts_.kind),
+      optimizer_(std::make_unique<ExternalOptimizer>()),
+      world_((check_recipe(recipe), std::make_unique<ProcessWorld>(recipe))),
+      spec_(resolve(recipe, make_external_plan(recipe, model_), world_->backend(), opts_.train.run_dir)) {
+  const TrainOptions& o = opts_.train;
+  data_.describe = "the caller's (each process reads shard data_rank of data_world)";
+  resume_ = resolve_resume(spec_, o, spec_.checkpoint_root);
+  if (!o.run_dir.empty()) check_writable_directory(o.run_dir, "run directory");
+  if (!spec_.checkpoint_root.empty()) check_writable_directory(spec_.checkpoint_root, "checkpoint directory (checkpoint.dir)");
+  Communicator& comm = world_->comm();
+  rank_ = comm.rank();
+  world_size_ = comm.size();
+  const bool lead = comm.rank() == 0;
+  if (lead && !o.run_dir.empty()) {
+    make_directories(o.run_dir);
+    write_file_atomic(o.run_dir + "/recipe.resolved.toml",
+                      to_toml(spec_.recipe) + "\n# Resolved at start:\n#   model           = " + spec_.plan.model +
+                          "\n#   global_batch    = " + std::to_string(spec_.plan.global_batch) +
+                          "\n#   steps           = " + std::to_string(spec_.plan.steps) + "\n");
+  }
+  const int gemm_threads = gemm_threads_for(spec_);
+  ops::cpu::set_gemm_threads(gemm_threads);
+  if (lead && o.log) start_banner(*o.log, spec_, data_, comm, gemm_threads, o.run_dir);
+  resume_ = agree_on_resume(world_->control(), o, resume_, spec_.checkpoint_root);
+  if (o.stop_on_signals) signals_.emplace();
+  session_.emplace(spec_, data_, opts_.train, comm, world_->control(), resume_ ? &*resume_ : nullptr, nullptr, model_,
+                   *optimizer_, nullptr);
+  shard_ = session_->shard();
+}
+
+ExternalRun::~ExternalRun() {
+  session_.reset();  // before the world it talks through
+  world_.reset();
+}
+
+std::int64_t ExternalRun::start() {
+  state_.step = session_->start();
+  return state_.step;
+}
+
+void ExternalRun::begin_step(std::int64_t step) {
+  LC_CHECK(!finished_, "the run has finished");
+  const std::int64_t next = state_.step;
+  if (in_step_) return;  // a step already begun (the caller's first micro-batch began it)
+  LC_CHECK(step == next, "step ", step, " begun, ", next, " expected");
+  if (next >= spec_.plan.steps)
+    LC_INPUT_ERROR(spec_.recipe.path, ": train.steps = ", spec_.plan.steps, ": the run's steps are done (call "
+                   "finish(), or raise train.steps)");
+  state_ = StepState{};
+  state_.step = next;
+  session_->begin_step(state_, 1.0f / static_cast<float>(spec_.recipe.train.grad_accum));
+  if (Tracer* t = session_->tracer()) t->span_begin(SpanKind::forward_backward);
+  clock_.reset();
+  in_step_ = true;
+}
+
+bool ExternalRun::reduce(double loss_sum, double loss_count, double lr) {
+  LC_CHECK(in_step_, "reduce() outside a step");
+  if (Tracer* t = session_->tracer()) t->span_end(SpanKind::forward_backward);
+  state_.loss_sum = loss_sum;
+  state_.loss_count = loss_count;
+  const bool admitted = session_->reduce(state_, clock_.seconds());
+  state_.lr = lr;  // the caller's optimizer's, not the recipe's schedule
+  if (!admitted) in_step_ = false;
+  return admitted;
+}
+
+void ExternalRun::optimizer_begin() {
+  if (Tracer* t = session_->tracer()) t->span_begin(SpanKind::optimizer);
+  clock_.reset();
+}
+
+void ExternalRun::updated() {
+  if (Tracer* t = session_->tracer()) t->span_end(SpanKind::optimizer);
+  session_->updated(state_, clock_.seconds());
+  in_step_ = false;
+}
+
+int ExternalRun::end_step() {
+  const std::int64_t step = state_.step;
+  session_->end_step(step);
+  const int why = session_->agree_to_stop(step);
+  state_.step = step + 1;
+  return why;
+}
+
+TrainSummary ExternalRun::finish(int why) {
+  LC_CHECK(!finished_, "finish() twice");
+  finished_ = true;
+  if (in_step_) {  // a step begun and not completed: it did not happen
+    if (Tracer* t = session_->tracer()) t->span_end(SpanKind::forward_backward);
+    in_step_ = false;
+  }
+  TrainSummary s = session_->finish(state_.step, why);
+  const TrainOptions& o = opts_.train;
+  session_.reset();
+  world_.reset();  // every rank is done with the others (MPI finalised)
+  signals_.reset();
+  if (rank_ == 0) {
+    if (!o.run_dir.empty()) write_summary(o.run_dir, s);
+    replay_after_run(spec_, o.run_dir, o.log, s);
+    if (o.log) *o.log << done_line(s) << (o.run_dir.empty() ? "" : "; results in " + o.run_dir + "/") << std::endl;
+  }
+  return s;
+}
+
+}  // namespace laconic

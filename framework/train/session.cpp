@@ -1,0 +1,330 @@
+#include "framework/train/session.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "collectives/netsim/cost_model.h"
+#include "core/check.h"
+#include "core/ops/dispatch.h"
+#include "framework/sync/sync_strategy.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/run_dir.h"
+#include "framework/train/simulate.h"
+#include "framework/train/stop.h"
+#include "framework/train/world.h"
+#include "optimizers/clip.h"
+
+namespace laconic {
+namespace {
+
+// The simulated network around the backend's communicator, when the recipe describes one.
+std::unique_ptr<SimCommunicator> make_sim(const RunSpec& spec, Communicator& base) {
+  if (!spec.live_clock) return nullptr;
+  return std::make_unique<SimCommunicator>(base, make_topology(spec.recipe));
+}
+
+ReducerStats minus(ReducerStats a, const ReducerStats& b) {
+  a.calls -= b.calls;
+  a.input_bytes -= b.input_bytes;
+  a.value_bytes -= b.value_bytes;
+  a.index_bytes -= b.index_bytes;
+  a.scale_bytes -= b.scale_bytes;
+  a.meta_bytes -= b.meta_bytes;
+  return a;
+}
+
+}  // namespace
+
+// Between the model's last backward of a step and the sync strategy: each range of gradients
+// that backward reports final is first averaged over the micro-batches and its square norm
+// taken (for the noise scale), then handed on, so the strategy may start reducing it.
+class GradsReady final : public GradsReadyListener {
+ public:
+  GradsReady(ParamStore& store, SyncStrategy& sync) : store_(store), sync_(sync) {}
+
+  void begin_step(std::int64_t step, float scale, bool want_norm) {
+    step_ = step;
+    scale_ = scale;
+    want_norm_ = want_norm;
+    local_sq_ = 0;
+    pending_ = store_.size();
+  }
+
+  void grads_ready(std::size_t from) override {
+    if (from >= pending_) return;
+    const auto range = store_.grads().subspan(from, pending_ - from);
+    if (scale_ != 1.0f) ops::kernels(store_.device()).scale(range.data(), scale_, range.size());
+    if (want_norm_) {
+      const double norm = global_grad_norm(range, store_.device());
+      local_sq_ += norm * norm;
+    }
+    pending_ = from;
+    sync_.grads_ready(step_, from);
+  }
+
+  double local_sq() const { return local_sq_; }  // |g|^2 of this rank's (averaged) gradients
+
+ private:
+  ParamStore& store_;
+  SyncStrategy& sync_;
+  std::int64_t step_ = 0;
+  float scale_ = 1.0f;
+  bool want_norm_ = false;
+  double local_sq_ = 0;
+  std::size_t pending_ = 0;  // gradients at [pending_, size) were handed on
+};
+
+Session::Session(const RunSpec& spec, const TrainData& data, const TrainOptions& opts, Communicator& base,
+                 Communicator& control, const CheckpointInfo* resume, ElasticGroup* elastic, Model& model,
+                 Optimizer& optimizer, ShardedSampler* sampler)
+    : spec_(spec), r_(spec.recipe), data_(data), opts_(opts), resume_(resume), control_(control), elastic_(elastic),
+      shard_(data_shard(base, elastic)),
+      sim_(make_sim(spec, base)),
+      comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
+      sync_(make_sync(r_, spec.overlap, spec.device,
+                      [lr = make_schedule(r_, spec.plan.global_batch, spec.plan.steps)](std::int64_t step) {
+                        return lr.at(step);
+                      })),
+      schedule_(make_schedule(r_, spec.plan.global_batch, spec.plan.steps)),
+      loop_{spec, data, opts, comm_, control, sim_.get(), model, optimizer, *sync_, sampler,
+            [this] { return counters(); }, elastic, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
+  comm_.set_algorithm(r_.distributed.algorithm);
+  if (spec.simulate) {
+    // The described network's groups decide the link tiers and the hierarchical levels, and its
+    // cost model picks the algorithm (the live clock's wrapper set them on itself already).
+    const Topology topo = make_topology(r_);
+    if (!sim_) comm_.set_groups(topo.group_of);
+    comm_.set_algorithm_chooser(make_all_reduce_chooser(topo));
+  }
+  // A staging wrapper shares the host communicator's settings (set above); NCCL runs its own.
+  device_comm_ = make_device_communicator(spec, comm_, control_);
+  // Modeled compute: training FLOPs of one step's examples at the described device's speed.
+  modeled_step_s_ = model.flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
+                    (r_.network.device_tflops * 1e12 * r_.network.mfu);
+}
+
+Session::~Session() {
+  // A run that failed mid-step: the communicators outlive this rank's tracer.
+  comm_.set_tracer(nullptr);
+  if (device_comm_) device_comm_->set_tracer(nullptr);
+}
+
+std::int64_t Session::start() {
+  check_same_recipe();
+  start_trace();
+  sync_->start(loop_.store(), data_comm(), resume_ ? resume_->step : 0);
+  inter_at_start_ = comm_.tier_bytes(1).sent;
+  ready_ = std::make_unique<GradsReady>(loop_.store(), *sync_);
+  make_hooks();
+  if (resume_) {
+    loop_.first_step = checkpointer_->resume(*resume_);
+    at_start_ = {traffic(), sync_->reducer_stats()};  // the checkpoint's totals already hold the start
+  }
+  loop_.wall.reset();
+  return loop_.first_step;
+}
+
+void Session::begin_step(StepState& s, float grad_scale) {
+  if (tracer_) tracer_->step(s.step);
+  loop_.store().zero_grad();
+  for (auto& h : hooks_) h->before_step(s);
+  ready_->begin_step(s.step, grad_scale, spec_.noise_scale);
+}
+
+GradsReadyListener& Session::ready() { return *ready_; }
+
+bool Session::reduce(StepState& s, double compute_s) {
+  ready_->grads_ready(0);  // whatever backward did not report (the scale over micro-batches)
+  s.local_sq = ready_->local_sq();
+  loop_.compute_s += charge_compute(compute_s, /*backward=*/true);
+  Stopwatch t;
+  bool admitted = true;
+  for (auto& h : hooks_) admitted = admitted && h->admit(s);
+  if (!admitted) {
+    loop_.exposed_comm_s += t.seconds();
+    return false;
+  }
+  {
+    TraceSpan span(tracer_.get(), SpanKind::sync);
+    sync_->after_backward(s.step);
+  }
+  loop_.exposed_comm_s += t.seconds();
+  t.reset();
+  for (auto& h : hooks_) h->after_reduce(s);
+  after_reduce_s_ = t.seconds();  // compute (clipping), charged with the optimizer's
+  s.lr = schedule_.at(s.step);
+  return true;
+}
+
+void Session::updated(StepState& s, double optimizer_s) {
+  loop_.compute_s += charge_compute(after_reduce_s_ + optimizer_s, /*backward=*/false);
+  Stopwatch t;
+  {
+    TraceSpan span(tracer_.get(), SpanKind::sync);
+    sync_->after_update(s.step);
+  }
+  loop_.exposed_comm_s += t.seconds();
+  for (auto& h : hooks_) h->after_step(s);
+}
+
+void Session::end_step(std::int64_t step) {
+  for (auto& h : hooks_) h->end_step(step);
+}
+
+int Session::agree_to_stop(std::int64_t step) {
+  const double limit = r_.train.time_limit.seconds;
+  // The last step ends the run anyway (every rank knows which step is last).
+  if ((!opts_.stop_on_signals && limit <= 0) || step + 1 == spec_.plan.steps) return 0;
+  std::int32_t why = opts_.stop_on_signals ? SignalStop::received() : 0;
+  if (why == 0 && limit > 0 && comm_.rank() == 0) {
+    const double elapsed = loop_.wall.seconds();
+    const double mean_step = elapsed / static_cast<double>(step + 1 - loop_.first_step);
+    if (elapsed + mean_step >= limit) why = kTimeLimit;
+  }
+  control_.all_reduce(Buf{&why, 1, DType::i32}, ReduceOp::max);
+  return why;
+}
+
+TrainSummary Session::finish(std::int64_t steps, int why) {
+  sync_->drain();  // nothing in flight: a stop's checkpoint holds the step whole
+  for (auto& h : hooks_) h->after_loop(steps, why != 0);
+  // A stop's step (the last step was written by the checkpointer already: this names it).
+  std::string checkpoint;
+  if (!spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(steps);
+  finish_trace(steps);
+  TrainSummary s = summary();
+  s.steps = steps;
+  s.planned_steps = spec_.plan.steps;
+  s.checkpoint = checkpoint;
+  s.baseline_loss = data_.baseline_loss;
+  if (why != 0) {
+    s.stopped = why == kTimeLimit ? "time_limit" : "signal";
+    s.stop_signal = why == kTimeLimit ? 0 : why;
+    if (s.stop_signal) s.signal = signal_name(why);
+  }
+  return s;
+}
+
+// Measured compute `seconds`, charged to the simulated clock: modeled compute replaces the
+// whole step's (charged once, with backward), measured is charged as it happens.
+double Session::charge_compute(double seconds, bool backward) {
+  const bool modeled = r_.network.compute == ComputeKind::modeled;
+  if (sim_ && (backward || !modeled)) sim_->advance_compute(modeled ? modeled_step_s_ : seconds);
+  return seconds;
+}
+
+// The event trace (train.trace): every rank starts its clock after one barrier, so the ranks'
+// timelines line up; the run's communicators record into it.
+void Session::start_trace() {
+  if (spec_.trace_dir.empty()) return;
+  control_.barrier();
+  tracer_ = std::make_unique<Tracer>(spec_.trace_dir, comm_.rank(), comm_.size(), std::chrono::steady_clock::now());
+  comm_.set_tracer(tracer_.get());
+  if (device_comm_) device_comm_->set_tracer(tracer_.get());
+}
+
+// After the last step: the final mark, the files closed, and rank 0 writes trace/meta.json once
+// every rank's files are complete.
+void Session::finish_trace(std::int64_t end) {
+  if (!tracer_) return;
+  data_comm().wait_all();
+  tracer_->step(end);
+  comm_.set_tracer(nullptr);
+  if (device_comm_) device_comm_->set_tracer(nullptr);
+  tracer_->close();
+  control_.barrier();
+  if (comm_.rank() != 0) return;
+  nlohmann::ordered_json m;
+  m["version"] = 1;
+  m["world_size"] = comm_.size();
+  m["first_step"] = loop_.first_step;
+  m["steps"] = end;
+  m["log_every"] = r_.train.log_every;
+  m["parameters"] = spec_.plan.parameters;
+  m["flops_per_example"] = loop_.model.flops_per_example();
+  m["examples_per_rank_step"] = r_.train.micro_batch * r_.train.grad_accum;
+  m["overlap"] = spec_.overlap;
+  m["backend"] = comm_.backend();
+  write_file_atomic(spec_.trace_dir + "/meta.json", m.dump(2) + "\n");
+}
+
+// The hooks in the order they run: the caller's, then the built-in ones. The checkpointer comes
+// after every hook with state, so that a checkpoint of step N holds their state after step N;
+// an elastic replica's hook (it sends the checkpointer's checkpoints, keeps no state) follows.
+void Session::make_hooks() {
+  for (const HookFactory& f : opts_.hooks) add(f(loop_));
+  add(make_nonfinite_guard(loop_));
+  add(make_noise_scale(loop_));
+  add(make_clipping(loop_));
+  add(make_on_step(loop_));
+  add(make_replica_check(loop_));
+  auto eval = std::make_unique<Evaluator>(loop_);
+  const Evaluator& evaluator = *eval;
+  add(std::move(eval));
+  add(make_reporter(loop_, evaluator));
+  auto ckpt = std::make_unique<Checkpointer>(loop_, hooks_, [this](const RunCounters& c) { resumed_ = c; });
+  checkpointer_ = ckpt.get();
+  add(std::move(ckpt));
+  add(make_elastic_hook(loop_, elastic_, *checkpointer_));
+}
+
+void Session::add(std::unique_ptr<StepHook> h) {
+  if (h) hooks_.push_back(std::move(h));
+}
+
+TrainSummary Session::summary() {
+  TrainSummary s;
+  s.steps = spec_.plan.steps;
+  s.first_step = loop_.first_step;
+  const RunCounters c = counters();
+  s.bytes_sent = c.bytes.sent;
+  s.bytes_recv = c.bytes.recv;
+  s.compression_ratio = c.reducer.compression_ratio();
+  s.comm_s = sync_->comm_seconds();
+  s.exposed_comm_s = loop_.exposed_comm_s;
+  s.compute_s = loop_.compute_s;
+  s.wall_s = loop_.wall.seconds();
+  if (sim_) s.sim_time_s = sim_->clock();
+  if (spec_.simulate) s.bytes_inter_start = inter_at_start_;
+  for (auto& h : hooks_) h->finish(s);
+  if (comm_.rank() == 0) {
+    const ParamStore& store = loop_.store();
+    s.final_params.resize(store.size());
+    copy_bytes(s.final_params.data(), Device::cpu, store.params().data(), spec_.device, store.params().size_bytes());
+  }
+  return s;
+}
+
+// At start, the ranks compare the hash of their resolved recipe (under MPI each read its own
+// file): training on different recipes would drift silently.
+void Session::check_same_recipe() {
+  if (control_.size() == 1) return;
+  const std::uint64_t mine = hash_bytes(spec_.hash.data(), spec_.hash.size());
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(control_.size()));
+  control_.all_gather(CBuf(&mine, sizeof mine, DType::u8), Buf{all.data(), all.size() * sizeof mine, DType::u8});
+  for (std::size_t q = 1; q < all.size(); ++q)
+    if (all[q] != all[0])
+      LC_INPUT_ERROR(r_.path, ": rank ", q, "'s resolved recipe differs from rank 0's; refusing to train (give every "
+                     "rank the same recipe and overrides)");
+}
+
+// This rank's traffic: every ledger of its communicators once (staging shows comm_'s; NCCL
+// moves and counts its own bytes).
+ByteCounters Session::traffic() const {
+  ByteCounters b = total_bytes({&comm_, device_comm_.get()});
+  if (elastic_ && comm_.rank() == 0) b = b + elastic_->bytes();  // across replicas, over gloo
+  return b;
+}
+
+// The run's totals: what a resumed checkpoint had counted, plus what this process has since.
+RunCounters Session::counters() const {
+  const ByteCounters now = traffic();
+  RunCounters c = resumed_;
+  c.bytes.sent += now.sent - at_start_.bytes.sent;
+  c.bytes.recv += now.recv - at_start_.bytes.recv;
+  c.bytes.messages_sent += now.messages_sent - at_start_.bytes.messages_sent;
+  c.reducer += minus(sync_->reducer_stats(), at_start_.reducer);
+  return c;
+}
+
+}  // namespace laconic

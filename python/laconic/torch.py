@@ -1,0 +1,267 @@
+"""Laconic's sync strategies on a PyTorch model: laconic.torch.Sync.
+
+    import laconic.torch as lt
+    sync = lt.Sync(model, recipe="recipes/cross_dc_diloco.toml", overrides={"sync.diloco.period": 20},
+                   out="runs/mine")
+    for batch in shard(loader, sync.data_rank, sync.data_world):
+        loss = loss_fn(model, batch)
+        loss.backward()
+        sync.step(optimizer, loss=loss)
+        if sync.done:
+            break
+    sync.finish()
+
+The model's parameters and gradients become views of one flat Laconic parameter store (no copy per
+step): tied parameters count once, parameters that need no gradient stay out (said once). Each
+process is one rank: `mpirun -np N python3 train.py` (MPI), or N processes started with
+LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE=file:DIR (gloo; torchrun's RANK and WORLD_SIZE
+work too), or one process alone. The recipe's [sync], [distributed], [network], [checkpoint],
+[guards] and [train] settings apply; its [model], [data] and [optimizer] are yours (ignored).
+
+sync.step(optimizer, loss) after each backward:
+  - with train.grad_accum = k, the first k - 1 calls only count the micro-batch (gradients add up
+    in the store); the k-th reduces the mean gradient, then
+  - reduces the gradients (data-parallel strategies start on each bucket while backward runs,
+    through gradient hooks), runs optimizer.step(), then the strategy's outer work (DiLoCo's outer
+    step every period), zeroes the gradients for the next step, and runs Laconic's hooks: metrics,
+    trace, checkpoints (with optimizer.state_dict() and the model's buffers in torch's format
+    beside Laconic's shards), evaluation (eval_fn), guards.
+Do not call optimizer.zero_grad(): sync.step zeroes the store (a gradient set to None or replaced
+is copied back into the store, at a cost). SIGTERM or SIGINT stops after the current step with a
+checkpoint, as the trainer does; lt.Sync(..., resume="auto") continues bit for bit (read your data
+from sync.first_step on).
+"""
+import os
+import sys
+
+import torch
+
+import laconic
+from laconic import _laconic
+from laconic import _override_list
+from laconic.run import Run
+
+__all__ = ["Sync"]
+
+_TORCH_FILE = "torch.rank-{rank}.pt"
+
+
+class Sync:
+    """One rank of a Laconic run around a torch model (see the module's doc).
+
+    model              a torch.nn.Module whose parameters are float32 on the CPU
+    recipe             a TOML recipe (its [sync], [distributed], [network], [checkpoint], [guards], [train])
+    overrides          {"section.key": value}, as the trainer's --section.key=value
+    out                the run directory ("" or None: write nothing, no checkpoints)
+    resume             None: fresh; "auto": the newest intact checkpoint of the run; or a checkpoint directory
+    optimizer          the torch optimizer (else the one the first step() gets); its state is checkpointed
+    eval_fn            None, or a callable returning the held-out loss, or (loss, accuracy): rank 0 calls
+                       it every train.eval_every steps and after the last; records go to metrics.jsonl
+    flops_per_example  training FLOPs per example (default 6 x parameters), for modeled compute and MFU
+    log                True: Laconic's lines on sys.stdout (rank 0); False: silent; or a text stream
+    examples           examples per micro-batch for the loss average (default: train.micro_batch)
+    """
+
+    def __init__(self, model, recipe, overrides=None, out=None, resume=None, optimizer=None, eval_fn=None,
+                 flops_per_example=None, log=True, examples=None):
+        if not isinstance(model, torch.nn.Module):
+            raise laconic.Error(f"laconic.torch.Sync: model: expected a torch.nn.Module, got {type(model).__name__}")
+        self.model = model
+        self._optimizer = optimizer
+        self._params, names, frozen = [], [], []
+        for name, p in model.named_parameters():  # a tied parameter once, under its first name
+            if not p.requires_grad:
+                frozen.append(name)
+                continue
+            if p.dtype != torch.float32:
+                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is {p.dtype}: Laconic syncs float32 "
+                                    "parameters (model.float(); keep lower precision for autocast)")
+            if p.device.type != "cpu":
+                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}: this version syncs "
+                                    "CPU tensors (CUDA tensors through the device path are not done yet)")
+            if p.is_sparse:
+                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is sparse: expected dense tensors")
+            self._params.append(p)
+            names.append(name)
+        stream = sys.stdout if log is True else (log or None)
+        recipe = os.fspath(recipe)
+        out = "" if out is None else os.fspath(out)
+        self._session = _laconic.Session(
+            recipe, _override_list(overrides), out, [(n, list(p.shape)) for n, p in zip(names, self._params)],
+            "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
+            self._save_files if out else None, float(flops_per_example or 0), True)
+        self.out = out or None
+        if frozen and self._session.rank == 0 and stream is not None:
+            shown = ", ".join(frozen[:4]) + (f" and {len(frozen) - 4} more" if len(frozen) > 4 else "")
+            print(f"laconic: {len(frozen)} parameters need no gradient and stay out of the sync: {shown}",
+                  file=stream)
+        # The store's two buffers as torch tensors (no copy); each parameter and its gradient a view.
+        flat = torch.from_numpy(self._session.params())
+        gflat = torch.from_numpy(self._session.grads())
+        self._offsets, self._grads = [], []
+        with torch.no_grad():
+            for p, (_, offset, numel) in zip(self._params, self._session.views()):
+                view = flat[offset:offset + numel].view(p.shape)
+                view.copy_(p.data)
+                p.data = view
+                g = gflat[offset:offset + numel].view(p.shape)
+                p.grad = g
+                self._offsets.append(offset)
+                self._grads.append(g)
+        self.rank = self._session.rank
+        self.world_size = self._session.world_size
+        self.data_rank = self._session.data_rank
+        self.data_world = self._session.data_world
+        self.steps = self._session.steps
+        self._accum = self._session.grad_accum
+        self._examples = float(examples) if examples else None
+        self.first_step = self._session.start()  # rank 0's parameters everywhere, or the checkpoint's
+        self.resumed_from = self._session.resumed_from or None
+        self._torch_state = None
+        if self.resumed_from:
+            path = os.path.join(self.resumed_from, _TORCH_FILE.format(rank=self.rank))
+            if os.path.exists(path):
+                self._torch_state = torch.load(path)
+                self._load_buffers(self._torch_state.get("buffers", {}))
+                if "torch_rng" in self._torch_state:
+                    torch.set_rng_state(self._torch_state["torch_rng"])
+        self.step_count = self.first_step  # optimizer steps done
+        self.done = self.step_count >= self.steps
+        self._micro = 0
+        self._loss_sum = 0.0
+        self._loss_count = 0.0
+        self._summary = None
+        # Gradient hooks after accumulation (the AccumulateGrad node's): the store's tail that is
+        # final goes to the strategy while backward runs on (torch 1.13 has no post-accumulate hook
+        # on tensors; this node is what DDP's reducer and Horovod hook).
+        self._ready = [False] * len(self._params)
+        self._pending = len(self._params)
+        self._accumulators = []
+        if self._session.overlap:
+            with torch.enable_grad():
+                for i, p in enumerate(self._params):
+                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                    acc.register_hook(self._hook(i))
+                    self._accumulators.append(acc)
+        if not self.done:
+            self._session.begin_step(self.step_count)
+
+    # ---- the step ----
+
+    def step(self, optimizer=None, loss=None, examples=None):
+        """After a backward: counts the micro-batch; on the last of train.grad_accum, reduces,
+        runs optimizer.step() and the strategy's sync. Returns True when the optimizer stepped."""
+        if self._summary is not None or self.done:
+            raise laconic.Error(f"laconic.torch.Sync.step: the run's {self.steps} steps are done (train.steps): "
+                                "stop the loop at sync.done, or raise train.steps")
+        optimizer = optimizer or self._optimizer
+        if optimizer is None:
+            raise laconic.Error("laconic.torch.Sync.step: expected the torch optimizer (sync.step(optimizer, loss=loss))")
+        if self._optimizer is None or self._torch_state is not None:
+            self._optimizer = optimizer
+        if self._torch_state is not None:  # resumed: the optimizer's state from the checkpoint
+            optimizer.load_state_dict(self._torch_state["optimizer"])
+            self._torch_state = None
+        if loss is not None:
+            n = float(examples) if examples else (self._examples or 1.0)
+            self._loss_sum += float(loss.detach() if torch.is_tensor(loss) else loss) * n
+            self._loss_count += n
+        self._micro += 1
+        if self._micro < self._accum:
+            return False
+        self._micro = 0
+        self._claim_grads()
+        lr = optimizer.param_groups[0].get("lr", float("nan")) if optimizer.param_groups else float("nan")
+        stepped = self._session.reduce(self._loss_sum, self._loss_count, float(lr))
+        if stepped:
+            self._session.optimizer_begin()
+            optimizer.step()
+            self._session.updated()
+        why = self._session.end_step()
+        self.step_count += 1
+        self._loss_sum = self._loss_count = 0.0
+        self._ready = [False] * len(self._params)
+        self._pending = len(self._params)
+        if why or self.step_count >= self.steps:
+            self.done = True
+            self._finish(why)
+        else:
+            self._session.begin_step(self.step_count)
+        return stepped
+
+    def finish(self):
+        """Drains syncs in flight, writes the last checkpoint and summary.json (rank 0 replays a
+        [network]); returns the run (a laconic.Run, or None without a run directory)."""
+        if self._summary is None:
+            self._finish(0)
+        return Run(self.out) if self.out and self.rank == 0 else None
+
+    # ---- internals ----
+
+    def _finish(self, why):
+        self._summary = self._session.finish(why)
+        sig = self._summary["stop_signal"]
+        if why and why != _laconic.TIME_LIMIT and sig:
+            note = (f"stopped by signal {sig} after step {self._summary['steps']}; checkpoint "
+                    f"{self._summary['checkpoint'] or '(none)'} (continue with resume=\"auto\")")
+            if sig == 2:
+                raise KeyboardInterrupt(note)
+            print(f"laconic: {note}", file=sys.stderr)
+            sys.exit(128 + sig)
+
+    def _hook(self, i):
+        def ready(*_):
+            if self._micro != self._accum - 1:
+                return  # not the step's last micro-batch: gradients are still adding up
+            self._claim(i)
+            self._ready[i] = True
+            moved = False
+            while self._pending > 0 and self._ready[self._pending - 1]:
+                self._pending -= 1
+                moved = True
+            if moved:
+                self._session.grads_ready(self._offsets[self._pending])
+        return ready
+
+    def _claim(self, i):
+        """Keeps parameter i's gradient in the store: one set to None or replaced (zero_grad with
+        set_to_none, a user's assignment) is copied back and the view restored."""
+        p, g = self._params[i], self._grads[i]
+        if p.grad is g:
+            return
+        with torch.no_grad():
+            if p.grad is None:
+                g.zero_()
+            else:
+                g.copy_(p.grad)
+        p.grad = g
+
+    def _claim_grads(self):
+        for i in range(len(self._params)):
+            self._claim(i)
+
+    def _evaluator(self, eval_fn):
+        def evaluate():
+            with torch.no_grad():
+                r = eval_fn()
+            if isinstance(r, tuple):
+                loss, acc = r
+            else:
+                loss, acc = r, None
+            return (float(loss), None if acc is None else float(acc))
+        return evaluate
+
+    def _buffers(self):
+        return {name: b for name, b in self.model.named_buffers()}
+
+    def _load_buffers(self, saved):
+        with torch.no_grad():
+            for name, b in self._buffers().items():
+                if name in saved:
+                    b.copy_(saved[name])
+
+    def _save_files(self, directory):
+        state = {"buffers": self._buffers(), "torch_rng": torch.get_rng_state()}
+        if self._optimizer is not None:
+            state["optimizer"] = self._optimizer.state_dict()
+        torch.save(state, os.path.join(directory, _TORCH_FILE.format(rank=self.rank)))

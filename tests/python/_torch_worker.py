@@ -1,0 +1,65 @@
+"""One process of the laconic.torch tests (started by them: alone, under mpirun, or as a gloo
+rank with LACONIC_RANK / LACONIC_WORLD_SIZE / LACONIC_STORE): trains the small torch MLP of
+_torch_model on the deterministic data there, with the recipe and overrides given, and saves the
+final parameters (every rank: params.rank-R.npy in --save).
+
+    _torch_worker.py RECIPE --out DIR --save DIR [--set key=value ...] [--micro B] [--resume auto]
+                     [--optimizer sgd|adamw] [--stall-at STEP]
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _torch_model as tm  # noqa: E402
+import laconic.torch as lt  # noqa: E402
+
+
+def value(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text, text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("recipe")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--save", default="")
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--resume", default=None)
+    ap.add_argument("--optimizer", default="sgd")
+    ap.add_argument("--stall-at", type=int, default=-1, help="sleep at this step (a signal's window)")
+    a = ap.parse_args()
+    overrides = dict((kv.split("=", 1)[0], value(kv.split("=", 1)[1])) for kv in a.set)
+    model = tm.make_model()
+    opt = tm.make_optimizer(model, a.optimizer)
+    sync = lt.Sync(model, recipe=a.recipe, overrides=overrides, out=a.out or None, resume=a.resume, log=False,
+                   eval_fn=lambda: tm.eval_loss(model))
+    micro = tm.micro_batch(a.recipe, overrides)
+    while not sync.done:
+        step = sync.step_count
+        for m in range(tm.grad_accum(a.recipe, overrides)):
+            x, y = tm.batch(step, m, sync.data_rank, sync.data_world, micro)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if step == a.stall_at and m == 0:
+                print(f"stalling at {step}", flush=True)
+                time.sleep(30)
+            sync.step(opt, loss=loss)
+    sync.finish()
+    if a.save:
+        os.makedirs(a.save, exist_ok=True)
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+        np.save(os.path.join(a.save, f"params.rank-{sync.rank}.npy"), flat)
+
+
+if __name__ == "__main__":
+    main()
