@@ -27,9 +27,6 @@ void check_recipe(const Recipe& r) {
   if (r.distributed.device == DeviceKind::cuda)
     LC_INPUT_ERROR(r.path, ": distributed.device = \"cuda\": laconic.torch reduces host (CPU) tensors in this "
                            "version; keep the model on the CPU and device = \"cpu\"");
-  if (r.sync.intra == IntraKind::allreduce)
-    LC_INPUT_ERROR(r.path, ": sync.intra = \"allreduce\" (hierarchical replicas inside a process group) needs the "
-                           "trainer's threads backend; leave sync.intra unset with laconic.torch");
 }
 
 }  // namespace

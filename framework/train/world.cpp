@@ -55,9 +55,21 @@ ProcessWorld::ProcessWorld(const Recipe& recipe) {
   const char* rank_var = first_set("LACONIC_RANK", "RANK");
   const bool gloo_env = std::getenv(size_var) && *std::getenv(size_var);
   BackendKind b = recipe.distributed.backend;
-  if (b == BackendKind::auto_)
+  // A recipe written for the trainer's threads: here every rank is a process, so the
+  // environment says which (a world of one when nothing does).
+  if (b == BackendKind::auto_ || b == BackendKind::threads)
     b = launched_by_mpi_launcher() ? BackendKind::mpi : gloo_env ? BackendKind::gloo : BackendKind::threads;
   backend_ = b;
+  // Before connecting: a gloo rank of the wrong world would wait for peers that never come.
+  const auto check_size = [&](int size) {
+    if (size == want) return;
+    LC_INPUT_ERROR(recipe.path, ": distributed.world_size = ", want, " but ",
+                   b == BackendKind::mpi    ? detail::concat("the MPI launcher started ", size, " ranks")
+                   : b == BackendKind::gloo ? detail::concat(size_var, " = ", size)
+                                            : std::string("this process is alone (no MPI launcher, no LACONIC_WORLD_SIZE)"),
+                   ": start ", want, " processes (mpirun -np ", want, ", or LACONIC_WORLD_SIZE=", want,
+                   " with LACONIC_RANK and LACONIC_STORE), or set distributed.world_size = ", size);
+  };
   const double timeout = recipe.distributed.timeout_s;
   if (b == BackendKind::mpi) {
 #ifdef LACONIC_HAVE_MPI
@@ -78,6 +90,7 @@ ProcessWorld::ProcessWorld(const Recipe& recipe) {
     if (size == 0)
       LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"gloo\" but LACONIC_WORLD_SIZE (or WORLD_SIZE) is not "
                                   "set: start each process with LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE");
+    check_size(size);
     const int rank = env_int(rank_var, -1, 0);
     if (rank < 0 || rank >= size)
       LC_INPUT_ERROR("environment: ", rank_var, ": expected a rank in [0, ", size, ") for ", size_var, " = ", size,
@@ -105,13 +118,7 @@ ProcessWorld::ProcessWorld(const Recipe& recipe) {
     comm_ = std::make_unique<ThreadsCommunicator>(worlds->first, 0);
     control_ = std::make_unique<ThreadsCommunicator>(worlds->second, 0);
   }
-  if (comm_->size() != want)
-    LC_INPUT_ERROR(recipe.path, ": distributed.world_size = ", want, " but ",
-                   b == BackendKind::mpi    ? detail::concat("the MPI launcher started ", comm_->size(), " ranks")
-                   : b == BackendKind::gloo ? detail::concat(size_var, " = ", comm_->size())
-                                            : std::string("this process is alone (no MPI launcher, no LACONIC_WORLD_SIZE)"),
-                   ": start ", want, " processes (mpirun -np ", want, ", or LACONIC_WORLD_SIZE=", want,
-                   " with LACONIC_RANK and LACONIC_STORE), or set distributed.world_size = ", comm_->size());
+  check_size(comm_->size());
 }
 
 ProcessWorld::~ProcessWorld() {

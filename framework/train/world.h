@@ -34,8 +34,8 @@ class ProcessRuntime {
 //            WORLD_SIZE), meeting through LACONIC_STORE ("file:DIR" or "redis:HOST[:PORT]", with
 //            "#NAMESPACE" to share one store between runs), listening on LACONIC_ADDRESS
 //            (127.0.0.1 unless set);
-//   threads  one process alone (a world of one);
-//   auto     the first of these that the environment describes.
+//   auto     the first of these that the environment describes, else one process alone (a world
+//            of one); "threads" (a recipe written for the trainer) reads the same here.
 // The world's size must equal distributed.world_size (InputError naming both otherwise).
 class ProcessWorld {
  public:

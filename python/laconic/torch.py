@@ -46,6 +46,21 @@ __all__ = ["Sync"]
 _TORCH_FILE = "torch.rank-{rank}.pt"
 
 
+def _sections_of_yours(recipe):
+    """The recipe's sections that lt.Sync leaves to the script ([model], [data], [optimizer],
+    [schedule]), present in its file."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11: the note is skipped
+        return []
+    try:
+        with open(recipe, "rb") as f:
+            text = tomllib.load(f)
+    except (OSError, ValueError):
+        return []  # the recipe loaded already: whatever this is, Laconic's parser had the say
+    return [f"[{name}]" for name in ("model", "data", "optimizer", "schedule") if name in text]
+
+
 class Sync:
     """One rank of a Laconic run around a torch model (see the module's doc).
 
@@ -91,6 +106,11 @@ class Sync:
             "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
             self._save_files if out else None, float(flops_per_example or 0), True)
         self.out = out or None
+        if self._session.rank == 0 and stream is not None:
+            ignored = _sections_of_yours(recipe)
+            if ignored:
+                print(f"laconic: the recipe's {', '.join(ignored)} are not used here: your torch model, data loader and "
+                      "optimizer train; Laconic syncs", file=stream)
         if frozen and self._session.rank == 0 and stream is not None:
             shown = ", ".join(frozen[:4]) + (f" and {len(frozen) - 4} more" if len(frozen) > 4 else "")
             print(f"laconic: {len(frozen)} parameters need no gradient and stay out of the sync: {shown}",

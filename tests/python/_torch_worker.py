@@ -52,7 +52,7 @@ def main():
             loss.backward()
             if step == a.stall_at and m == 0:
                 print(f"stalling at {step}", flush=True)
-                time.sleep(30)
+                time.sleep(3)
             sync.step(opt, loss=loss)
     sync.finish()
     if a.save:
