@@ -18,6 +18,8 @@
 //   trainer generate RUN_DIR|CHECKPOINT_DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
 //   trainer elastic --replicas N [--max-restarts K] --recipe R --out DIR [--store redis:HOST:PORT] [--resume]
 //                   [--section.key=value ...]   (N replica processes, restarted when they die)
+//   trainer elastic --replicas N ... --recipe R --out DIR -- COMMAND ARGS   (each replica runs the
+//                   command, a laconic.torch script: framework/elastic/supervisor.h)
 //   trainer --recipe R --replica I --replicas N --elastic-store SPEC --out DIR   (one replica; what
 //                   `trainer elastic` starts)
 //
@@ -429,6 +431,7 @@ struct ElasticArgs {
   int max_restarts = 3;
   bool resume = false;
   std::string recipe, out, store;
+  std::vector<std::string> command;  // after `--`: what each replica runs instead of the trainer
 };
 
 void add_elastic_options(CLI::App& e, ElasticArgs& a) {
@@ -444,6 +447,9 @@ void add_elastic_options(CLI::App& e, ElasticArgs& a) {
 
 // The supervisor: the recipe (and its data) checked once here, then the replica processes.
 int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides) {
+  if (!a.command.empty() && !overrides.empty())
+    LC_INPUT_ERROR("elastic: --", overrides.front(), ": with a command after --, the script's lt.Sync(overrides=...) "
+                   "sets recipe keys; give none here");
   const laconic::Recipe recipe = laconic::load_recipe(a.recipe, overrides);
   if (!a.store.empty()) {
     try {
@@ -452,11 +458,24 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
       LC_INPUT_ERROR("--store: ", e.what());
     }
   }
-  laconic::LoadOptions load;
-  load.cache_dir = recipe.run.out_dir;
-  const laconic::TrainData data = laconic::load_data(recipe, load);
-  const laconic::RunSpec spec = laconic::resolve(recipe, data, a.out);
   laconic::SupervisorOptions o;
+  if (a.command.empty()) {
+    laconic::LoadOptions load;
+    load.cache_dir = recipe.run.out_dir;
+    const laconic::TrainData data = laconic::load_data(recipe, load);
+    o.steps = laconic::resolve(recipe, data, a.out).plan.steps;
+  } else {
+    // A script's model and data are its own: what the supervisor can check is the recipe's.
+    const laconic::StrategyTraits& traits = laconic::strategy_traits(recipe.sync.strategy.value);
+    if (!traits.periodic)
+      LC_INPUT_ERROR(a.recipe, ": sync.strategy = \"", recipe.sync.strategy.value, "\": elastic training needs a "
+                     "periodic strategy (", laconic::periodic_strategy_names(), ")");
+    if (recipe.train.steps <= 0)
+      LC_INPUT_ERROR(a.recipe, ": train.steps: expected the steps the script trains (> 0), got ", recipe.train.steps);
+    o.steps = recipe.train.steps;
+    o.command = a.command;
+    o.recipe = std::filesystem::absolute(a.recipe).string();
+  }
   std::error_code ec;
   o.program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   LC_CHECK(!ec, "elastic: cannot find this program (/proc/self/exe): ", ec.message());
@@ -467,7 +486,6 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
   o.replicas = a.replicas;
   o.max_restarts = a.max_restarts;
   o.store = a.store;
-  o.steps = spec.plan.steps;
   o.resume = a.resume;
   o.log = &std::cout;
   const laconic::SupervisorResult r = laconic::run_supervisor(o);
@@ -478,6 +496,15 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
 }
 
 int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
+  // `trainer elastic ... -- COMMAND ARGS`: what follows `--` is the replicas' command, untouched.
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--") {
+      command.assign(argv + i + 1, argv + argc);
+      if (command.empty()) LC_INPUT_ERROR("--: expected a command after it (trainer elastic ... -- python3 train.py)");
+      argc = i;
+      break;
+    }
   std::vector<std::string> rest;
   const auto overrides = take_overrides(argc, argv, rest);
 
@@ -552,7 +579,12 @@ int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
     if (!overrides.empty()) LC_INPUT_ERROR("generate: --", overrides.front(), ": recipe overrides do not apply");
     return run_generate(generate_args);
   }
-  if (elastic_cmd->parsed()) return run_elastic(elastic_args, overrides);
+  if (!command.empty() && !elastic_cmd->parsed())
+    LC_INPUT_ERROR("-- ", command.front(), ": a command after -- goes with trainer elastic only");
+  if (elastic_cmd->parsed()) {
+    elastic_args.command = command;
+    return run_elastic(elastic_args, overrides);
+  }
   if ((elastic.replicas > 0) != !elastic.store.empty() || (elastic.replica != 0 && elastic.replicas == 0))
     LC_INPUT_ERROR("--replica, --replicas and --elastic-store go together (one replica of an elastic run; see trainer elastic)");
   if (simulate->parsed()) {

@@ -98,16 +98,33 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
   auto start = [&](int i) {
     const std::string dir = (fs::path(o.out_dir) / ("replica-" + std::to_string(i))).string();
     fs::create_directories(dir);
-    std::vector<std::string> args{o.program};
-    args.insert(args.end(), o.args.begin(), o.args.end());
-    for (const std::string& a : {std::string("--out"), dir, std::string("--replica"), std::to_string(i),
-                                 std::string("--replicas"), std::to_string(o.replicas), std::string("--elastic-store"), store})
-      args.push_back(a);
+    std::vector<std::string> args, env;
+    for (char** e = environ; *e; ++e)
+      if (o.command.empty() || (std::strncmp(*e, "LACONIC_ELASTIC_", 16) != 0 && std::strncmp(*e, "LACONIC_OUT=", 12) != 0 &&
+                                std::strncmp(*e, "LACONIC_RESUME=", 15) != 0))
+        env.emplace_back(*e);
+    if (o.command.empty()) {
+      args = {o.program};
+      args.insert(args.end(), o.args.begin(), o.args.end());
+      for (const std::string& a : {std::string("--out"), dir, std::string("--replica"), std::to_string(i),
+                                   std::string("--replicas"), std::to_string(o.replicas), std::string("--elastic-store"), store})
+        args.push_back(a);
+    } else {
+      // A script (laconic.torch) learns which replica it is from its environment.
+      args = o.command;
+      for (const std::string& v : {"LACONIC_ELASTIC_REPLICA=" + std::to_string(i),
+                                   "LACONIC_ELASTIC_REPLICAS=" + std::to_string(o.replicas),
+                                   "LACONIC_ELASTIC_STORE=" + store, "LACONIC_OUT=" + fs::absolute(dir).string(),
+                                   "LACONIC_ELASTIC_RECIPE=" + o.recipe, std::string("LACONIC_RESUME=") + (o.resume ? "auto" : "")})
+        env.push_back(v);
+    }
     const std::string log = dir + "/log.txt";
     // Everything the child needs is made before fork(): after it, only async-signal-safe calls.
-    std::vector<char*> argv;
+    std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     LC_CHECK(fd >= 0, "elastic: cannot open ", log, ": ", std::strerror(errno));
     const pid_t parent = ::getpid();
@@ -121,7 +138,10 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
       if (::getppid() != parent) ::_exit(143);  // it died before the line above
       ::dup2(fd, 1);  // dup2's copies are not close-on-exec; fd itself is
       ::dup2(fd, 2);
-      ::execv(o.program.c_str(), argv.data());
+      if (o.command.empty())
+        ::execve(o.program.c_str(), argv.data(), envp.data());
+      else
+        ::execvpe(argv[0], argv.data(), envp.data());  // a command is looked up on PATH
       ::_exit(127);
     }
     ::close(fd);

@@ -23,6 +23,13 @@ namespace laconic {
 struct SupervisorOptions {
   std::string program;            // the trainer executable
   std::vector<std::string> args;  // every replica's arguments (--recipe, overrides)
+  // Instead of the trainer, every replica runs this command (`trainer elastic ... -- python3
+  // train.py`: a laconic.torch script), told in its environment which replica it is
+  // (LACONIC_ELASTIC_REPLICA, LACONIC_ELASTIC_REPLICAS), where the replicas meet
+  // (LACONIC_ELASTIC_STORE), its run directory (LACONIC_OUT), the recipe the supervisor checked
+  // (LACONIC_ELASTIC_RECIPE) and whether to resume (LACONIC_RESUME=auto with --resume).
+  std::vector<std::string> command;
+  std::string recipe;             // the recipe's path (for a command's environment)
   std::string out_dir;            // OUT
   int replicas = 2;
   int max_restarts = 3;           // restarts allowed over the whole run

@@ -61,8 +61,14 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
       optimizer_(std::make_unique<ExternalOptimizer>()),
       world_((check_recipe(recipe), std::make_unique<ProcessWorld>(recipe))),
       spec_(resolve(recipe, make_external_plan(recipe, model_), world_->backend(), opts_.train.run_dir)) {
-  const TrainOptions& o = opts_.train;
   data_.describe = "the caller's (each process reads shard data_rank of data_world)";
+  // An elastic replica joining a run in progress resumes from the state a member sent it.
+  if (opts_.train.elastic.replicas > 0) {
+    elastic_ = make_elastic_group(spec_.recipe, spec_, opts_.train);
+    if (std::optional<TrainOptions> joined = join_run(*elastic_, spec_.checkpoint_root, opts_.train))
+      opts_.train = std::move(*joined);
+  }
+  const TrainOptions& o = opts_.train;
   resume_ = resolve_resume(spec_, o, spec_.checkpoint_root);
   if (!o.run_dir.empty()) check_writable_directory(o.run_dir, "run directory");
   if (!spec_.checkpoint_root.empty()) check_writable_directory(spec_.checkpoint_root, "checkpoint directory (checkpoint.dir)");
@@ -82,18 +88,32 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
   if (lead && o.log) start_banner(*o.log, spec_, data_, comm, gemm_threads, o.run_dir);
   resume_ = agree_on_resume(world_->control(), o, resume_, spec_.checkpoint_root);
   if (o.stop_on_signals) signals_.emplace();
-  session_.emplace(spec_, data_, opts_.train, comm, world_->control(), resume_ ? &*resume_ : nullptr, nullptr, model_,
-                   *optimizer_, nullptr);
+  session_.emplace(spec_, data_, opts_.train, comm, world_->control(), resume_ ? &*resume_ : nullptr, elastic_.get(),
+                   model_, *optimizer_, nullptr);
   shard_ = session_->shard();
 }
 
 ExternalRun::~ExternalRun() {
-  session_.reset();  // before the world it talks through
+  session_.reset();  // before the world and the group it talks through
+  elastic_.reset();
   world_.reset();
 }
 
+// A member dropped from an elastic run ends its process with ReplicaDropped (exit 76 at the top).
+template <typename F>
+auto ExternalRun::guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception&) {
+    if (elastic_ && !elastic_->dropped().empty()) throw ReplicaDropped(elastic_->dropped());
+    throw;
+  }
+}
+
 std::int64_t ExternalRun::start() {
-  state_.step = session_->start();
+  state_.step = guarded([&] { return session_->start(); });
   return state_.step;
 }
 
@@ -118,7 +138,7 @@ bool ExternalRun::reduce(double loss_sum, double loss_count, double lr) {
   if (Tracer* t = session_->tracer()) t->span_end(SpanKind::forward_backward);
   state_.loss_sum = loss_sum;
   state_.loss_count = loss_count;
-  const bool admitted = session_->reduce(state_, clock_.seconds());
+  const bool admitted = guarded([&] { return session_->reduce(state_, clock_.seconds()); });
   state_.lr = lr;  // the caller's optimizer's, not the recipe's schedule
   if (!admitted) in_step_ = false;
   return admitted;
@@ -131,14 +151,16 @@ void ExternalRun::optimizer_begin() {
 
 void ExternalRun::updated() {
   if (Tracer* t = session_->tracer()) t->span_end(SpanKind::optimizer);
-  session_->updated(state_, clock_.seconds());
+  guarded([&] { session_->updated(state_, clock_.seconds()); });
   in_step_ = false;
 }
 
 int ExternalRun::end_step() {
   const std::int64_t step = state_.step;
-  session_->end_step(step);
-  const int why = session_->agree_to_stop(step);
+  const int why = guarded([&] {
+    session_->end_step(step);
+    return session_->agree_to_stop(step);
+  });
   state_.step = step + 1;
   return why;
 }
@@ -150,9 +172,10 @@ TrainSummary ExternalRun::finish(int why) {
     if (Tracer* t = session_->tracer()) t->span_end(SpanKind::forward_backward);
     in_step_ = false;
   }
-  TrainSummary s = session_->finish(state_.step, why);
+  TrainSummary s = guarded([&] { return session_->finish(state_.step, why); });
   const TrainOptions& o = opts_.train;
   session_.reset();
+  elastic_.reset();
   world_.reset();  // every rank is done with the others (MPI finalised)
   signals_.reset();
   if (rank_ == 0) {

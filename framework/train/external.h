@@ -88,6 +88,9 @@ class ExternalRun {
   bool finished() const { return finished_; }
 
  private:
+  template <typename F>
+  auto guarded(F&& f) -> decltype(f());
+
   ExternalOptions opts_;
   ExternalModel model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -96,6 +99,7 @@ class ExternalRun {
   TrainData data_;
   std::optional<CheckpointInfo> resume_;
   std::optional<SignalStop> signals_;
+  std::unique_ptr<ElasticGroup> elastic_;  // an elastic replica's group (TrainOptions::elastic)
   std::optional<Session> session_;
   StepState state_;
   Stopwatch clock_;

@@ -15,11 +15,13 @@ import signal
 import sys
 
 from laconic._laconic import Error
+from laconic._laconic import ReplicaDropped
 from laconic._laconic import train as _train_in_process
 from laconic.run import Run
 
-__all__ = ["Error", "Run", "train"]
+__all__ = ["Error", "ReplicaDropped", "Run", "train"]
 Error.__module__ = "laconic"  # how tracebacks and reprs name it
+ReplicaDropped.__module__ = "laconic"
 
 
 def _toml_value(key, value, inside_list=False):
@@ -91,11 +93,14 @@ _previous_excepthook = sys.excepthook
 
 def _excepthook(kind, value, traceback):
     """laconic.Error uncaught: its one line, exit code 2 (in a script; an interactive session
-    only prints). Everything else goes to the hook that was there before."""
-    if not issubclass(kind, Error):
+    only prints); laconic.ReplicaDropped (an elastic replica dropped from its run): its line, exit
+    76, so that trainer elastic restarts it as a joiner. Everything else goes to the hook that was
+    there before."""
+    if not issubclass(kind, (Error, ReplicaDropped)):
         _previous_excepthook(kind, value, traceback)
         return
-    print(f"laconic: error: {value}", file=sys.stderr)
+    dropped = issubclass(kind, ReplicaDropped)
+    print(f"laconic: {'' if dropped else 'error: '}{value}", file=sys.stderr)
     if hasattr(sys, "ps1") or sys.flags.interactive:
         return
     # The interpreter would exit 1 after this hook; 2 is the code of a user's mistake (the
@@ -108,7 +113,7 @@ def _excepthook(kind, value, traceback):
             stream.flush()
         except (AttributeError, OSError, ValueError):
             pass
-    os._exit(2)
+    os._exit(76 if dropped else 2)
 
 
 sys.excepthook = _excepthook

@@ -61,6 +61,30 @@ def _sections_of_yours(recipe):
     return [f"[{name}]" for name in ("model", "data", "optimizer", "schedule") if name in text]
 
 
+def _elastic_from_environment(recipe, out, resume):
+    """Under `trainer elastic ... -- python3 train.py` this process is one replica: its identity,
+    the store, its run directory (instead of `out`) and whether it resumes come from the
+    supervisor's environment, whose recipe must be the one given here."""
+    replicas = os.environ.get("LACONIC_ELASTIC_REPLICAS")
+    if not replicas:
+        return _laconic.Elastic(), out, resume
+    checked = os.environ.get("LACONIC_ELASTIC_RECIPE", "")
+    if checked and os.path.realpath(checked) != os.path.realpath(recipe):
+        raise laconic.Error(f"laconic.torch.Sync: recipe {recipe}: trainer elastic checked {checked}; give both the same "
+                            "recipe")
+    try:
+        replica = int(os.environ.get("LACONIC_ELASTIC_REPLICA", ""))
+        count = int(replicas)
+    except ValueError:
+        raise laconic.Error("environment: LACONIC_ELASTIC_REPLICA / LACONIC_ELASTIC_REPLICAS: expected integers "
+                            "(set by trainer elastic)") from None
+    store = os.environ.get("LACONIC_ELASTIC_STORE", "")
+    out = os.environ.get("LACONIC_OUT") or out
+    if resume is None and os.environ.get("LACONIC_RESUME"):
+        resume = os.environ["LACONIC_RESUME"]
+    return _laconic.Elastic(replica, count, store), out, resume
+
+
 class Sync:
     """One rank of a Laconic run around a torch model (see the module's doc).
 
@@ -101,10 +125,11 @@ class Sync:
         stream = sys.stdout if log is True else (log or None)
         recipe = os.fspath(recipe)
         out = "" if out is None else os.fspath(out)
+        elastic, out, resume = _elastic_from_environment(recipe, out, resume)
         self._session = _laconic.Session(
             recipe, _override_list(overrides), out, [(n, list(p.shape)) for n, p in zip(names, self._params)],
             "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
-            self._save_files if out else None, float(flops_per_example or 0), True)
+            self._save_files if out else None, float(flops_per_example or 0), True, elastic)
         self.out = out or None
         if self._session.rank == 0 and stream is not None:
             ignored = _sections_of_yours(recipe)
@@ -145,6 +170,9 @@ class Sync:
                 self._load_buffers(self._torch_state.get("buffers", {}))
                 if "torch_rng" in self._torch_state:
                     torch.set_rng_state(self._torch_state["torch_rng"])
+                if optimizer is not None and "optimizer" in self._torch_state:
+                    optimizer.load_state_dict(self._torch_state["optimizer"])
+                    self._torch_state = None
         self.step_count = self.first_step  # optimizer steps done
         self.done = self.step_count >= self.steps
         self._micro = 0
@@ -180,7 +208,8 @@ class Sync:
         if self._optimizer is None or self._torch_state is not None:
             self._optimizer = optimizer
         if self._torch_state is not None:  # resumed: the optimizer's state from the checkpoint
-            optimizer.load_state_dict(self._torch_state["optimizer"])
+            if "optimizer" in self._torch_state:
+                optimizer.load_state_dict(self._torch_state["optimizer"])
             self._torch_state = None
         if loss is not None:
             n = float(examples) if examples else (self._examples or 1.0)

@@ -54,13 +54,14 @@ class TorchSession {
   TorchSession(const std::string& recipe_path, const std::vector<std::string>& overrides, const std::string& out,
           const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>& tensors, const std::string& resume,
           const py::object& log, const py::object& evaluate, const py::object& save_files, double flops_per_example,
-          bool stop_on_signals)
+          bool stop_on_signals, const laconic::TrainOptions::Elastic& elastic)
       : lines_(log), log_stream_(&lines_) {
     const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
     laconic::ExternalOptions opts;
     opts.train.run_dir = out;
     opts.train.resume = resume;
     opts.train.stop_on_signals = stop_on_signals;
+    opts.train.elastic = elastic;
     if (!log.is_none()) opts.train.log = &log_stream_;
     if (!evaluate.is_none()) {
       opts.train.evaluate = [fn = std::make_shared<Held>(evaluate)]() {
@@ -133,13 +134,22 @@ class TorchSession {
 namespace laconic::python {
 
 void bind_session(py::module_& m) {
+  // An elastic replica's identity (trainer elastic -- COMMAND sets it in the environment).
+  py::class_<laconic::TrainOptions::Elastic>(m, "Elastic")
+      .def(py::init([](int replica, int replicas, std::string store) {
+             return laconic::TrainOptions::Elastic{replica, replicas, std::move(store)};
+           }),
+           py::arg("replica") = 0, py::arg("replicas") = 0, py::arg("store") = "");
+  // A replica dropped from its elastic run: the process exits 76 and its supervisor restarts it.
+  py::register_exception<laconic::ReplicaDropped>(m, "ReplicaDropped");
   py::class_<TorchSession>(m, "Session")
       .def(py::init<const std::string&, const std::vector<std::string>&, const std::string&,
                     const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>&, const std::string&,
-                    const py::object&, const py::object&, const py::object&, double, bool>(),
+                    const py::object&, const py::object&, const py::object&, double, bool,
+                    const laconic::TrainOptions::Elastic&>(),
            py::arg("recipe"), py::arg("overrides"), py::arg("out"), py::arg("tensors"), py::arg("resume"),
            py::arg("log"), py::arg("evaluate"), py::arg("save_files"), py::arg("flops_per_example"),
-           py::arg("stop_on_signals"))
+           py::arg("stop_on_signals"), py::arg("elastic"))
       .def("params", [](py::object self) { return TorchSession::buffer(self, false); })
       .def("grads", [](py::object self) { return TorchSession::buffer(self, true); })
       .def("views", &TorchSession::views)

@@ -12,3 +12,14 @@ def setup():
         print(f"skipped: the Python package laconic was not built ({e}; LACONIC_PYTHON, pybind11-dev)")
         sys.exit(77)
     return sys.argv[1], sys.argv[2]
+
+
+def setup_torch():
+    """setup(), and a skip when this interpreter has no torch (laconic.torch's tests)."""
+    trainer, source = setup()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("skipped: torch is not installed for this interpreter (python3-torch)")
+        sys.exit(77)
+    return trainer, source
