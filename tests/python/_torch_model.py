@@ -1,6 +1,7 @@
 """The laconic.torch tests' model and data: a small torch MLP and a deterministic synthetic
 classification set, where step s's global batch is a fixed slice and rank r of W reads its
-contiguous part (so W ranks at micro-batch b see exactly one rank's 4b at W = 4)."""
+contiguous part (so W ranks at micro-batch b see exactly one rank's 4b at W = 4). A model of other
+widths (an input wider than FEATURES) reads the same examples with their features repeated."""
 import tomllib
 
 import torch
@@ -8,10 +9,17 @@ import torch
 FEATURES, HIDDEN, CLASSES, EXAMPLES = 12, 32, 4, 4096
 
 
-def make_model():
+def make_model(widths=(FEATURES, HIDDEN, HIDDEN, CLASSES)):
+    """Linear layers of these widths (input first) with tanh between them."""
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, HIDDEN),
-                               torch.nn.Tanh(), torch.nn.Linear(HIDDEN, CLASSES))
+    layers = []
+    for i, o in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(i, o), torch.nn.Tanh()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def _widen(x, features):
+    return x if features == FEATURES else x.repeat(1, -(-features // FEATURES))[:, :features]
 
 
 def make_optimizer(model, name):
@@ -42,15 +50,15 @@ def grad_accum(recipe, overrides):
     return int(_setting(recipe, overrides, "train", "grad_accum", 1))
 
 
-def batch(step, micro, rank, world, b):
-    """Rank `rank` of `world`'s micro-batch `micro` of step `step` (b examples)."""
+def batch(step, micro, rank, world, b, features=FEATURES):
+    """Rank `rank` of `world`'s micro-batch `micro` of step `step` (b examples of `features`)."""
     per_step = 2048  # a global batch of at most this many examples
     start = step * per_step + (micro * world + rank) * b
     rows = torch.arange(start, start + b) % (EXAMPLES - 512)
-    return _X[rows], _Y[rows]
+    return _widen(_X[rows], features), _Y[rows]
 
 
-def eval_loss(model):
-    logits = model(_EX)
+def eval_loss(model, features=FEATURES):
+    logits = model(_widen(_EX, features))
     return (torch.nn.functional.cross_entropy(logits, _EY).item(),
             (logits.argmax(dim=1) == _EY).float().mean().item())
