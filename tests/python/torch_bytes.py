@@ -22,14 +22,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup  # noqa: E402
+from _setup import setup_torch  # noqa: E402
 
-TRAINER, SOURCE = setup()
-try:
-    import torch  # noqa: F401
-except ImportError:
-    print("skipped: torch is not installed for this interpreter (python3-torch)")
-    sys.exit(77)
+TRAINER, SOURCE = setup_torch()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "_torch_worker.py")

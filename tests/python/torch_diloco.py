@@ -24,15 +24,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup  # noqa: E402
+from _setup import setup_torch  # noqa: E402
 
-TRAINER, SOURCE = setup()
-try:
-    import numpy as np
-    import torch
-except ImportError:
-    print("skipped: torch is not installed for this interpreter (python3-torch)")
-    sys.exit(77)
+TRAINER, SOURCE = setup_torch()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
 import _torch_model as tm  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
