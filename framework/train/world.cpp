@@ -126,6 +126,19 @@ ProcessWorld::~ProcessWorld() {
   comm_.reset();  // before the runtime they run on
 }
 
+void abort_mpi_job(int exit_code) {
+#ifdef LACONIC_HAVE_MPI
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) MpiRuntime::abort(exit_code);
+#else
+  (void)exit_code;
+#endif
+}
+
 int gemm_threads_for(const RunSpec& spec) {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -53,6 +53,12 @@ class ProcessWorld {
   std::unique_ptr<Communicator> comm_, control_;
 };
 
+// A rank of a multi-process MPI job that failed outside the collectives (a script's exception)
+// ends the whole job (MPI_Abort with `exit_code`), as run_world does for the trainer: its peers
+// would otherwise wait in their next collective until distributed.timeout_s. Returns (doing
+// nothing) when MPI is not running or the world is one process.
+void abort_mpi_job(int exit_code);
+
 // Threads for each rank's CPU GEMMs: the cores this process may run on (its affinity mask) divided
 // by the ranks sharing them (the threads backend's world_size in this process; under MPI, the
 // launcher's processes on this node), at least 1.

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 
+from laconic import _laconic
 from laconic._laconic import Error
 from laconic._laconic import ReplicaDropped
 from laconic._laconic import train as _train_in_process
@@ -91,6 +92,17 @@ def train(recipe, out=None, overrides=None, log=False, resume=None):
 _previous_excepthook = sys.excepthook
 
 
+def _abort_mpi_job(code):
+    """Under mpirun (laconic.torch), a rank whose script failed ends the job at once: its peers
+    would wait in their next collective until distributed.timeout_s. Nothing without MPI."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+    _laconic.abort_mpi_job(code)
+
+
 def _excepthook(kind, value, traceback):
     """laconic.Error uncaught: its one line, exit code 2 (in a script; an interactive session
     only prints); laconic.ReplicaDropped (an elastic replica dropped from its run): its line, exit
@@ -98,11 +110,13 @@ def _excepthook(kind, value, traceback):
     there before."""
     if not issubclass(kind, (Error, ReplicaDropped)):
         _previous_excepthook(kind, value, traceback)
+        _abort_mpi_job(1)
         return
     dropped = issubclass(kind, ReplicaDropped)
     print(f"laconic: {'' if dropped else 'error: '}{value}", file=sys.stderr)
     if hasattr(sys, "ps1") or sys.flags.interactive:
         return
+    _abort_mpi_job(76 if dropped else 2)
     # The interpreter would exit 1 after this hook; 2 is the code of a user's mistake (the
     # trainer's too). os._exit skips the interpreter's shutdown, so what it would do that matters
     # is done first: atexit handlers, then the standard streams flushed.

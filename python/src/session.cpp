@@ -173,6 +173,8 @@ void bind_session(py::module_& m) {
       .def("updated", [](TorchSession& s) { s.run().updated(); }, py::call_guard<py::gil_scoped_release>())
       .def("end_step", [](TorchSession& s) { return s.run().end_step(); }, py::call_guard<py::gil_scoped_release>())
       .def("finish", &TorchSession::finish);
+  m.def("abort_mpi_job", &laconic::abort_mpi_job, py::arg("exit_code"),
+        "Ends every rank of a running MPI job (this rank failed); nothing without one.");
   m.attr("TIME_LIMIT") = laconic::Session::kTimeLimit;  // end_step()'s verdict for train.time_limit
 }
 

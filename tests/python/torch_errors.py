@@ -3,10 +3,12 @@ from the script's process (laconic.Error uncaught), nothing written: a parameter
 float32, a world size that differs from the launcher's, recipe keys that cannot apply to a torch
 model, a strategy that needs what the model lacks, an unknown override key."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _setup import setup_torch  # noqa: E402
@@ -58,4 +60,30 @@ with tempfile.TemporaryDirectory(prefix="laconic-torch-errors-") as tmp:
         if not ok:
             failed += 1
             print(f"  expected exit 2, one line containing {expect!r}, no {out}; stdout: {p.stdout.strip()}")
+
+# Under mpirun, a rank whose script raises ends the whole job at once (MPI_Abort from laconic's
+# excepthook), instead of leaving its peer in a collective until distributed.timeout_s.
+if os.environ.get("LACONIC_HAVE_MPI", "ON") != "OFF" and shutil.which("mpirun"):
+    code = textwrap.dedent(f"""
+        import torch
+        import laconic.torch as lt
+        model = torch.nn.Linear(4, 2)
+        sync = lt.Sync(model, recipe={RECIPE!r}, overrides={{"distributed.world_size": 2,
+                       "distributed.timeout_s": 120}}, log=False)
+        if sync.rank == 1:
+            raise ValueError("the script failed on rank 1")
+        model(torch.randn(3, 4)).sum().backward()
+        sync.step(torch.optim.SGD(model.parameters(), lr=0.1))
+    """)
+    start = time.monotonic()
+    p = subprocess.run(["mpirun", "--oversubscribe", "--allow-run-as-root", "--mca", "btl", "self,vader",
+                        "--bind-to", "none", "-np", "2", sys.executable, "-c", code],
+                       capture_output=True, text=True, timeout=110)
+    took = time.monotonic() - start
+    ok = p.returncode != 0 and took < 60 and "the script failed on rank 1" in p.stderr
+    print(f"{'ok' if ok else 'FAILED'}: a rank's exception under mpirun ends the job (exit {p.returncode} "
+          f"after {took:.1f} s)")
+    if not ok:
+        failed += 1
+        print(p.stderr[-2000:])
 sys.exit(1 if failed else 0)
