@@ -98,7 +98,8 @@ class Sync:
                        it every train.eval_every steps and after the last; records go to metrics.jsonl
     flops_per_example  training FLOPs per example (default 6 x parameters), for modeled compute and MFU
     log                True: Laconic's lines on sys.stdout (rank 0); False: silent; or a text stream
-    examples           examples per micro-batch for the loss average (default: train.micro_batch)
+    examples           how many examples a micro-batch's loss averages, to weigh the logged loss (default 1:
+                       every micro-batch's mean weighs the same); step(examples=) for one micro-batch
     """
 
     def __init__(self, model, recipe, overrides=None, out=None, resume=None, optimizer=None, eval_fn=None,
@@ -126,11 +127,19 @@ class Sync:
         recipe = os.fspath(recipe)
         out = "" if out is None else os.fspath(out)
         elastic, out, resume = _elastic_from_environment(recipe, out, resume)
-        self._session = _laconic.Session(
-            recipe, _override_list(overrides), out, [(n, list(p.shape)) for n, p in zip(names, self._params)],
-            "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
-            self._save_files if out else None, float(flops_per_example or 0), True, elastic)
         self.out = out or None
+        try:
+            self._session = _laconic.Session(
+                recipe, _override_list(overrides), out, [(n, list(p.shape)) for n, p in zip(names, self._params)],
+                "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
+                self._save_files if out else None, float(flops_per_example or 0), True, elastic)
+        except _laconic.RunFinished as finished:
+            # resume="auto" on a run that had finished: nothing to train, nothing written (the
+            # trainer's line); the run's weights are its last checkpoint's (trainer export).
+            if stream is not None:
+                print(f"laconic: {finished}", file=stream)
+            self._finished_before()
+            return
         if self._session.rank == 0 and stream is not None:
             ignored = _sections_of_yours(recipe)
             if ignored:
@@ -245,7 +254,16 @@ class Sync:
             self._finish(0)
         return Run(self.out) if self.out and self.rank == 0 else None
 
+
     # ---- internals ----
+
+    def _finished_before(self):
+        self._session = None
+        self.rank, self.world_size, self.data_rank, self.data_world = 0, 1, 0, 1
+        self.steps = self.first_step = self.step_count = 0
+        self.resumed_from = None
+        self.done = True
+        self._summary = {}
 
     def _finish(self, why):
         self._summary = self._session.finish(why)

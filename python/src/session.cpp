@@ -142,6 +142,8 @@ void bind_session(py::module_& m) {
            py::arg("replica") = 0, py::arg("replicas") = 0, py::arg("store") = "");
   // A replica dropped from its elastic run: the process exits 76 and its supervisor restarts it.
   py::register_exception<laconic::ReplicaDropped>(m, "ReplicaDropped");
+  // resume="auto" on a run that finished its steps: nothing to train (the trainer exits 0).
+  py::register_exception<laconic::RunFinished>(m, "RunFinished");
   py::class_<TorchSession>(m, "Session")
       .def(py::init<const std::string&, const std::vector<std::string>&, const std::string&,
                     const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>&, const std::string&,

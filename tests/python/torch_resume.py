@@ -69,5 +69,11 @@ try:
         b = np.load(os.path.join(tmp, "resumed", f"params.rank-{r}.npy"))
         assert np.array_equal(a, b), f"rank {r}: resumed parameters differ (max {np.max(np.abs(a - b)):.3g})"
     print("ok: resume=\"auto\" ends bit-identical to the uninterrupted run on both ranks")
+    # Once more: the run had finished, so nothing is trained or written.
+    before = sorted(os.listdir(os.path.join(cut, "checkpoints")))
+    codes, logs = wait(start("again", cut, ["--resume", "auto"], "s4"))
+    assert codes == [0, 0], f"resume of a finished run: expected exit 0, got {codes}\n{logs}"
+    assert sorted(os.listdir(os.path.join(cut, "checkpoints"))) == before, "a finished run's resume wrote a checkpoint"
+    print("ok: resume=\"auto\" of a finished run trains nothing and exits 0")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
