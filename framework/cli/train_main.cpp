@@ -52,6 +52,7 @@
 #include "framework/report/compare.h"
 #include "framework/report/seeds.h"
 #include "core/units.h"
+#include "framework/train/elastic_hook.h"
 #include "framework/train/export.h"
 #include "framework/train/generate.h"
 #include "framework/train/run_dir.h"
@@ -452,10 +453,11 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
                    "sets recipe keys; give none here");
   const laconic::Recipe recipe = laconic::load_recipe(a.recipe, overrides);
   if (!a.store.empty()) {
+    // Reachable before any replica starts (a redis that is down would fail every restart).
     try {
-      laconic::StoreSpec::parse(a.store);
+      laconic::KeyStore::open(laconic::StoreSpec::parse(a.store));
     } catch (const laconic::Error& e) {
-      LC_INPUT_ERROR("--store: ", e.what());
+      LC_INPUT_ERROR("--store ", a.store, ": ", e.what());
     }
   }
   laconic::SupervisorOptions o;
@@ -463,13 +465,12 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
     laconic::LoadOptions load;
     load.cache_dir = recipe.run.out_dir;
     const laconic::TrainData data = laconic::load_data(recipe, load);
-    o.steps = laconic::resolve(recipe, data, a.out).plan.steps;
+    const laconic::RunSpec spec = laconic::resolve(recipe, data, a.out);
+    laconic::check_elastic_run(recipe, spec);
+    o.steps = spec.plan.steps;
   } else {
     // A script's model and data are its own: what the supervisor can check is the recipe's.
-    const laconic::StrategyTraits& traits = laconic::strategy_traits(recipe.sync.strategy.value);
-    if (!traits.periodic)
-      LC_INPUT_ERROR(a.recipe, ": sync.strategy = \"", recipe.sync.strategy.value, "\": elastic training needs a "
-                     "periodic strategy (", laconic::periodic_strategy_names(), ")");
+    laconic::check_elastic_strategy(recipe);
     if (recipe.train.steps <= 0)
       LC_INPUT_ERROR(a.recipe, ": train.steps: expected the steps the script trains (> 0), got ", recipe.train.steps);
     o.steps = recipe.train.steps;
@@ -490,8 +491,11 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
   o.log = &std::cout;
   const laconic::SupervisorResult r = laconic::run_supervisor(o);
   if (r.exit_code > 128)
-    std::cerr << "trainer: elastic run stopped by a signal; every replica checkpointed its step (continue with trainer "
-                 "elastic ... --resume)" << std::endl;
+    std::cerr << "trainer: elastic run stopped by a signal; "
+              << (r.checkpointed == a.replicas ? std::string("every replica")
+                                               : std::to_string(r.checkpointed) + " of " + std::to_string(a.replicas) +
+                                                     " replicas")
+              << " checkpointed its step (continue with trainer elastic ... --resume)" << std::endl;
   return r.exit_code;
 }
 

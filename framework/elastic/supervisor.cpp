@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -52,6 +54,21 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
   LC_CHECK(o.replicas >= 1, "elastic: --replicas ", o.replicas);
   LC_CHECK(o.max_restarts >= 0, "elastic: --max-restarts ", o.max_restarts);
   fs::create_directories(o.out_dir);
+  // One supervisor per OUT: a second would delete the first's live store and replicas' logs.
+  const std::string lock_path = (fs::path(o.out_dir) / "supervisor.lock").string();
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  LC_CHECK(lock >= 0, "elastic: cannot open ", lock_path, ": ", std::strerror(errno));
+  const std::shared_ptr<void> unlock(nullptr, [lock](void*) { ::close(lock); });
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder;
+    std::ifstream(lock_path) >> holder;
+    LC_INPUT_ERROR("--out ", o.out_dir, ": another trainer elastic is running there",
+                   holder.empty() ? "" : " (pid " + holder + ")", "; give this run another --out");
+  }
+  if (::ftruncate(lock, 0) == 0) {
+    const std::string me = std::to_string(::getpid()) + "\n";
+    [[maybe_unused]] const auto n = ::write(lock, me.data(), me.size());  // only for the message above
+  }
   std::string store = o.store;
   if (store.empty()) {
     const fs::path dir = fs::path(o.out_dir) / "store";
@@ -84,6 +101,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     }
   }
   Stopwatch wall;
+  const fs::file_time_type started_at = fs::file_time_type::clock::now();
   struct Replica {
     pid_t pid = -1;
     int starts = 0;
@@ -134,6 +152,9 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
       throw Error(detail::concat("elastic: fork: ", std::strerror(errno)));
     }
     if (pid == 0) {
+      // A process group of its own: Ctrl-C at the terminal reaches the supervisor alone, which
+      // forwards it once (a replica signalled twice would stop at once, without its checkpoint).
+      ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a supervisor that dies stops its replicas (with checkpoints)
       if (::getppid() != parent) ::_exit(143);  // it died before the line above
       ::dup2(fd, 1);  // dup2's copies are not close-on-exec; fd itself is
@@ -145,6 +166,7 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
       ::_exit(127);
     }
     ::close(fd);
+    ::setpgid(pid, pid);  // also from here: whichever runs first, the group exists before any signal
     Replica& r = rs[static_cast<std::size_t>(i)];
     r.pid = pid;
     ++r.starts;
@@ -237,14 +259,27 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     res.useful_steps += useful;
     ordered_json rj = {{"replica", i}, {"starts", r.starts}, {"exit", how(r.status)}, {"useful_steps", useful}};
     std::ifstream sum(dir / "summary.json");
+    // Whether this replica's last process wrote its summary after the supervisor's signal: it
+    // stopped after a step and checkpointed it (a replica killed outright leaves an older one).
+    bool checkpointed = false;
     if (sum) {
       const auto s = nlohmann::json::parse(sum, nullptr, false);
       if (!s.is_discarded()) {
+        const std::string ckpt = s.value("checkpoint", std::string());
+        checkpointed = forwarded && s.value("stopped", std::string()) == "signal" && !ckpt.empty() &&
+                       fs::last_write_time(dir / "summary.json") >= started_at && fs::exists(ckpt);
+        if (forwarded)
+          say("replica " + std::to_string(i) + " " + how(r.status) +
+              (checkpointed ? " after step " + std::to_string(s.value("steps", std::int64_t{0})) + ", checkpoint " + ckpt
+                            : ": no checkpoint of its last step"));
         rj["theta_global_checksum"] = s.value("theta_global_checksum", std::string());
         if (s.contains("eval_loss") && s["eval_loss"].is_number()) rj["eval_loss"] = s["eval_loss"].get<double>();
         rj["steps"] = s.value("steps", std::int64_t{0});
       }
+    } else if (forwarded) {
+      say("replica " + std::to_string(i) + " " + how(r.status) + ": no checkpoint of its last step");
     }
+    res.checkpointed += checkpointed ? 1 : 0;
     replicas.push_back(rj);
     all_ok = all_ok && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
   }

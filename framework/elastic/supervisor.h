@@ -47,6 +47,7 @@ struct SupervisorResult {
   double useful_steps = 0;
   double goodput = 0;        // useful steps per replica per second
   double useful_share = 0;   // useful steps / (replicas x steps)
+  int checkpointed = 0;      // after a forwarded signal: replicas that stopped with a checkpoint of their step
 };
 
 SupervisorResult run_supervisor(const SupervisorOptions& opts);

@@ -81,8 +81,7 @@ class ElasticHook final : public StepHook {
 }  // namespace
 
 // An elastic replica's group, after checking that the run can be one (before anything is written).
-std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts) {
-  const TrainOptions::Elastic& e = opts.elastic;
+void check_elastic_strategy(const Recipe& recipe) {
   const std::string& s = recipe.sync.strategy.value;
   const StrategyTraits& traits = strategy_traits(s);
   if (!traits.periodic || !recipe.sync.phases.phases.empty())
@@ -93,14 +92,23 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
   if (warmup > 0)
     LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
                    "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");
+  if (recipe.distributed.device != DeviceKind::cpu)
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\": elastic replicas run on the CPU for now");
+  if (recipe.network.groups > 0)
+    LC_INPUT_ERROR(recipe.path, ": network.groups: a simulated network does not apply to elastic replicas (their "
+                                "outer syncs cross real processes over gloo)");
+}
+
+void check_elastic_run(const Recipe& recipe, const RunSpec& spec) {
+  check_elastic_strategy(recipe);
   if (spec.backend != BackendKind::threads)
     LC_INPUT_ERROR(recipe.path, ": distributed.backend: an elastic replica is one process (the threads backend); "
                                 "run one replica per process under `trainer elastic`");
-  if (spec.device != Device::cpu)
-    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\": elastic replicas run on the CPU for now");
-  if (spec.simulate)
-    LC_INPUT_ERROR(recipe.path, ": network.groups: a simulated network does not apply to elastic replicas (their "
-                                "outer syncs cross real processes over gloo)");
+}
+
+std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts) {
+  const TrainOptions::Elastic& e = opts.elastic;
+  check_elastic_run(recipe, spec);
   if (opts.run_dir.empty()) LC_INPUT_ERROR("elastic training needs a run directory (its state moves through checkpoints)");
   if (e.replica < 0 || e.replica >= e.replicas)
     LC_INPUT_ERROR("--replica ", e.replica, ": expected a replica in [0, ", e.replicas - 1, "] (--replicas ", e.replicas, ")");

@@ -17,6 +17,13 @@
 
 namespace laconic {
 
+// Whether a recipe can run as elastic replicas (InputError naming the key otherwise): one periodic
+// strategy without a synchronous warm-up, on the CPU, without a simulated network. The supervisor
+// checks it before starting anything (a script's recipe: this much; the trainer's: with the spec).
+void check_elastic_strategy(const Recipe& recipe);
+// The same, and one process per replica (the threads backend).
+void check_elastic_run(const Recipe& recipe, const RunSpec& spec);
+
 // An elastic replica's group, after checking that the run can be one (before anything is written).
 std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts);
 
