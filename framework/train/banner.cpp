@@ -51,6 +51,24 @@ void start_banner(std::ostream& log, const RunSpec& spec, const TrainData& data,
   if (!run_dir.empty()) log << "laconic: writing " << run_dir << "/" << std::endl;
 }
 
+std::string resolved_comment(const TrainPlan& p, const TrainData& d) {
+  std::ostringstream os;
+  os << std::setprecision(17) << "\n# Resolved at start:\n"
+     << "#   model           = " << p.model << "\n"
+     << "#   data            = " << d.describe << "\n"
+     << "#   global_batch    = " << p.global_batch << "\n"
+     << "#   steps           = " << p.steps;
+  if (p.external) {  // the caller's data and optimizer: no epochs, no schedule of Laconic's
+    os << "\n";
+    return os.str();
+  }
+  os << " (" << p.steps_per_epoch << " per epoch)\n"
+     << "#   effective_lr    = " << p.lr << "\n"
+     << "#   warmup_steps    = " << p.warmup_steps << "\n";
+  if (!std::isnan(d.baseline_loss)) os << "#   unigram_loss    = " << d.baseline_loss << "\n";
+  return os.str();
+}
+
 std::string done_line(const TrainSummary& s) {
   std::ostringstream os;
   os << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps";

@@ -17,6 +17,10 @@ namespace laconic {
 void start_banner(std::ostream& log, const RunSpec& spec, const TrainData& data, const Communicator& comm,
                   int gemm_threads, const std::string& run_dir);
 
+// What the recipe resolved to, appended to recipe.resolved.toml as comments (the keys above stay
+// the ones the user wrote, so the file still loads as a recipe).
+std::string resolved_comment(const TrainPlan& plan, const TrainData& data);
+
 // The run's closing line: "done: N steps [(resumed at S)] [(K skipped: ...)] in W s [(simulated
 // T s)], final loss L[, eval loss E [(D nats below the unigram baseline U)]][, eval accuracy A%],
 // sent B per rank[; weights in CHECKPOINT]", bytes in units (61.4 MB).

@@ -78,10 +78,7 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
   const bool lead = comm.rank() == 0;
   if (lead && !o.run_dir.empty()) {
     make_directories(o.run_dir);
-    write_file_atomic(o.run_dir + "/recipe.resolved.toml",
-                      to_toml(spec_.recipe) + "\n# Resolved at start:\n#   model           = " + spec_.plan.model +
-                          "\n#   global_batch    = " + std::to_string(spec_.plan.global_batch) +
-                          "\n#   steps           = " + std::to_string(spec_.plan.steps) + "\n");
+    write_file_atomic(o.run_dir + "/recipe.resolved.toml", to_toml(spec_.recipe) + resolved_comment(spec_.plan, data_));
   }
   const int gemm_threads = gemm_threads_for(spec_);
   ops::cpu::set_gemm_threads(gemm_threads);

@@ -132,21 +132,6 @@ class Worker {
 };
 
 
-// What the recipe resolved to, appended to recipe.resolved.toml as comments (the keys above
-// stay the ones the user wrote, so the file still loads as a recipe).
-std::string resolved_comment(const TrainPlan& p, const TrainData& d) {
-  std::ostringstream os;
-  os << std::setprecision(17) << "\n# Resolved at start:\n"
-     << "#   model           = " << p.model << "\n"
-     << "#   data            = " << d.describe << "\n"
-     << "#   global_batch    = " << p.global_batch << "\n"
-     << "#   steps           = " << p.steps << " (" << p.steps_per_epoch << " per epoch)\n"
-     << "#   effective_lr    = " << p.lr << "\n"
-     << "#   warmup_steps    = " << p.warmup_steps << "\n";
-  if (!std::isnan(d.baseline_loss)) os << "#   unigram_loss    = " << d.baseline_loss << "\n";
-  return os.str();
-}
-
 }  // namespace
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& options) {
