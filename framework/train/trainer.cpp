@@ -1,11 +1,8 @@
 #include "framework/train/trainer.h"
 
-#include <cmath>
-#include <iomanip>
 #include <mutex>
 #include <optional>
 #include <ostream>
-#include <sstream>
 
 #include "core/check.h"
 #include "core/timer.h"
