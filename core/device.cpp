@@ -12,6 +12,7 @@ namespace laconic {
 namespace cuda_memory {
 #if defined(LACONIC_HAVE_CUDA)
 int device_count();
+void set_device(int index);
 void* allocate(std::size_t bytes);
 void release(void* p) noexcept;
 void copy(void* dst, bool dst_device, const void* src, bool src_device, std::size_t bytes);
@@ -24,6 +25,7 @@ void synchronize_kernels();
               "install the CUDA toolkit and configure with -DLACONIC_CUDA=ON)");
 }
 int device_count() { return 0; }
+void set_device(int) { unavailable(); }
 void* allocate(std::size_t) { unavailable(); }
 void release(void*) noexcept {}
 void copy(void*, bool, const void*, bool, std::size_t) { unavailable(); }
@@ -44,6 +46,7 @@ bool built_with_cuda() {
 }
 
 int cuda_device_count() { return cuda_memory::device_count(); }
+void set_cuda_device(int index) { cuda_memory::set_device(index); }
 bool cuda_available() { return cuda_device_count() > 0; }
 
 namespace {

@@ -23,6 +23,8 @@ const char* name_of(Device d);
 bool cuda_available();
 // How many CUDA devices this process sees (0 without CUDA or a driver; never throws).
 int cuda_device_count();
+// Makes device `index` this thread's current one (where allocations go); throws without CUDA.
+void set_cuda_device(int index);
 // True when this build was compiled with the CUDA path.
 bool built_with_cuda();
 

@@ -18,6 +18,8 @@ int device_count() {
   return count;
 }
 
+void set_device(int index) { LC_CUDA_CHECK(cudaSetDevice(index)); }
+
 void* allocate(std::size_t bytes) {
   void* p = nullptr;
   LC_CUDA_CHECK(cudaMalloc(&p, bytes));

@@ -21,12 +21,16 @@ class ExternalOptimizer final : public Optimizer {
   std::vector<StateTensor> state() override { return {}; }
 };
 
-// What of the recipe cannot apply to a model trained outside Laconic; checked before anything
-// is written.
-void check_recipe(const Recipe& r) {
-  if (r.distributed.device == DeviceKind::cuda)
-    LC_INPUT_ERROR(r.path, ": distributed.device = \"cuda\": laconic.torch reduces host (CPU) tensors in this "
-                           "version; keep the model on the CPU and device = \"cpu\"");
+// The recipe on the device of the caller's parameters (they decide: distributed.device is the
+// trainer's choice of where to build a model); a recipe that asks for cuda with the parameters on
+// the host is refused, before anything is written.
+Recipe on_device(const Recipe& recipe, Device device) {
+  if (device == Device::cpu && recipe.distributed.device == DeviceKind::cuda)
+    LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but the model's parameters are on the CPU: move "
+                                "the model to its GPU (model.cuda()) before lt.Sync, or set device = \"cpu\"");
+  Recipe r = recipe;
+  r.distributed.device = device == Device::cuda ? DeviceKind::cuda : DeviceKind::cpu;
+  return r;
 }
 
 }  // namespace
@@ -59,8 +63,20 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
     : opts_(std::move(opts)),
       model_(tensors, opts_.flops_per_example, opts_.kind),
       optimizer_(std::make_unique<ExternalOptimizer>()),
-      world_((check_recipe(recipe), std::make_unique<ProcessWorld>(recipe))),
-      spec_(resolve(recipe, make_external_plan(recipe, model_), world_->backend(), opts_.train.run_dir)) {
+      world_(std::make_unique<ProcessWorld>(on_device(recipe, opts_.device))),
+      spec_(resolve(on_device(recipe, opts_.device), make_external_plan(recipe, model_), world_->backend(),
+                    opts_.train.run_dir)) {
+  if (spec_.device == Device::cuda) {
+    // The GPU the rank's communicators use (its node-local rank's) must be the parameters'.
+    const int want = rank_cuda_device(world_->comm());
+    if (want != opts_.cuda_index)
+      LC_INPUT_ERROR("laconic.torch: the model's parameters are on cuda:", opts_.cuda_index, " but rank ",
+                     world_->comm().rank(), " communicates from cuda:", want,
+                     " (its rank on this node modulo the GPUs it sees): torch.cuda.set_device(", want,
+                     ") and build the model there, or CUDA_VISIBLE_DEVICES");
+    set_cuda_device(want);
+    model_.to(Device::cuda);  // the caller copies its values in, then views the store's device memory
+  }
   data_.describe = "the caller's (each process reads shard data_rank of data_world)";
   // An elastic replica joining a run in progress resumes from the state a member sent it.
   if (opts_.train.elastic.replicas > 0) {
@@ -132,6 +148,7 @@ void ExternalRun::begin_step(std::int64_t step) {
 
 bool ExternalRun::reduce(double loss_sum, double loss_count, double lr) {
   LC_CHECK(in_step_, "reduce() outside a step");
+  synchronize_kernels(spec_.device);  // on a GPU, the caller's backward is queued work until here
   if (Tracer* t = session_->tracer()) t->span_end(SpanKind::forward_backward);
   state_.loss_sum = loss_sum;
   state_.loss_count = loss_count;
@@ -147,6 +164,7 @@ void ExternalRun::optimizer_begin() {
 }
 
 void ExternalRun::updated() {
+  synchronize_kernels(spec_.device);  // the caller's optimizer step, queued on a GPU
   if (Tracer* t = session_->tracer()) t->span_end(SpanKind::optimizer);
   guarded([&] { session_->updated(state_, clock_.seconds()); });
   in_step_ = false;

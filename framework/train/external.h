@@ -53,6 +53,10 @@ struct ExternalOptions {
   TrainOptions train;       // run_dir, log, resume, stop_on_signals, evaluate, hooks
   double flops_per_example = 0;
   std::string kind = "torch model";  // how describe() names the model
+  // Where the caller's parameters live (cuda: the store moves there, the run uses the device path:
+  // NCCL or staging communicators, the strategies' device kernels), and which GPU.
+  Device device = Device::cpu;
+  int cuda_index = 0;
 };
 
 class ExternalRun {
@@ -67,6 +71,7 @@ class ExternalRun {
   // Returns the first step.
   std::int64_t start();
   ParamStore& store() { return model_.params(); }
+  int cuda_index() const { return opts_.cuda_index; }  // the store's GPU when it is on cuda
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   DataShard shard() const { return shard_; }

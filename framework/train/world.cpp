@@ -126,6 +126,15 @@ ProcessWorld::~ProcessWorld() {
   comm_.reset();  // before the runtime they run on
 }
 
+int rank_cuda_device(const Communicator& comm) {
+#if defined(LACONIC_HAVE_CUDA)
+  return default_cuda_device(comm);
+#else
+  (void)comm;
+  throw Error("device = \"cuda\" needs a build with CUDA");
+#endif
+}
+
 void abort_mpi_job(int exit_code) {
 #ifdef LACONIC_HAVE_MPI
   int initialized = 0, finalized = 0, size = 1;

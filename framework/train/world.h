@@ -53,6 +53,10 @@ class ProcessWorld {
   std::unique_ptr<Communicator> comm_, control_;
 };
 
+// The GPU a rank's device communicators use (collectives/cuda/device_select.h: its rank on the
+// node modulo the devices visible). Throws without CUDA or a device.
+int rank_cuda_device(const Communicator& comm);
+
 // A rank of a multi-process MPI job that failed outside the collectives (a script's exception)
 // ends the whole job (MPI_Abort with `exit_code`), as run_world does for the trainer: its peers
 // would otherwise wait in their next collective until distributed.timeout_s. Returns (doing

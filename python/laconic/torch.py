@@ -35,6 +35,7 @@ import os
 import sys
 
 import torch
+import torch.utils.dlpack
 
 import laconic
 from laconic import _laconic
@@ -44,6 +45,13 @@ from laconic.run import Run
 __all__ = ["Sync"]
 
 _TORCH_FILE = "torch.rank-{rank}.pt"
+
+
+def _cuda_index(device):
+    """The GPU of the parameters (-1: the CPU)."""
+    if device is None or device.type != "cuda":
+        return -1
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def _sections_of_yours(recipe):
@@ -109,6 +117,7 @@ class Sync:
         self.model = model
         self._optimizer = optimizer
         self._params, names, frozen = [], [], []
+        device = None
         for name, p in model.named_parameters():  # a tied parameter once, under its first name
             if not p.requires_grad:
                 frozen.append(name)
@@ -116,9 +125,13 @@ class Sync:
             if p.dtype != torch.float32:
                 raise laconic.Error(f"laconic.torch.Sync: parameter {name} is {p.dtype}: Laconic syncs float32 "
                                     "parameters (model.float(); keep lower precision for autocast)")
-            if p.device.type != "cpu":
-                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}: this version syncs "
-                                    "CPU tensors (CUDA tensors through the device path are not done yet)")
+            if p.device.type not in ("cpu", "cuda"):
+                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}: expected the CPU or a "
+                                    "CUDA device")
+            if device is not None and p.device != device:
+                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}, others on {device}: "
+                                    "expected every parameter on one device")
+            device = p.device
             if p.is_sparse:
                 raise laconic.Error(f"laconic.torch.Sync: parameter {name} is sparse: expected dense tensors")
             self._params.append(p)
@@ -132,7 +145,8 @@ class Sync:
             self._session = _laconic.Session(
                 recipe, _override_list(overrides), out, [(n, list(p.shape)) for n, p in zip(names, self._params)],
                 "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
-                self._save_files if out else None, float(flops_per_example or 0), True, elastic)
+                self._save_files if out else None, float(flops_per_example or 0), True, elastic,
+                _cuda_index(device))
         except _laconic.RunFinished as finished:
             # resume="auto" on a run that had finished: nothing to train, nothing written (the
             # trainer's line); the run's weights are its last checkpoint's (trainer export).
@@ -149,9 +163,10 @@ class Sync:
             shown = ", ".join(frozen[:4]) + (f" and {len(frozen) - 4} more" if len(frozen) > 4 else "")
             print(f"laconic: {len(frozen)} parameters need no gradient and stay out of the sync: {shown}",
                   file=stream)
-        # The store's two buffers as torch tensors (no copy); each parameter and its gradient a view.
-        flat = torch.from_numpy(self._session.params())
-        gflat = torch.from_numpy(self._session.grads())
+        # The store's two buffers as torch tensors over its memory (DLPack, host or GPU: no copy);
+        # each parameter and its gradient a view.
+        flat = torch.utils.dlpack.from_dlpack(self._session.params())
+        gflat = torch.utils.dlpack.from_dlpack(self._session.grads())
         self._offsets, self._grads = [], []
         with torch.no_grad():
             for p, (_, offset, numel) in zip(self._params, self._session.views()):

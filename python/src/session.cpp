@@ -3,10 +3,11 @@
 // converts: the store's buffers as numpy arrays (no copy), Python callables as hooks, the GIL
 // released while Laconic communicates.
 #include <pybind11/functional.h>
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -46,6 +47,70 @@ class FilesHook final : public laconic::StepHook {
   std::shared_ptr<Held> fn_;
 };
 
+// DLPack (github.com/dmlc/dlpack, the ABI torch.utils.dlpack.from_dlpack reads): its structs as
+// the standard defines them, for a flat float32 buffer on the host or a GPU.
+struct DLDevice {
+  std::int32_t device_type;  // kDLCPU = 1, kDLCUDA = 2
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;  // kDLFloat = 2
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;  // in elements
+  std::uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+// One exported buffer: the tensor, its shape and strides, and a reference to the Python object
+// that owns the memory (the Session), dropped when the consumer is done with it.
+struct Exported {
+  DLManagedTensor managed;
+  std::int64_t shape[1];
+  std::int64_t strides[1];
+  PyObject* owner;
+};
+
+void release_exported(DLManagedTensor* m) {
+  auto* e = static_cast<Exported*>(m->manager_ctx);
+  const PyGILState_STATE gil = PyGILState_Ensure();  // torch may free the tensor on any thread
+  Py_DECREF(e->owner);
+  PyGILState_Release(gil);
+  delete e;
+}
+
+// A "dltensor" capsule over `data` (`n` floats on `device`), keeping `owner` alive while a tensor
+// views it. A capsule never consumed frees its export itself.
+py::capsule export_dlpack(float* data, std::size_t n, laconic::Device device, int index, const py::object& owner) {
+  auto* e = new Exported{};
+  e->shape[0] = static_cast<std::int64_t>(n);
+  e->strides[0] = 1;
+  e->owner = owner.ptr();
+  Py_INCREF(e->owner);
+  e->managed.dl_tensor = {data,       {device == laconic::Device::cuda ? 2 : 1, device == laconic::Device::cuda ? index : 0},
+                          1,          {2, 32, 1},
+                          e->shape,   e->strides,
+                          0};
+  e->managed.manager_ctx = e;
+  e->managed.deleter = release_exported;
+  return py::capsule(&e->managed, "dltensor", [](PyObject* capsule) {
+    if (!PyCapsule_IsValid(capsule, "dltensor")) return;  // a consumer renamed it "used_dltensor": its own now
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    m->deleter(m);
+  });
+}
+
 class TorchSession {
  public:
   // `tensors`: (name, shape) of each parameter in store order. `log`: a text stream or None.
@@ -54,7 +119,7 @@ class TorchSession {
   TorchSession(const std::string& recipe_path, const std::vector<std::string>& overrides, const std::string& out,
           const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>& tensors, const std::string& resume,
           const py::object& log, const py::object& evaluate, const py::object& save_files, double flops_per_example,
-          bool stop_on_signals, const laconic::TrainOptions::Elastic& elastic)
+          bool stop_on_signals, const laconic::TrainOptions::Elastic& elastic, int cuda_index)
       : lines_(log), log_stream_(&lines_) {
     const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
     laconic::ExternalOptions opts;
@@ -78,6 +143,8 @@ class TorchSession {
       opts.train.hooks.push_back([fn](laconic::Loop&) { return std::make_unique<FilesHook>(fn); });
     }
     opts.flops_per_example = flops_per_example;
+    opts.device = cuda_index >= 0 ? laconic::Device::cuda : laconic::Device::cpu;
+    opts.cuda_index = std::max(0, cuda_index);
     std::vector<laconic::ExternalTensor> ts;
     for (const auto& [name, shape] : tensors) ts.push_back({name, shape});
     py::gil_scoped_release release;  // joining the world waits for the other processes
@@ -91,12 +158,13 @@ class TorchSession {
 
   laconic::ExternalRun& run() { return *run_; }
 
-  // params() or grads() of the store as a flat float32 array over its memory, keeping `self` alive.
-  static py::array buffer(py::object self, bool grads) {
-    laconic::ParamStore& store = self.cast<TorchSession&>().run().store();
+  // params() or grads() of the store as a DLPack capsule over its memory (host or GPU), keeping
+  // `self` alive while a tensor views it.
+  static py::capsule buffer(py::object self, bool grads) {
+    laconic::ExternalRun& run = self.cast<TorchSession&>().run();
+    laconic::ParamStore& store = run.store();
     float* data = grads ? store.grads().data() : store.params().data();
-    return py::array_t<float>({static_cast<py::ssize_t>(store.size())}, {static_cast<py::ssize_t>(sizeof(float))},
-                              data, self);
+    return export_dlpack(data, store.size(), store.device(), run.cuda_index(), self);
   }
 
   py::list views() {
@@ -148,10 +216,10 @@ void bind_session(py::module_& m) {
       .def(py::init<const std::string&, const std::vector<std::string>&, const std::string&,
                     const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>&, const std::string&,
                     const py::object&, const py::object&, const py::object&, double, bool,
-                    const laconic::TrainOptions::Elastic&>(),
+                    const laconic::TrainOptions::Elastic&, int>(),
            py::arg("recipe"), py::arg("overrides"), py::arg("out"), py::arg("tensors"), py::arg("resume"),
            py::arg("log"), py::arg("evaluate"), py::arg("save_files"), py::arg("flops_per_example"),
-           py::arg("stop_on_signals"), py::arg("elastic"))
+           py::arg("stop_on_signals"), py::arg("elastic"), py::arg("cuda_index"))
       .def("params", [](py::object self) { return TorchSession::buffer(self, false); })
       .def("grads", [](py::object self) { return TorchSession::buffer(self, true); })
       .def("views", &TorchSession::views)

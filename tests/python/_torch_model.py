@@ -59,6 +59,8 @@ def batch(step, micro, rank, world, b, features=FEATURES):
 
 
 def eval_loss(model, features=FEATURES):
-    logits = model(_widen(_EX, features))
-    return (torch.nn.functional.cross_entropy(logits, _EY).item(),
-            (logits.argmax(dim=1) == _EY).float().mean().item())
+    device = next(model.parameters()).device
+    logits = model(_widen(_EX, features).to(device))
+    labels = _EY.to(device)
+    return (torch.nn.functional.cross_entropy(logits, labels).item(),
+            (logits.argmax(dim=1) == labels).float().mean().item())

@@ -4,7 +4,7 @@ _torch_model on the deterministic data there, with the recipe and overrides give
 final parameters (every rank: params.rank-R.npy in --save).
 
     _torch_worker.py RECIPE --out DIR --save DIR [--set key=value ...] [--micro B] [--resume auto]
-                     [--optimizer sgd|adamw] [--stall-at STEP] [--widths 784,32,10]
+                     [--optimizer sgd|adamw] [--stall-at STEP] [--widths 784,32,10] [--device cuda]
 """
 import argparse
 import os
@@ -37,11 +37,12 @@ def main():
     ap.add_argument("--resume", default=None)
     ap.add_argument("--optimizer", default="sgd")
     ap.add_argument("--stall-at", type=int, default=-1, help="sleep at this step (a signal's window)")
+    ap.add_argument("--device", default="cpu", help="where the model trains (cpu, cuda)")
     ap.add_argument("--widths", default="", help="the MLP's layer widths, input first (default: _torch_model's)")
     a = ap.parse_args()
     overrides = dict((kv.split("=", 1)[0], value(kv.split("=", 1)[1])) for kv in a.set)
     widths = tuple(int(w) for w in a.widths.split(",")) if a.widths else None
-    model = tm.make_model(widths) if widths else tm.make_model()
+    model = (tm.make_model(widths) if widths else tm.make_model()).to(a.device)
     features = widths[0] if widths else tm.FEATURES
     opt = tm.make_optimizer(model, a.optimizer)
     sync = lt.Sync(model, recipe=a.recipe, overrides=overrides, out=a.out or None, resume=a.resume, log=False,
@@ -51,6 +52,7 @@ def main():
         step = sync.step_count
         for m in range(tm.grad_accum(a.recipe, overrides)):
             x, y = tm.batch(step, m, sync.data_rank, sync.data_world, micro, features)
+            x, y = x.to(a.device), y.to(a.device)
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             if step == a.stall_at and m == 0:
@@ -60,7 +62,7 @@ def main():
     sync.finish()
     if a.save:
         os.makedirs(a.save, exist_ok=True)
-        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
         np.save(os.path.join(a.save, f"params.rank-{sync.rank}.npy"), flat)
 
 
