@@ -556,6 +556,8 @@ int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
   CLI::App* elastic_cmd = app.add_subcommand("elastic", "run N replicas of a periodic strategy as processes that may "
                                                         "leave and rejoin, restarting those that die");
   add_elastic_options(*elastic_cmd, elastic_args);
+  elastic_cmd->footer("After --, a command each replica runs instead of the trainer (a laconic.torch script:\n"
+                      "  trainer elastic --replicas 3 --recipe R --out DIR -- /usr/bin/python3 train.py); docs/torch.md");
   std::vector<const char*> args{argv[0]};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
