@@ -15,6 +15,10 @@ namespace laconic::ops::cpu {
 // the ranks it holds (gemm_threads_for). Without OpenBLAS (the Eigen fallback) it is recorded and
 // has no effect. n >= 1.
 void set_gemm_threads(int n);
+// For a process whose OpenBLAS another library drives too (PyTorch under laconic.torch, whose
+// GEMMs share the pool): takes OpenBLAS's present thread count as ours and changes nothing, now
+// or at the first GEMM, so the threads stay the host's choice.
+void keep_gemm_threads();
 int gemm_threads();
 // Which CPU GEMM runs: "openblas <core>" (the kernel OpenBLAS picked for this CPU, e.g. SkylakeX
 // or Zen: results differ in the last bits between cores) or "eigen".

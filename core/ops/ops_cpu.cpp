@@ -72,6 +72,13 @@ void set_gemm_threads(int n) {
 #endif
 }
 
+void keep_gemm_threads() {
+  gemm_threads_set = true;
+#if LACONIC_HAVE_OPENBLAS
+  gemm_thread_count = std::max(1, openblas_get_num_threads());
+#endif
+}
+
 int gemm_threads() { return gemm_thread_count.load(); }
 
 std::string gemm_library() {

@@ -96,8 +96,10 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
     make_directories(o.run_dir);
     write_file_atomic(o.run_dir + "/recipe.resolved.toml", to_toml(spec_.recipe) + resolved_comment(spec_.plan, data_));
   }
-  const int gemm_threads = gemm_threads_for(spec_);
-  ops::cpu::set_gemm_threads(gemm_threads);
+  // The caller's library computes with the process's OpenBLAS (torch's GEMMs share its pool):
+  // its threads are the caller's to set, not sized for Laconic's ranks as the trainer sizes them.
+  ops::cpu::keep_gemm_threads();
+  const int gemm_threads = ops::cpu::gemm_threads();
   if (lead && o.log) start_banner(*o.log, spec_, data_, comm, gemm_threads, o.run_dir);
   resume_ = agree_on_resume(world_->control(), o, resume_, spec_.checkpoint_root);
   if (o.stop_on_signals) signals_.emplace();

@@ -17,6 +17,7 @@ process is one rank: `mpirun -np N python3 train.py` (MPI), or N processes start
 LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE=file:DIR (gloo; torchrun's RANK and WORLD_SIZE
 work too), or one process alone. The recipe's [sync], [distributed], [network], [checkpoint],
 [guards] and [train] settings apply; its [model], [data] and [optimizer] are yours (ignored).
+Threads are yours too: torch's and OpenBLAS's thread counts stay as you set them.
 
 sync.step(optimizer, loss) after each backward:
   - with train.grad_accum = k, the first k - 1 calls only count the micro-batch (gradients add up

@@ -293,5 +293,18 @@ TEST(DType, FinishAvg) {
   EXPECT_THROW(finish_avg(f.data(), f.size(), DType::f32, 0), Error);
 }
 
+// The average of one contribution is that contribution, bit for bit, as our algorithms return
+// at n = 1 before any pass: no division (which would quiet a signaling NaN's pattern), and no
+// pass over the buffer, which over MPI alone (lt.Sync in one process) cost a whole gradient
+// read and write per step.
+TEST(DType, FinishAvgOverOneRankIsTheIdentity) {
+  const std::vector<std::uint32_t> bits = {0x7fa00001u /* signaling NaN */, 0x80000000u /* -0 */, 0x3f800000u,
+                                           0x00000001u /* subnormal */};
+  std::vector<float> f(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) f[i] = std::bit_cast<float>(bits[i]);
+  finish_avg(f.data(), f.size(), DType::f32, 1);
+  for (std::size_t i = 0; i < bits.size(); ++i) EXPECT_EQ(std::bit_cast<std::uint32_t>(f[i]), bits[i]) << i;
+}
+
 }  // namespace
 }  // namespace laconic
