@@ -265,10 +265,14 @@ class Sync:
 
     def finish(self):
         """Drains syncs in flight, writes the last checkpoint and summary.json (rank 0 replays a
-        [network]); returns the run (a laconic.Run, or None without a run directory)."""
+        [network]); returns the run as a laconic.Run on rank 0 (None on other ranks, without a run
+        directory, or when the run stopped before its first metrics record)."""
         if self._summary is None:
             self._finish(0)
-        return Run(self.out) if self.out and self.rank == 0 else None
+        # A run stopped before its first record (train.log_every) has no metrics.jsonl to read.
+        if not self.out or self.rank != 0 or not os.path.exists(os.path.join(self.out, "metrics.jsonl")):
+            return None
+        return Run(self.out)
 
 
     # ---- internals ----
