@@ -8,14 +8,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup  # noqa: E402
+from _setup import setup_torch  # noqa: E402
 
-TRAINER, SOURCE = setup()
-try:
-    import torch
-except ImportError:
-    print("skipped: torch is not installed for this interpreter (python3-torch)")
-    sys.exit(77)
+TRAINER, SOURCE = setup_torch()
+import torch  # noqa: E402
+
 try:
     blas = ctypes.CDLL("libopenblas.so.0")
     blas.openblas_get_num_threads.restype = ctypes.c_int
