@@ -24,6 +24,7 @@ if find "$prefix/include" -path '*/cuda/*' | grep -q .; then echo "CUDA kernel h
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 for dir in "$src"/examples/*/; do
+  [ -f "$dir/CMakeLists.txt" ] || continue  # a Python example (torch_gpt: python.torch_gpt_example)
   name=$(basename "$dir")
   echo "== example $name"
   cmake -S "$dir" -B "$tmp/build-$name" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
