@@ -78,6 +78,7 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
     model_.to(Device::cuda);  // the caller copies its values in, then views the store's device memory
   }
   data_.describe = "the caller's (each process reads shard data_rank of data_world)";
+  if (world_->comm().rank() != 0) opts_.train.log = nullptr;  // rank 0 speaks for the run, as the trainer's
   // An elastic replica joining a run in progress resumes from the state a member sent it.
   if (opts_.train.elastic.replicas > 0) {
     elastic_ = make_elastic_group(spec_.recipe, spec_, opts_.train);

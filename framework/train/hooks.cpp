@@ -354,9 +354,8 @@ class Reporter final : public StepHook {
     if (!std::isnan(r.sim_time_s))
       line << " | sim " << human_seconds(r.sim_time_s) << " (comm " << std::setprecision(0)
            << 100.0 * r.sim_comm_s / std::max(1e-12, r.sim_time_s) << "%)";
-    if (!std::isnan(r.eval_loss) || !std::isnan(r.eval_accuracy))
-      line << " | eval loss " << std::setprecision(4) << r.eval_loss << " acc " << std::setprecision(2)
-           << 100.0 * r.eval_accuracy << "%";
+    if (!std::isnan(r.eval_loss)) line << " | eval loss " << std::setprecision(4) << r.eval_loss;
+    if (!std::isnan(r.eval_accuracy)) line << " acc " << std::setprecision(2) << 100.0 * r.eval_accuracy << "%";
     clear_progress();
     *loop_.opts.log << line.str() << std::endl;
   }

@@ -67,7 +67,8 @@ def _sections_of_yours(recipe):
             text = tomllib.load(f)
     except (OSError, ValueError):
         return []  # the recipe loaded already: whatever this is, Laconic's parser had the say
-    return [f"[{name}]" for name in ("model", "data", "optimizer", "schedule") if name in text]
+    return [f"[{name}]" + (" (but grad_clip)" if name == "optimizer" and "grad_clip" in text[name] else "")
+            for name in ("model", "data", "optimizer", "schedule") if name in text]
 
 
 def _elastic_from_environment(recipe, out, resume):
@@ -183,7 +184,8 @@ class Sync:
         self.data_rank = self._session.data_rank
         self.data_world = self._session.data_world
         self.steps = self._session.steps
-        self._accum = self._session.grad_accum
+        self.micro_batch = self._session.micro_batch  # train.micro_batch: the loader's batch per process
+        self.grad_accum = self._accum = self._session.grad_accum  # backward passes per optimizer step
         self._examples = float(examples) if examples else None
         self.first_step = self._session.start()  # rank 0's parameters everywhere, or the checkpoint's
         self.resumed_from = self._session.resumed_from or None
@@ -280,7 +282,8 @@ class Sync:
     def _finished_before(self):
         self._session = None
         self.rank, self.world_size, self.data_rank, self.data_world = 0, 1, 0, 1
-        self.steps = self.first_step = self.step_count = 0
+        self.steps = self.first_step = self.step_count = self.micro_batch = 0
+        self.grad_accum = 1
         self.resumed_from = None
         self.done = True
         self._summary = {}

@@ -1,7 +1,8 @@
 """laconic.torch's data parallelism is the trainer's: a torch MLP trained 20 steps with `allreduce`
 over 4 processes at micro-batch b (gloo, and mpirun when MPI is built) ends with the parameters of
 one process at 4b, to 1e-6 relative; one process accumulating 4 micro-batches of b too. And with
-overlap on (gradient hooks start buckets during backward), the same bits as without."""
+overlap on (gradient hooks start buckets during backward), the same bits as without. One process
+alone is the plain torch loop bit for bit, and optimizer.grad_clip is torch's clip_grad_norm_."""
 import os
 import shutil
 import subprocess
@@ -63,8 +64,29 @@ def close(a, b, what, tol=1e-6):
     print(f"ok: {what} (max relative difference {err:.2g})")
 
 
+def plain_torch(clip=None):
+    """The same 20 steps in a plain torch loop (zero_grad, backward, clip_grad_norm_, step)."""
+    import torch
+    import _torch_model as tm
+    model = tm.make_model()
+    opt = tm.make_optimizer(model, "sgd")
+    for step in range(20):
+        x, y = tm.batch(step, 0, 0, 1, 32)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+
+
 try:
     one = run_single("one", ["train.micro_batch=32"])
+    assert np.array_equal(one, plain_torch()), "lt.Sync alone differs from the plain torch loop"
+    print("ok: lt.Sync alone == the plain torch loop, bit for bit")
+    clipped = run_single("clip", ["train.micro_batch=32", "optimizer.grad_clip=0.05"])
+    close(clipped, plain_torch(0.05), "optimizer.grad_clip == torch's clip_grad_norm_")
+    assert not np.allclose(clipped, one), "the clip did nothing"
     accum = run_single("accum", ["train.micro_batch=8", "train.grad_accum=4"])
     close(accum, one, "1 process accumulating 4 x 8 == 1 process at 32")
     # Small buckets (one tensor or two each), so that overlap has several to start during backward.
