@@ -251,6 +251,12 @@ std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, con
       for (auto it = votes.begin(); it != votes.end(); ++it)
         if (it->second > best->second || (it->second == best->second && std::get<0>(it->first) > std::get<0>(best->first)))
           best = it;
+      // The size of a contribution: the one most members in step send (ties to the smaller).
+      std::map<std::int64_t, int> sizes;
+      for (const auto& [i, h] : here)
+        if (!h.joiner && h.tag() == best->first) ++sizes[h.size];
+      const auto size = std::max_element(sizes.begin(), sizes.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; })->first;
       Quorum q;
       q.decided_by = opts_.replica;
       q.step = std::get<0>(best->first);
@@ -258,7 +264,7 @@ std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, con
         if (h.joiner) {
           q.joiners.push_back(i);
         } else if (h.tag() == best->first) {
-          if (std::string why = invalid(h, mine.size); !why.empty()) {
+          if (std::string why = invalid(h, size); !why.empty()) {
             q.rejected.push_back(i);
             q.reasons.push_back(std::move(why));
             continue;

@@ -8,11 +8,12 @@
 // Rendezvous is a KeyStore (a folder, or redis) and needs no coordinator: every decision is a
 // set-once key that the first writer wins. Round R (one attempt at one outer sync):
 //   round.R.hello.I    replica I is here: member (in step with the run) or joiner (needs state),
-//                      with its step, its anchor's checksum and the examples since its last sync
+//                      with its step, its anchor's checksum, its aggregation rule, the examples
+//                      since its last sync and its pseudo-gradient's size, finiteness and norm
 //   round.R.quorum     written by the first member to see every replica it waits for (the last
 //                      quorum's, plus any already here), or when join_timeout_s has passed since
 //                      it arrived: the members (those in step with the majority's anchor), the
-//                      joiners, each member's examples
+//                      joiners, each member's examples and norm, the members rejected and why
 //   round.R.ok.I       member I's reduction over the quorum's gloo group completed
 //   round.R.outcome    "commit" (every member's ok arrived within sync_timeout_s) or "retry"
 //                      (a member died, stalled or failed): the first verdict written stands
@@ -129,7 +130,7 @@ class ElasticGroup final : public ReplicaGroup {
   struct Hello;
   struct Quorum;
   std::string key(std::int64_t round, const std::string& what) const;
-  // Why a member's hello cannot be averaged ("" when it can): `size` is the writer's own.
+  // Why a member's hello cannot be averaged ("" when it can): `size` is the members' majority's.
   std::string invalid(const Hello& h, std::int64_t size) const;
   // factors_: each member's clip factor under elastic.max_norm_ratio (1 without it), over the
   // rows use_ lists; logs one line per member clipped.
