@@ -22,13 +22,11 @@ double median_of(std::span<double> v) {
   return (below + v[m]) / 2;
 }
 
-void clip_factors(std::span<const double> norms, std::span<const std::size_t> use, double ratio,
-                  std::span<double> factors, std::vector<double>& scratch) {
-  LC_CHECK(factors.size() == norms.size(), "clip_factors: ", factors.size(), " factors for ", norms.size(), " norms");
+double norm_bound(std::span<const double> norms, std::span<const std::size_t> use, double ratio,
+                  std::vector<double>& scratch) {
   scratch.clear();
   for (std::size_t j : use) scratch.push_back(norms[j]);
-  const double bound = ratio * median_of(scratch);
-  for (std::size_t j : use) factors[j] = norms[j] > bound ? bound / norms[j] : 1.0;
+  return ratio * median_of(scratch);
 }
 
 std::size_t trim_count(const AggregateOptions& o, std::size_t n) {
@@ -40,14 +38,14 @@ std::size_t trim_count(const AggregateOptions& o, std::size_t n) {
   return 0;
 }
 
-void trimmed_mean(std::span<const float> rows, std::span<const std::size_t> use, std::span<const double> factors,
-                  std::size_t k, std::span<float> out, std::vector<double>& scratch) {
+void trimmed_mean(std::span<const float> rows, std::span<const std::size_t> use, std::size_t k, std::span<float> out,
+                  std::vector<double>& scratch) {
   const std::size_t d = out.size(), n = use.size();
   LC_CHECK(n > 2 * k, "trimmed_mean: dropping ", k, " at each end of ", n, " values");
   scratch.resize(n);
   const auto lo = scratch.begin() + static_cast<std::ptrdiff_t>(k), hi = scratch.end() - static_cast<std::ptrdiff_t>(k);
   for (std::size_t i = 0; i < d; ++i) {
-    for (std::size_t j = 0; j < n; ++j) scratch[j] = static_cast<double>(rows[use[j] * d + i]) * factors[use[j]];
+    for (std::size_t j = 0; j < n; ++j) scratch[j] = rows[use[j] * d + i];
     if (k > 0) std::sort(scratch.begin(), scratch.end());
     double s = 0;
     for (auto it = lo; it != hi; ++it) s += *it;

@@ -11,10 +11,10 @@
 // coordinate-wise median and trimmed mean.) Both are unweighted: members in step processed the
 // same examples.
 //
-// max_norm_ratio r > 0: a contribution whose L2 norm exceeds r times the median of the members'
-// norms is scaled down to that norm (clipped, not dropped: a replica that is merely unusual, one
-// that rejoined, say, still counts, and a faulty one's influence is bounded by r times an honest
-// member's).
+// max_norm_ratio r >= 1: a contribution whose L2 norm exceeds r times the median of the members'
+// norms is left out of the sync's aggregate (its member stays in the quorum and adopts the result).
+// Left out rather than clipped: a faulty replica's pseudo-gradient (lr = 50) is noise, and clipped
+// noise still moves theta_global; at least half the members (the median's side) always remain.
 #pragma once
 
 #include <array>
@@ -34,7 +34,7 @@ inline const char* name_of(Aggregate a) { return enum_name(a); }
 struct AggregateOptions {
   Aggregate rule = Aggregate::mean;
   double trim_fraction = 0.25;  // trimmed_mean: the share of members dropped at each end, per coordinate
-  double max_norm_ratio = 0;    // > 0: clip each contribution to this multiple of the median member's norm
+  double max_norm_ratio = 0;    // > 0: leave out contributions above this multiple of the median member's norm
 };
 
 // The L2 norm of x, accumulated in double; not finite when x holds a NaN or an infinity.
@@ -43,19 +43,18 @@ double l2_norm(std::span<const float> x);
 // The median of v (reordered): the middle value, or the mean of the two middle ones.
 double median_of(std::span<double> v);
 
-// The factor of each contribution j listed in `use` under max_norm_ratio `ratio`:
-// min(1, ratio * median(norms[use]) / norms[j]), into factors[j] (others left as they are);
+// max_norm_ratio's bound over the contributions listed in `use`: ratio * median(norms[use]);
 // `scratch` is reused across calls.
-void clip_factors(std::span<const double> norms, std::span<const std::size_t> use, double ratio,
-                  std::span<double> factors, std::vector<double>& scratch);
+double norm_bound(std::span<const double> norms, std::span<const std::size_t> use, double ratio,
+                  std::vector<double>& scratch);
 
 // How many values trimmed_mean drops at each end of n for the rule (0 for mean).
 std::size_t trim_count(const AggregateOptions& o, std::size_t n);
 
 // Coordinate-wise trimmed mean of the rows of `rows` (row-major, out.size() values each) listed in
-// `use`, row j's values times factors[j]: per coordinate the k smallest and k largest of them
-// dropped (2k < use.size()), the rest averaged in double. `scratch` is reused across calls.
-void trimmed_mean(std::span<const float> rows, std::span<const std::size_t> use, std::span<const double> factors,
-                  std::size_t k, std::span<float> out, std::vector<double>& scratch);
+// `use`: per coordinate the k smallest and k largest of them dropped (2k < use.size()), the rest
+// averaged in double. `scratch` is reused across calls.
+void trimmed_mean(std::span<const float> rows, std::span<const std::size_t> use, std::size_t k, std::span<float> out,
+                  std::vector<double>& scratch);
 
 }  // namespace laconic

@@ -97,11 +97,11 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The rule as hellos carry it: "median", "trimmed_mean 0.25", "mean clip 3".
+// The rule as hellos carry it: "median", "trimmed_mean 0.250000", "mean max_norm_ratio 3.000000".
 std::string rule_of(const AggregateOptions& a) {
   std::string s = name_of(a.rule);
   if (a.rule == Aggregate::trimmed_mean) s += " " + std::to_string(a.trim_fraction);
-  if (a.max_norm_ratio > 0) s += " clip " + std::to_string(a.max_norm_ratio);
+  if (a.max_norm_ratio > 0) s += " max_norm_ratio " + std::to_string(a.max_norm_ratio);
   return s;
 }
 
@@ -343,15 +343,15 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
     const int rank = static_cast<int>(self - q.members.begin()), size = static_cast<int>(q.members.size());
     const bool mean = opts_.aggregate.rule == Aggregate::mean;
     if (mean) {
-      // The reducer averages over the quorum: weigh this replica's share by its examples, and clip
-      // it by the norms the hellos declared.
-      std::int64_t total = 0;
-      for (std::int64_t e : q.examples) total += e;
+      // The reducer averages over the quorum: weigh this replica's share by its examples over those
+      // of the members kept (max_norm_ratio leaves out by the norms the hellos declared; one left
+      // out sends zeros).
       use_.resize(q.members.size());
       std::iota(use_.begin(), use_.end(), std::size_t{0});
-      clip(q.norms, q.members, round);
-      const double w = static_cast<double>(mine.examples) * size / static_cast<double>(total) *
-                       factors_[static_cast<std::size_t>(rank)];
+      keep_within_norm(q.norms, q.members, round);
+      std::int64_t total = 0;
+      for (std::size_t j : use_) total += q.examples[j];
+      const double w = kept(rank) ? static_cast<double>(mine.examples) * size / static_cast<double>(total) : 0.0;
       if (w != 1.0)
         for (float& x : sync.delta) x *= static_cast<float>(w);
     }
@@ -398,7 +398,8 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
         if (!contains(q.members, i)) m.left.push_back(i);
       m.joined = q.joiners;
       m.seconds = since(t0);
-      m.contributed_steps = static_cast<double>(sync.local_steps) * sync.share;
+      // Left out by max_norm_ratio, its steps did not reach theta_global.
+      m.contributed_steps = kept(rank) ? static_cast<double>(sync.local_steps) * sync.share : 0.0;
       if (!m.left.empty() || !m.joined.empty() || attempt > 1)
         log(detail::concat("sync at step ", sync.step + 1, " (round ", round, "): quorum ", list(q.members),
                            q.joiners.empty() ? "" : ", joining " + list(q.joiners),
@@ -502,14 +503,20 @@ void ElasticGroup::donate(const std::string& checkpoint_dir) {
   for (const Donation& d : pending) donate(checkpoint_dir, d.round, d.to);
 }
 
-void ElasticGroup::clip(std::span<const double> norms, const std::vector<int>& members, std::int64_t round) {
-  factors_.assign(norms.size(), 1.0);
+bool ElasticGroup::kept(int row) const {
+  return std::find(use_.begin(), use_.end(), static_cast<std::size_t>(row)) != use_.end();
+}
+
+void ElasticGroup::keep_within_norm(std::span<const double> norms, const std::vector<int>& members, std::int64_t round) {
   if (opts_.aggregate.max_norm_ratio <= 0) return;
-  clip_factors(norms, use_, opts_.aggregate.max_norm_ratio, factors_, scratch_);
-  for (std::size_t j : use_)
-    if (factors_[j] < 1)
-      log(detail::concat("round ", round, ": replica ", members[j], "'s pseudo-gradient (norm ", norms[j], ") clipped to ",
-                         opts_.aggregate.max_norm_ratio, " x the median member's norm (", norms[j] * factors_[j], ")"));
+  const double bound = norm_bound(norms, use_, opts_.aggregate.max_norm_ratio, scratch_);
+  std::erase_if(use_, [&](std::size_t j) {
+    if (norms[j] <= bound) return false;
+    log(detail::concat("round ", round, ": replica ", members[j], "'s pseudo-gradient left out: norm ", norms[j],
+                       " > elastic.max_norm_ratio ", opts_.aggregate.max_norm_ratio, " x the median member's (bound ",
+                       bound, ")"));
+    return true;
+  });
 }
 
 void ElasticGroup::gather_and_aggregate(Communicator& comm, std::span<float> delta, const std::vector<int>& members,
@@ -527,8 +534,8 @@ void ElasticGroup::gather_and_aggregate(Communicator& comm, std::span<float> del
     else log(detail::concat("round ", round, ": replica ", members[j], "'s pseudo-gradient arrived not finite; left out"));
   }
   LC_CHECK(!use_.empty(), "elastic: round ", round, ": no member's pseudo-gradient is finite");
-  clip(norms_, members, round);
-  trimmed_mean(gathered_, use_, factors_, trim_count(opts_.aggregate, use_.size()), delta, scratch_);
+  keep_within_norm(norms_, members, round);
+  trimmed_mean(gathered_, use_, trim_count(opts_.aggregate, use_.size()), delta, scratch_);
 }
 
 void ElasticGroup::donate(const std::string& checkpoint_dir, std::int64_t round, const std::vector<int>& to) {

@@ -35,10 +35,11 @@
 // step (ReplicaDropped) and rejoins through a donor. The members then combine their
 // pseudo-gradients by the rule of aggregate.h: "mean" (the default) is the average weighted by the
 // examples each member processed since its last sync (equal in step; a replica that skipped steps
-// counts less), through the strategy's reducer, each member scaling its own share (its weight,
-// its clip factor from the norms the quorum lists); "trimmed_mean" and "median" gather every
-// member's dense pseudo-gradient and each member computes the same aggregate from the received
-// values, checking them again (a non-finite one is left out) and clipping by their own norms.
+// counts less), through the strategy's reducer, each member scaling its own share by its weight
+// (0 when elastic.max_norm_ratio leaves it out by the norms the quorum lists); "trimmed_mean" and
+// "median" gather every member's dense pseudo-gradient and each member computes the same aggregate
+// from the received values, checking them again (a non-finite one is left out) and applying
+// max_norm_ratio to their own norms.
 #pragma once
 
 #include <atomic>
@@ -132,10 +133,12 @@ class ElasticGroup final : public ReplicaGroup {
   std::string key(std::int64_t round, const std::string& what) const;
   // Why a member's hello cannot be averaged ("" when it can): `size` is the members' majority's.
   std::string invalid(const Hello& h, std::int64_t size) const;
-  // factors_: each member's clip factor under elastic.max_norm_ratio (1 without it), over the
-  // rows use_ lists; logs one line per member clipped.
-  void clip(std::span<const double> norms, const std::vector<int>& members, std::int64_t round);
-  // trimmed_mean and median: every member's pseudo-gradient over comm, checked, clipped, combined
+  // Removes from use_ (rows of norms) the members above elastic.max_norm_ratio x the median of
+  // their norms, one log line each; nothing without it.
+  // Whether the member at `row` of the quorum is in use_ (its contribution is in the aggregate).
+  bool kept(int row) const;
+  void keep_within_norm(std::span<const double> norms, const std::vector<int>& members, std::int64_t round);
+  // trimmed_mean and median: every member's pseudo-gradient over comm, checked, combined
   // into delta (the same bits on every member).
   void gather_and_aggregate(Communicator& comm, std::span<float> delta, const std::vector<int>& members,
                             std::int64_t round);
@@ -156,10 +159,10 @@ class ElasticGroup final : public ReplicaGroup {
   mutable std::mutex mu_;            // history_ and donations_: written where the sync runs
   std::vector<Membership> history_;
   // Reused by every sync: the gathered pseudo-gradients (trimmed_mean, median), the rows used,
-  // each member's norm and clip factor, the aggregators' scratch.
+  // each member's norm, the aggregators' scratch.
   std::vector<float> gathered_;
   std::vector<std::size_t> use_;
-  std::vector<double> norms_, factors_, scratch_;
+  std::vector<double> norms_, scratch_;
 
   std::string dropped_;
   // Committed rounds whose joiners await this replica's state (added where the sync ran: with

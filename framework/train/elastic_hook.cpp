@@ -95,7 +95,7 @@ void check_elastic_strategy(const Recipe& recipe) {
   const ElasticConfig& ec = recipe.elastic;
   if (ec.max_norm_ratio > 0 && ec.max_norm_ratio < 1)
     LC_INPUT_ERROR(recipe.path, ": elastic.max_norm_ratio = ", recipe_float(ec.max_norm_ratio),
-                   ": expected 0 (no clipping) or at least 1 (a multiple of the median member's norm)");
+                   ": expected 0 (off) or at least 1 (a multiple of the median member's norm)");
   if (ec.aggregate != Aggregate::mean && (!traits.reducer || traits.reducer(recipe) != "allreduce"))
     LC_INPUT_ERROR(recipe.path, ": elastic.aggregate = \"", name_of(ec.aggregate), "\": it gathers every replica's dense "
                    "pseudo-gradient, so sync.", s, " must average through the dense reducer (reducer = \"allreduce\", "

@@ -222,47 +222,42 @@ TEST(Elastic, AReplicaComingBackAfterTheEndLearnsTheRunIsOver) {
 TEST(ElasticAggregate, MedianAndTrimmedMeanAgainstClosedForms) {
   const std::vector<float> rows = {1, 100, 3,  2, 4, 100,  3, 1, 2,  4, 3, 1,  100, 2, 4};
   const std::vector<std::size_t> all = {0, 1, 2, 3, 4};
-  const std::vector<double> ones(5, 1.0);
   std::vector<double> scratch;
   std::vector<float> out(3);
   const AggregateOptions median{Aggregate::median}, trimmed{Aggregate::trimmed_mean, 0.2}, mean{Aggregate::mean};
   EXPECT_EQ(trim_count(median, 5), 2u);
   EXPECT_EQ(trim_count(trimmed, 5), 1u);
-  trimmed_mean(rows, all, ones, trim_count(median, 5), out, scratch);
+  trimmed_mean(rows, all, trim_count(median, 5), out, scratch);
   EXPECT_EQ(out, std::vector<float>(3, 3.0f));
-  trimmed_mean(rows, all, ones, trim_count(trimmed, 5), out, scratch);
+  trimmed_mean(rows, all, trim_count(trimmed, 5), out, scratch);
   EXPECT_EQ(out, std::vector<float>(3, 3.0f));
-  trimmed_mean(rows, all, ones, trim_count(mean, 5), out, scratch);
+  trimmed_mean(rows, all, trim_count(mean, 5), out, scratch);
   EXPECT_EQ(out, std::vector<float>(3, 22.0f));
   // Four rows (the last one left out): {1, 2, 4, 100} per coordinate, even: the median is the mean
   // of the two middle values, (2 + 4) / 2, as is the 0.25-trimmed mean.
   const std::vector<float> four = {1, 100, 4,  2, 4, 100,  4, 1, 2,  100, 2, 1,  7, 7, 7};
   const std::vector<std::size_t> first4 = {0, 1, 2, 3};
-  trimmed_mean(four, first4, ones, trim_count(median, 4), out, scratch);
+  trimmed_mean(four, first4, trim_count(median, 4), out, scratch);
   EXPECT_EQ(out, std::vector<float>(3, 3.0f));
-  trimmed_mean(four, first4, ones, trim_count({Aggregate::trimmed_mean, 0.25}, 4), out, scratch);
+  trimmed_mean(four, first4, trim_count({Aggregate::trimmed_mean, 0.25}, 4), out, scratch);
   EXPECT_EQ(out, std::vector<float>(3, 3.0f));
-  // Factors scale each row before the order statistics: row 3 (100s) times 0.01 becomes 1.
-  const std::vector<double> f = {1, 1, 1, 0.01, 1};
-  trimmed_mean(four, first4, f, trim_count(mean, 4), out, scratch);
-  EXPECT_NEAR(out[0], (1 + 2 + 4 + 1) / 4.0, 1e-6);
+  // Only the rows listed count: rows 0, 1 and 4 give {1, 2, 7}, {100, 4, 7}, {4, 100, 7}.
+  const std::vector<std::size_t> some = {0, 1, 4};
+  trimmed_mean(four, some, trim_count(mean, 3), out, scratch);
+  EXPECT_EQ(out, (std::vector<float>{10.0f / 3, 37.0f, 37.0f}));
+  trimmed_mean(four, some, trim_count(median, 3), out, scratch);
+  EXPECT_EQ(out, (std::vector<float>{2, 7, 7}));
   double v[] = {5, 1, 4, 2};
   EXPECT_EQ(median_of(v), 3.0);
 }
 
-// Norms {1, 2, 3, 40}: the median is 2.5, so with max_norm_ratio 2 the bound is 5 and only the
-// 40 is scaled, by 5 / 40.
-TEST(ElasticAggregate, MaxNormRatioClipsToTheMedianMembersNormTimesTheRatio) {
+// Norms {1, 2, 40, 3}: the median is 2.5, so with max_norm_ratio 2 the bound is 5 (only the 40
+// exceeds it); over rows 0, 2 and 3 only, the median is 3 and the bound 6.
+TEST(ElasticAggregate, MaxNormRatioBoundIsTheRatioTimesTheMedianMembersNorm) {
   const std::vector<double> norms = {1, 2, 40, 3};
-  const std::vector<std::size_t> all = {0, 1, 2, 3};
-  std::vector<double> factors(4, -1), scratch;
-  clip_factors(norms, all, 2.0, factors, scratch);
-  EXPECT_EQ(factors, (std::vector<double>{1, 1, 0.125, 1}));
-  // Over rows 0, 2, 3 only (row 1 excluded, its factor untouched): median 3, bound 6.
-  std::fill(factors.begin(), factors.end(), -1);
-  const std::vector<std::size_t> some = {0, 2, 3};
-  clip_factors(norms, some, 2.0, factors, scratch);
-  EXPECT_EQ(factors, (std::vector<double>{1, -1, 6.0 / 40, 1}));
+  std::vector<double> scratch;
+  EXPECT_EQ(norm_bound(norms, std::vector<std::size_t>{0, 1, 2, 3}, 2.0, scratch), 5.0);
+  EXPECT_EQ(norm_bound(norms, std::vector<std::size_t>{0, 2, 3}, 2.0, scratch), 6.0);
   EXPECT_FALSE(std::isfinite(l2_norm(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN()})));
   EXPECT_EQ(l2_norm(std::vector<float>{3, 4}), 5.0);
 }
@@ -312,7 +307,8 @@ TEST(ElasticAggregate, AMemberClaimingMoreExamplesThanItsPeriodAllowsIsDropped) 
 
 // Three members sending 1, 2 and 1000 (per coordinate times 1 + k / 10): each rule's result, the
 // same bits on every member.
-std::vector<std::vector<float>> aggregate_three(const std::string& name, AggregateOptions a) {
+std::vector<std::vector<float>> aggregate_three(const std::string& name, AggregateOptions a,
+                                                double contributed_by_2 = 1) {
   Dir dir(name);
   const std::vector<float> anchor(10, 0.0f);
   std::vector<std::vector<float>> out(3);
@@ -326,6 +322,7 @@ std::vector<std::vector<float>> aggregate_three(const std::string& name, Aggrega
     sync(g, delta, 3, 1, anchor);
     out[static_cast<std::size_t>(i)] = delta;
     EXPECT_EQ(g.history().at(0).members, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(g.history().at(0).contributed_steps, i == 2 ? contributed_by_2 : 1.0);
   });
   EXPECT_EQ(out[1], out[0]);
   EXPECT_EQ(out[2], out[0]);
@@ -338,16 +335,17 @@ TEST(ElasticAggregate, TheMedianOfThreeMembersIgnoresTheOutlier) {
 }
 
 // max_norm_ratio 2: norms are proportional to 1, 2 and 1000; the median member's is the 2's, so
-// the outlier is scaled to 4 / 1000 of itself: the mean is (1 + 2 + 4) / 3 per unit. The same
-// through the strategy's reducer (mean: each member clips its own share) and through the gather
-// (trimmed_mean with nothing trimmed of 3: clipped on the received values).
-TEST(ElasticAggregate, MaxNormRatioClipsTheOutlierInBothPaths) {
-  const auto reduced = aggregate_three("clip-mean", {Aggregate::mean, 0.25, 2.0});
-  const auto gathered = aggregate_three("clip-gather", {Aggregate::trimmed_mean, 0.25, 2.0});
+// the bound is 4 of it and the outlier is left out: (1 + 2) / 2 per unit, its member still in the
+// quorum with no steps contributed. The same through the strategy's reducer (mean: by the norms
+// the hellos declared, the outlier sending zeros) and through the gather (trimmed_mean, nothing
+// trimmed of 2: by the received values).
+TEST(ElasticAggregate, MaxNormRatioLeavesTheOutlierOutInBothPaths) {
+  const auto reduced = aggregate_three("norm-mean", {Aggregate::mean, 0.25, 2.0}, 0.0);
+  const auto gathered = aggregate_three("norm-gather", {Aggregate::trimmed_mean, 0.25, 2.0}, 0.0);
   for (std::size_t k = 0; k < 10; ++k) {
     const float unit = 1.0f + static_cast<float>(k) / 10;
-    EXPECT_NEAR(reduced[0][k], 7.0f / 3 * unit, 1e-5) << k;
-    EXPECT_NEAR(gathered[0][k], 7.0f / 3 * unit, 1e-5) << k;
+    EXPECT_FLOAT_EQ(reduced[0][k], 1.5f * unit) << k;
+    EXPECT_FLOAT_EQ(gathered[0][k], 1.5f * unit) << k;
   }
 }
 
