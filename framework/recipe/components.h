@@ -33,7 +33,8 @@ std::string component_section(Component c, std::string_view name);
 struct Recipe;
 
 // A periodic strategy's outer loop at a recipe: every `period` steps after `warmup_steps` steps of
-// synchronous warm-up; `longest`: the most steps between two syncs (a period schedule's longest).
+// synchronous warm-up; `longest`: the most steps between two syncs when a period schedule varies
+// them (0: `period`; elastic training drops a replica claiming more).
 struct OuterPeriod {
   std::int64_t period = 0;
   std::int64_t warmup_steps = 0;

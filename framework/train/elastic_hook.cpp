@@ -1,5 +1,6 @@
 #include "framework/train/elastic_hook.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -135,7 +136,8 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
   o.address = recipe.elastic.address;
   o.examples_per_step = static_cast<std::int64_t>(recipe.train.micro_batch) * recipe.train.grad_accum *
                         recipe.distributed.world_size;
-  o.max_local_steps = strategy_traits(recipe.sync.strategy.value).periodic(recipe).longest;
+  const OuterPeriod period = strategy_traits(recipe.sync.strategy.value).periodic(recipe);
+  o.max_local_steps = std::max(period.period, period.longest);
   o.aggregate = {recipe.elastic.aggregate, recipe.elastic.trim_fraction, recipe.elastic.max_norm_ratio};
   return std::make_unique<ElasticGroup>(o, opts.log);
 }
