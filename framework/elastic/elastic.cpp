@@ -336,7 +336,7 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
     if (self == q.members.end()) {
       dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
                                           q.step + 1, " of replicas ", list(q.members), "; this replica is at step ",
-                                          sync.step + 1, contains(q.dropped, opts_.replica) ? ", its anchor differs" : ", it came late",
+                                          sync.step + 1, contains(q.dropped, opts_.replica) ? ", its anchor or aggregation rule differs" : ", it came late",
                                           "): restart it to rejoin");
       throw ReplicaDropped(dropped_);
     }

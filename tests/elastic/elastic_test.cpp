@@ -150,7 +150,7 @@ TEST(Elastic, AReplicaWhoseAnchorIsBehindIsDropped) {
   });
   EXPECT_EQ(dropped[0], "");
   EXPECT_NE(dropped[1].find("replica 1 was left out of round 0"), std::string::npos) << dropped[1];
-  EXPECT_NE(dropped[1].find("its anchor differs"), std::string::npos) << dropped[1];
+  EXPECT_NE(dropped[1].find("its anchor or aggregation rule differs"), std::string::npos) << dropped[1];
   EXPECT_EQ(dropped[2], "");
 }
 
@@ -368,6 +368,7 @@ TEST(ElasticAggregate, AMemberWithAnotherRuleIsDropped) {
     EXPECT_EQ(g.history().at(0).members, (std::vector<int>{0, 1}));
   });
   EXPECT_NE(dropped.find("replica 2 was left out of round 0"), std::string::npos) << dropped;
+  EXPECT_NE(dropped.find("its anchor or aggregation rule differs"), std::string::npos) << dropped;
 }
 
 }  // namespace
