@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -28,10 +30,15 @@ struct ElasticGroup::Hello {
   std::int64_t step = -1;
   int fragment = 0;
   std::string checksum;
+  std::string rule;  // the aggregation rule: members must share it (the same collective, the same result)
   std::int64_t examples = 0;
+  std::int64_t size = 0;  // the contribution: its values, whether all are finite, its L2 norm
+  bool finite = true;
+  double norm = 0;
   json to_json() const {
     return {{"replica", replica}, {"role", joiner ? "joiner" : "member"}, {"step", step},
-            {"fragment", fragment}, {"checksum", checksum}, {"examples", examples}};
+            {"fragment", fragment}, {"checksum", checksum}, {"rule", rule}, {"examples", examples},
+            {"size", size}, {"finite", finite}, {"norm", finite ? norm : 0.0}};
   }
   static Hello from_json(const json& j) {
     Hello h;
@@ -40,15 +47,22 @@ struct ElasticGroup::Hello {
     h.step = j.at("step").get<std::int64_t>();
     h.fragment = j.at("fragment").get<int>();
     h.checksum = j.at("checksum").get<std::string>();
+    h.rule = j.at("rule").get<std::string>();
     h.examples = j.at("examples").get<std::int64_t>();
+    h.size = j.at("size").get<std::int64_t>();
+    h.finite = j.at("finite").get<bool>();
+    h.norm = j.at("norm").get<double>();
     return h;
   }
-  auto tag() const { return std::tie(step, fragment, checksum); }
+  auto tag() const { return std::tie(step, fragment, checksum, rule); }
 };
 
 struct ElasticGroup::Quorum {
   std::vector<int> members, joiners, dropped;
   std::vector<std::int64_t> examples;  // per member
+  std::vector<double> norms;           // per member: its pseudo-gradient's L2 norm
+  std::vector<int> rejected;           // in step, but their contribution failed a check
+  std::vector<std::string> reasons;    // why, per rejected member
   std::int64_t step = -1;
   int decided_by = -1;
   static Quorum from_json(const json& j) {
@@ -57,13 +71,17 @@ struct ElasticGroup::Quorum {
     q.joiners = j.at("joiners").get<std::vector<int>>();
     q.dropped = j.at("dropped").get<std::vector<int>>();
     q.examples = j.at("examples").get<std::vector<std::int64_t>>();
+    q.norms = j.at("norms").get<std::vector<double>>();
+    q.rejected = j.at("rejected").get<std::vector<int>>();
+    q.reasons = j.at("reasons").get<std::vector<std::string>>();
     q.step = j.at("step").get<std::int64_t>();
     q.decided_by = j.at("decided_by").get<int>();
     return q;
   }
   json to_json() const {
     return {{"members", members}, {"joiners", joiners}, {"dropped", dropped},
-            {"examples", examples}, {"step", step}, {"decided_by", decided_by}};
+            {"examples", examples}, {"norms", norms}, {"rejected", rejected}, {"reasons", reasons},
+            {"step", step}, {"decided_by", decided_by}};
   }
 };
 
@@ -77,6 +95,14 @@ std::string checksum_of(std::span<const float> x) {
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The rule as hellos carry it: "median", "trimmed_mean 0.250000", "mean max_norm_ratio 3.000000".
+std::string rule_of(const AggregateOptions& a) {
+  std::string s = name_of(a.rule);
+  if (a.rule == Aggregate::trimmed_mean) s += " " + std::to_string(a.trim_fraction);
+  if (a.max_norm_ratio > 0) s += " max_norm_ratio " + std::to_string(a.max_norm_ratio);
+  return s;
 }
 
 void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
@@ -216,24 +242,36 @@ std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, con
         if (auto h = store_->find(key(round, "hello." + std::to_string(i)))) here.emplace(i, Hello::from_json(json::parse(*h)));
     const bool all_here = std::all_of(awaited.begin(), awaited.end(), [&](int i) { return here.count(i) > 0; });
     if (all_here || since(t0) >= opts_.join_timeout_s) {
-      // The members in step: those sharing the most common (step, fragment, anchor); ties go to
-      // the later step, then to the lowest replica.
-      std::map<std::tuple<std::int64_t, int, std::string>, int> votes;
+      // The members in step: those sharing the most common (step, fragment, anchor, rule); ties go
+      // to the later step, then to the lowest replica.
+      std::map<std::tuple<std::int64_t, int, std::string, std::string>, int> votes;
       for (const auto& [i, h] : here)
-        if (!h.joiner) ++votes[{h.step, h.fragment, h.checksum}];
+        if (!h.joiner) ++votes[h.tag()];
       auto best = votes.begin();
       for (auto it = votes.begin(); it != votes.end(); ++it)
         if (it->second > best->second || (it->second == best->second && std::get<0>(it->first) > std::get<0>(best->first)))
           best = it;
+      // The size of a contribution: the one most members in step send (ties to the smaller).
+      std::map<std::int64_t, int> sizes;
+      for (const auto& [i, h] : here)
+        if (!h.joiner && h.tag() == best->first) ++sizes[h.size];
+      const auto size = std::max_element(sizes.begin(), sizes.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; })->first;
       Quorum q;
       q.decided_by = opts_.replica;
       q.step = std::get<0>(best->first);
       for (const auto& [i, h] : here) {
         if (h.joiner) {
           q.joiners.push_back(i);
-        } else if (std::tie(h.step, h.fragment, h.checksum) == best->first) {
+        } else if (h.tag() == best->first) {
+          if (std::string why = invalid(h, size); !why.empty()) {
+            q.rejected.push_back(i);
+            q.reasons.push_back(std::move(why));
+            continue;
+          }
           q.members.push_back(i);
           q.examples.push_back(h.examples);
+          q.norms.push_back(h.norm);
         } else {
           q.dropped.push_back(i);
         }
@@ -243,6 +281,16 @@ std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, con
     }
     pause();
   }
+}
+
+std::string ElasticGroup::invalid(const Hello& h, std::int64_t size) const {
+  if (h.size != size) return detail::concat("its pseudo-gradient has ", h.size, " values, expected ", size);
+  if (!h.finite) return "its pseudo-gradient is not finite";
+  const std::int64_t most = opts_.max_local_steps * opts_.examples_per_step;
+  if (h.examples < 1 || (most > 0 && h.examples > most))
+    return detail::concat("it claims ", h.examples, " examples since its last sync, expected 1 to ",
+                          most > 0 ? std::to_string(most) : "any", " (the longest period x examples per step)");
+  return {};
 }
 
 void ElasticGroup::reduce(ReplicaSync& sync) {
@@ -260,7 +308,11 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
   mine.step = sync.step;
   mine.fragment = sync.fragment;
   mine.checksum = checksum_of(sync.anchor);
+  mine.rule = rule_of(opts_.aggregate);
   mine.examples = sync.local_steps * opts_.examples_per_step;
+  mine.size = static_cast<std::int64_t>(sync.delta.size());
+  mine.norm = l2_norm(sync.delta);
+  mine.finite = std::isfinite(mine.norm);
   std::string why;
   for (int attempt = 1;; ++attempt) {
     const std::int64_t round = round_++;
@@ -272,25 +324,42 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
     }
     const Quorum& q = *decided;
     const auto self = std::find(q.members.begin(), q.members.end(), opts_.replica);
+    for (std::size_t j = 0; j < q.rejected.size(); ++j)
+      if (q.rejected[j] == opts_.replica) {
+        dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
+                                  sync.step + 1, "): its contribution was rejected: ", q.reasons[j], "; restart it to rejoin");
+        throw ReplicaDropped(dropped_);
+      } else if (self != q.members.end()) {
+        log(detail::concat("round ", round, ": replica ", q.rejected[j], " left out, its contribution was rejected: ",
+                           q.reasons[j]));
+      }
     if (self == q.members.end()) {
       dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
                                           q.step + 1, " of replicas ", list(q.members), "; this replica is at step ",
-                                          sync.step + 1, contains(q.dropped, opts_.replica) ? ", its anchor differs" : ", it came late",
+                                          sync.step + 1, contains(q.dropped, opts_.replica) ? ", its anchor or aggregation rule differs" : ", it came late",
                                           "): restart it to rejoin");
       throw ReplicaDropped(dropped_);
     }
     const int rank = static_cast<int>(self - q.members.begin()), size = static_cast<int>(q.members.size());
-    std::int64_t total = 0;
-    for (std::int64_t e : q.examples) total += e;
-    // The reducer averages over the quorum: weigh this replica's share by its examples.
-    if (total > 0 && mine.examples * size != total) {
-      const float w = static_cast<float>(static_cast<double>(mine.examples) * size / static_cast<double>(total));
-      for (float& x : sync.delta) x *= w;
+    const bool mean = opts_.aggregate.rule == Aggregate::mean;
+    if (mean) {
+      // The reducer averages over the quorum: weigh this replica's share by its examples over those
+      // of the members kept (max_norm_ratio leaves out by the norms the hellos declared; one left
+      // out sends zeros).
+      use_.resize(q.members.size());
+      std::iota(use_.begin(), use_.end(), std::size_t{0});
+      keep_within_norm(q.norms, q.members, round);
+      std::int64_t total = 0;
+      for (std::size_t j : use_) total += q.examples[j];
+      const double w = kept(rank) ? static_cast<double>(mine.examples) * size / static_cast<double>(total) : 0.0;
+      if (w != 1.0)
+        for (float& x : sync.delta) x *= static_cast<float>(w);
     }
     bool ok = false;
     try {
       GlooCommunicator comm(*store_, key(round, "gloo"), rank, size, {opts_.sync_timeout_s, opts_.address});
-      sync.reduce(comm);
+      if (mean) sync.reduce(comm);
+      else gather_and_aggregate(comm, sync.delta, q.members, round);
       count(comm);
       ok = true;
     } catch (const Error& e) {
@@ -329,7 +398,8 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
         if (!contains(q.members, i)) m.left.push_back(i);
       m.joined = q.joiners;
       m.seconds = since(t0);
-      m.contributed_steps = static_cast<double>(sync.local_steps) * sync.share;
+      // Left out by max_norm_ratio, its steps did not reach theta_global.
+      m.contributed_steps = kept(rank) ? static_cast<double>(sync.local_steps) * sync.share : 0.0;
       if (!m.left.empty() || !m.joined.empty() || attempt > 1)
         log(detail::concat("sync at step ", sync.step + 1, " (round ", round, "): quorum ", list(q.members),
                            q.joiners.empty() ? "" : ", joining " + list(q.joiners),
@@ -431,6 +501,41 @@ void ElasticGroup::donate(const std::string& checkpoint_dir) {
     pending.swap(donations_);
   }
   for (const Donation& d : pending) donate(checkpoint_dir, d.round, d.to);
+}
+
+bool ElasticGroup::kept(int row) const {
+  return std::find(use_.begin(), use_.end(), static_cast<std::size_t>(row)) != use_.end();
+}
+
+void ElasticGroup::keep_within_norm(std::span<const double> norms, const std::vector<int>& members, std::int64_t round) {
+  if (opts_.aggregate.max_norm_ratio <= 0) return;
+  const double bound = norm_bound(norms, use_, opts_.aggregate.max_norm_ratio, scratch_);
+  std::erase_if(use_, [&](std::size_t j) {
+    if (norms[j] <= bound) return false;
+    log(detail::concat("round ", round, ": replica ", members[j], "'s pseudo-gradient left out: norm ", norms[j],
+                       " > elastic.max_norm_ratio ", opts_.aggregate.max_norm_ratio, " x the median member's (bound ",
+                       bound, ")"));
+    return true;
+  });
+}
+
+void ElasticGroup::gather_and_aggregate(Communicator& comm, std::span<float> delta, const std::vector<int>& members,
+                                        std::int64_t round) {
+  const std::size_t n = members.size(), d = delta.size();
+  gathered_.resize(n * d);
+  comm.all_gather(cbuf(std::span<const float>(delta)), buf(std::span<float>(gathered_)));
+  // The values received are checked again: a member whose hello said finite but whose values are
+  // not is left out of this aggregate (every member sees the same values and leaves it out).
+  use_.clear();
+  norms_.resize(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    norms_[j] = l2_norm(std::span<const float>(gathered_).subspan(j * d, d));
+    if (std::isfinite(norms_[j])) use_.push_back(j);
+    else log(detail::concat("round ", round, ": replica ", members[j], "'s pseudo-gradient arrived not finite; left out"));
+  }
+  LC_CHECK(!use_.empty(), "elastic: round ", round, ": no member's pseudo-gradient is finite");
+  keep_within_norm(norms_, members, round);
+  trimmed_mean(gathered_, use_, trim_count(opts_.aggregate, use_.size()), delta, scratch_);
 }
 
 void ElasticGroup::donate(const std::string& checkpoint_dir, std::int64_t round, const std::vector<int>& to) {

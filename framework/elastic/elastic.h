@@ -8,11 +8,12 @@
 // Rendezvous is a KeyStore (a folder, or redis) and needs no coordinator: every decision is a
 // set-once key that the first writer wins. Round R (one attempt at one outer sync):
 //   round.R.hello.I    replica I is here: member (in step with the run) or joiner (needs state),
-//                      with its step, its anchor's checksum and the examples since its last sync
+//                      with its step, its anchor's checksum, its aggregation rule, the examples
+//                      since its last sync and its pseudo-gradient's size, finiteness and norm
 //   round.R.quorum     written by the first member to see every replica it waits for (the last
 //                      quorum's, plus any already here), or when join_timeout_s has passed since
 //                      it arrived: the members (those in step with the majority's anchor), the
-//                      joiners, each member's examples
+//                      joiners, each member's examples and norm, the members rejected and why
 //   round.R.ok.I       member I's reduction over the quorum's gloo group completed
 //   round.R.outcome    "commit" (every member's ok arrived within sync_timeout_s) or "retry"
 //                      (a member died, stalled or failed): the first verdict written stands
@@ -28,8 +29,17 @@
 // while it was away are not trained on in this pass over the data (the cursor is global, so its
 // shard goes on from the run's step).
 //
-// The pseudo-gradient average is weighted by the examples each member processed since its last
-// sync (equal in step; a replica that skipped steps counts less).
+// Every hello carries the member's contribution's size, finiteness and L2 norm; the quorum's writer
+// drops a member whose pseudo-gradient has the wrong size or is not finite, or who claims more
+// examples than its longest period allows (or none): it leaves the quorum like a member out of
+// step (ReplicaDropped) and rejoins through a donor. The members then combine their
+// pseudo-gradients by the rule of aggregate.h: "mean" (the default) is the average weighted by the
+// examples each member processed since its last sync (equal in step; a replica that skipped steps
+// counts less), through the strategy's reducer, each member scaling its own share by its weight
+// (0 when elastic.max_norm_ratio leaves it out by the norms the quorum lists); "trimmed_mean" and
+// "median" gather every member's dense pseudo-gradient and each member computes the same aggregate
+// from the received values, checking them again (a non-finite one is left out) and applying
+// max_norm_ratio to their own norms.
 #pragma once
 
 #include <atomic>
@@ -38,12 +48,14 @@
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "collectives/gloo/key_store.h"
 #include "collectives/transport.h"
+#include "framework/elastic/aggregate.h"
 #include "framework/sync/replica_group.h"
 
 namespace laconic {
@@ -58,6 +70,10 @@ struct ElasticOptions {
   int max_attempts = 3;        // rounds one sync may take before it fails
   std::string address = "127.0.0.1";  // where this replica's gloo ranks listen
   std::int64_t examples_per_step = 1; // this replica's examples per optimizer step
+  // The most inner steps between two syncs (the longest period): a member claiming more than
+  // max_local_steps x examples_per_step examples is dropped. 0: no bound.
+  std::int64_t max_local_steps = 0;
+  AggregateOptions aggregate;         // how the members' pseudo-gradients are combined
 };
 
 // This replica is no longer part of the run (it was left out of a quorum): restart it to rejoin.
@@ -115,6 +131,17 @@ class ElasticGroup final : public ReplicaGroup {
   struct Hello;
   struct Quorum;
   std::string key(std::int64_t round, const std::string& what) const;
+  // Why a member's hello cannot be averaged ("" when it can): `size` is the members' majority's.
+  std::string invalid(const Hello& h, std::int64_t size) const;
+  // Removes from use_ (rows of norms) the members above elastic.max_norm_ratio x the median of
+  // their norms, one log line each; nothing without it.
+  // Whether the member at `row` of the quorum is in use_ (its contribution is in the aggregate).
+  bool kept(int row) const;
+  void keep_within_norm(std::span<const double> norms, const std::vector<int>& members, std::int64_t round);
+  // trimmed_mean and median: every member's pseudo-gradient over comm, checked, combined
+  // into delta (the same bits on every member).
+  void gather_and_aggregate(Communicator& comm, std::span<float> delta, const std::vector<int>& members,
+                            std::int64_t round);
   // Announces `mine` at `round` and returns the round's quorum; nullopt when this replica's slot
   // in the round was taken (an earlier process of the same replica announced itself there).
   std::optional<Quorum> decide(std::int64_t round, const Hello& mine);
@@ -131,6 +158,11 @@ class ElasticGroup final : public ReplicaGroup {
   std::vector<int> committed_;       // the last committed quorum's members and joiners
   mutable std::mutex mu_;            // history_ and donations_: written where the sync runs
   std::vector<Membership> history_;
+  // Reused by every sync: the gathered pseudo-gradients (trimmed_mean, median), the rows used,
+  // each member's norm, the aggregators' scratch.
+  std::vector<float> gathered_;
+  std::vector<std::size_t> use_;
+  std::vector<double> norms_, scratch_;
 
   std::string dropped_;
   // Committed rounds whose joiners await this replica's state (added where the sync ran: with

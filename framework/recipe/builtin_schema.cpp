@@ -205,7 +205,10 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
       .add<&ElasticConfig::sync_timeout_s>("sync_timeout_s", above(0))
       .add<&ElasticConfig::join_wait_s>("join_wait_s", above(0))
       .add<&ElasticConfig::max_attempts>("max_attempts", closed(1, 100))
-      .add<&ElasticConfig::address>("address");
+      .add<&ElasticConfig::address>("address")
+      .add<&ElasticConfig::aggregate>("aggregate")
+      .add<&ElasticConfig::trim_fraction>("trim_fraction", half_open(0, 0.5))
+      .add<&ElasticConfig::max_norm_ratio>("max_norm_ratio", at_least(0));
   SectionBuilder<&Recipe::fault>{"fault", f}
       .add<&FaultConfig::kind>("kind")
       .add<&FaultConfig::rank>("rank", at_least(0))

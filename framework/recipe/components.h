@@ -33,10 +33,12 @@ std::string component_section(Component c, std::string_view name);
 struct Recipe;
 
 // A periodic strategy's outer loop at a recipe: every `period` steps after `warmup_steps` steps of
-// synchronous warm-up.
+// synchronous warm-up; `longest`: the most steps between two syncs when a period schedule varies
+// them (0: `period`; elastic training drops a replica claiming more).
 struct OuterPeriod {
   std::int64_t period = 0;
   std::int64_t warmup_steps = 0;
+  std::int64_t longest = 0;
 };
 
 // A recipe value that cannot go with another: the keys to point at (the latest one set is named

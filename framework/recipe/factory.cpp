@@ -216,12 +216,21 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
 
 namespace {
 
+// The most steps between two syncs: the period, or a schedule's longest segment period.
+std::int64_t longest_period(std::int64_t period, const PeriodSchedule& schedule) {
+  for (const PeriodSegment& seg : schedule.segments) period = std::max(period, seg.period);
+  return period;
+}
+
 // A periodic strategy's traits: its period and warm-up from its section, its reducer (none when a
 // codec other than fp32 replaces it, which then keeps it on the host).
 template <typename Config>
 StrategyTraits periodic_traits(const Config SyncConfig::*section, const char* key) {
   StrategyTraits t;
-  t.periodic = [section](const Recipe& r) { return OuterPeriod{(r.sync.*section).period, (r.sync.*section).warmup_steps}; };
+  t.periodic = [section](const Recipe& r) {
+    const Config& c = r.sync.*section;
+    return OuterPeriod{c.period, c.warmup_steps, longest_period(c.period, c.period_schedule)};
+  };
   t.reducer = [section](const Recipe& r) {
     const Config& c = r.sync.*section;
     return c.dtype == Codec::fp32 ? c.reducer.value : std::string();
@@ -361,7 +370,10 @@ Registry::Registry() {
       },
       {}, periodic_traits(&SyncConfig::streaming_diloco, "streaming_diloco"));
   StrategyTraits sparseloco;  // host only; its own sparse reducer
-  sparseloco.periodic = [](const Recipe& r) { return OuterPeriod{r.sync.sparseloco.period, r.sync.sparseloco.warmup_steps}; };
+  sparseloco.periodic = [](const Recipe& r) {
+    const SparseLocoConfig& c = r.sync.sparseloco;
+    return OuterPeriod{c.period, c.warmup_steps, longest_period(c.period, c.period_schedule)};
+  };
   add_strategy("sparseloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
     const SparseLocoConfig& s = r.sync.sparseloco;
     PeriodicOptions o = diloco_options(s.period, s.outer_lr, 0.0, false, r.sync.bucket_mb);  // e replaces momentum

@@ -24,6 +24,7 @@
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
 #include "framework/data/token_files.h"
+#include "framework/elastic/aggregate.h"
 #include "framework/models/mlp.h"
 #include "optimizers/schedule.h"
 
@@ -327,15 +328,20 @@ struct FaultConfig {
 // [elastic]: elastic periodic training (framework/elastic, `trainer elastic`): how long an outer
 // sync's quorum waits for replicas that have not arrived, how long connecting, each reduction step
 // and the members' verdicts may take before a replica is dropped and the sync retried, how long
-// a joining replica waits to be admitted, how many rounds one sync may take, and the address the
-// replica's gloo ranks listen on (another machine's replicas must reach it). Not part of the
-// recipe hash: they change when replicas give up, not what they compute.
+// a joining replica waits to be admitted, how many rounds one sync may take, the address the
+// replica's gloo ranks listen on (another machine's replicas must reach it), and how the members'
+// pseudo-gradients are combined (framework/elastic/aggregate.h). Not part of the recipe hash: the
+// timeouts change when replicas give up, and the replicas agree on the aggregation rule at every
+// sync (a replica with another rule is out of step and dropped).
 struct ElasticConfig {
   double join_timeout_s = 10;
   double sync_timeout_s = 30;
   double join_wait_s = 600;
   std::int64_t max_attempts = 3;
   std::string address = "127.0.0.1";
+  Aggregate aggregate = Aggregate::mean;
+  double trim_fraction = 0.25;
+  double max_norm_ratio = 0;  // 0: no clipping
   bool operator==(const ElasticConfig&) const = default;
 };
 

@@ -1,5 +1,6 @@
 #include "framework/train/elastic_hook.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -92,6 +93,14 @@ void check_elastic_strategy(const Recipe& recipe) {
   if (warmup > 0)
     LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
                    "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");
+  const ElasticConfig& ec = recipe.elastic;
+  if (ec.max_norm_ratio > 0 && ec.max_norm_ratio < 1)
+    LC_INPUT_ERROR(recipe.path, ": elastic.max_norm_ratio = ", recipe_float(ec.max_norm_ratio),
+                   ": expected 0 (off) or at least 1 (a multiple of the median member's norm)");
+  if (ec.aggregate != Aggregate::mean && (!traits.reducer || traits.reducer(recipe) != "allreduce"))
+    LC_INPUT_ERROR(recipe.path, ": elastic.aggregate = \"", name_of(ec.aggregate), "\": it gathers every replica's dense "
+                   "pseudo-gradient, so sync.", s, " must average through the dense reducer (reducer = \"allreduce\", "
+                   "dtype = \"fp32\"); use aggregate = \"mean\" with a compressing one");
   if (recipe.distributed.device != DeviceKind::cpu)
     LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\": elastic replicas run on the CPU for now");
   if (recipe.network.groups > 0)
@@ -127,6 +136,9 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
   o.address = recipe.elastic.address;
   o.examples_per_step = static_cast<std::int64_t>(recipe.train.micro_batch) * recipe.train.grad_accum *
                         recipe.distributed.world_size;
+  const OuterPeriod period = strategy_traits(recipe.sync.strategy.value).periodic(recipe);
+  o.max_local_steps = std::max(period.period, period.longest);
+  o.aggregate = {recipe.elastic.aggregate, recipe.elastic.trim_fraction, recipe.elastic.max_norm_ratio};
   return std::make_unique<ElasticGroup>(o, opts.log);
 }
 

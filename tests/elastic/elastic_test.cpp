@@ -2,12 +2,15 @@
 // each with its own store handle, over a file store: the quorum's weighted mean, a member that
 // fails mid-sync dropped and the sync retried from the same inputs, a replica whose anchor is
 // behind dropped, a joiner receiving a live member's checkpoint directory, and one that comes back
-// after the end told so.
+// after the end told so; the aggregators (aggregate.h) against closed forms, and members whose
+// contribution fails a check (not finite, the wrong size, too many examples) dropped.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -147,7 +150,7 @@ TEST(Elastic, AReplicaWhoseAnchorIsBehindIsDropped) {
   });
   EXPECT_EQ(dropped[0], "");
   EXPECT_NE(dropped[1].find("replica 1 was left out of round 0"), std::string::npos) << dropped[1];
-  EXPECT_NE(dropped[1].find("its anchor differs"), std::string::npos) << dropped[1];
+  EXPECT_NE(dropped[1].find("its anchor or aggregation rule differs"), std::string::npos) << dropped[1];
   EXPECT_EQ(dropped[2], "");
 }
 
@@ -209,6 +212,163 @@ TEST(Elastic, AReplicaComingBackAfterTheEndLearnsTheRunIsOver) {
   });
   ElasticGroup late(options(store, 2, 3));
   EXPECT_THROW(late.join(dir.path + "/ck"), RunFinished);
+}
+
+// ---- validated contributions and robust aggregation ----
+
+// Five rows of three coordinates, each coordinate's values a permutation of {1, 2, 3, 4, 100}
+// (one outlier): the median is 3; the 0.2-trimmed mean drops one at each end: (2 + 3 + 4) / 3 = 3;
+// the mean is 22.
+TEST(ElasticAggregate, MedianAndTrimmedMeanAgainstClosedForms) {
+  const std::vector<float> rows = {1, 100, 3,  2, 4, 100,  3, 1, 2,  4, 3, 1,  100, 2, 4};
+  const std::vector<std::size_t> all = {0, 1, 2, 3, 4};
+  std::vector<double> scratch;
+  std::vector<float> out(3);
+  const AggregateOptions median{Aggregate::median}, trimmed{Aggregate::trimmed_mean, 0.2}, mean{Aggregate::mean};
+  EXPECT_EQ(trim_count(median, 5), 2u);
+  EXPECT_EQ(trim_count(trimmed, 5), 1u);
+  trimmed_mean(rows, all, trim_count(median, 5), out, scratch);
+  EXPECT_EQ(out, std::vector<float>(3, 3.0f));
+  trimmed_mean(rows, all, trim_count(trimmed, 5), out, scratch);
+  EXPECT_EQ(out, std::vector<float>(3, 3.0f));
+  trimmed_mean(rows, all, trim_count(mean, 5), out, scratch);
+  EXPECT_EQ(out, std::vector<float>(3, 22.0f));
+  // Four rows (the last one left out): {1, 2, 4, 100} per coordinate, even: the median is the mean
+  // of the two middle values, (2 + 4) / 2, as is the 0.25-trimmed mean.
+  const std::vector<float> four = {1, 100, 4,  2, 4, 100,  4, 1, 2,  100, 2, 1,  7, 7, 7};
+  const std::vector<std::size_t> first4 = {0, 1, 2, 3};
+  trimmed_mean(four, first4, trim_count(median, 4), out, scratch);
+  EXPECT_EQ(out, std::vector<float>(3, 3.0f));
+  trimmed_mean(four, first4, trim_count({Aggregate::trimmed_mean, 0.25}, 4), out, scratch);
+  EXPECT_EQ(out, std::vector<float>(3, 3.0f));
+  // Only the rows listed count: rows 0, 1 and 4 give {1, 2, 7}, {100, 4, 7}, {4, 100, 7}.
+  const std::vector<std::size_t> some = {0, 1, 4};
+  trimmed_mean(four, some, trim_count(mean, 3), out, scratch);
+  EXPECT_EQ(out, (std::vector<float>{10.0f / 3, 37.0f, 37.0f}));
+  trimmed_mean(four, some, trim_count(median, 3), out, scratch);
+  EXPECT_EQ(out, (std::vector<float>{2, 7, 7}));
+  double v[] = {5, 1, 4, 2};
+  EXPECT_EQ(median_of(v), 3.0);
+}
+
+// Norms {1, 2, 40, 3}: the median is 2.5, so with max_norm_ratio 2 the bound is 5 (only the 40
+// exceeds it); over rows 0, 2 and 3 only, the median is 3 and the bound 6.
+TEST(ElasticAggregate, MaxNormRatioBoundIsTheRatioTimesTheMedianMembersNorm) {
+  const std::vector<double> norms = {1, 2, 40, 3};
+  std::vector<double> scratch;
+  EXPECT_EQ(norm_bound(norms, std::vector<std::size_t>{0, 1, 2, 3}, 2.0, scratch), 5.0);
+  EXPECT_EQ(norm_bound(norms, std::vector<std::size_t>{0, 2, 3}, 2.0, scratch), 6.0);
+  EXPECT_FALSE(std::isfinite(l2_norm(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN()})));
+  EXPECT_EQ(l2_norm(std::vector<float>{3, 4}), 5.0);
+}
+
+// Replica 2's contribution is bad in one way; replicas 0 and 1 average without it (values 1 and 2:
+// 1.5) and it is dropped with the reason.
+void expect_dropped_for(const std::string& name, const std::string& reason, std::size_t bad_size, float bad_value,
+                        std::int64_t bad_local_steps) {
+  Dir dir(name);
+  const std::vector<float> anchor(10, 0.0f);
+  std::vector<std::vector<float>> out(3);
+  std::string dropped;
+  run(3, [&](int i) {
+    ElasticOptions o = options("file:" + dir.path, i, 3);
+    o.max_local_steps = 4;
+    ElasticGroup g(o);
+    const bool bad = i == 2;
+    std::vector<float> delta(bad ? bad_size : 10, bad ? bad_value : static_cast<float>(i + 1));
+    try {
+      sync(g, delta, 3, bad ? bad_local_steps : 4, anchor);
+    } catch (const ReplicaDropped& e) {
+      dropped = e.what();
+      return;
+    }
+    out[static_cast<std::size_t>(i)] = delta;
+    EXPECT_EQ(g.history().at(0).members, (std::vector<int>{0, 1}));
+    EXPECT_EQ(g.history().at(0).left, (std::vector<int>{2}));
+  });
+  EXPECT_EQ(out[0], std::vector<float>(10, 1.5f));
+  EXPECT_EQ(out[1], out[0]);
+  EXPECT_NE(dropped.find("replica 2 was left out of round 0"), std::string::npos) << dropped;
+  EXPECT_NE(dropped.find(reason), std::string::npos) << dropped;
+}
+
+TEST(ElasticAggregate, ANonFiniteMemberIsDropped) {
+  expect_dropped_for("nan", "its pseudo-gradient is not finite", 10, std::numeric_limits<float>::quiet_NaN(), 4);
+}
+
+TEST(ElasticAggregate, AWrongSizeMemberIsDropped) {
+  expect_dropped_for("size", "its pseudo-gradient has 9 values, expected 10", 9, 3.0f, 4);
+}
+
+TEST(ElasticAggregate, AMemberClaimingMoreExamplesThanItsPeriodAllowsIsDropped) {
+  // Five steps' examples where the longest period is 4: it would outweigh the others.
+  expect_dropped_for("examples", "it claims 5 examples since its last sync, expected 1 to 4", 10, 3.0f, 5);
+}
+
+// Three members sending 1, 2 and 1000 (per coordinate times 1 + k / 10): each rule's result, the
+// same bits on every member.
+std::vector<std::vector<float>> aggregate_three(const std::string& name, AggregateOptions a,
+                                                double contributed_by_2 = 1) {
+  Dir dir(name);
+  const std::vector<float> anchor(10, 0.0f);
+  std::vector<std::vector<float>> out(3);
+  run(3, [&](int i) {
+    ElasticOptions o = options("file:" + dir.path, i, 3);
+    o.aggregate = a;
+    ElasticGroup g(o);
+    std::vector<float> delta(10);
+    for (std::size_t k = 0; k < delta.size(); ++k)
+      delta[k] = (i == 2 ? 1000.0f : static_cast<float>(i + 1)) * (1.0f + static_cast<float>(k) / 10);
+    sync(g, delta, 3, 1, anchor);
+    out[static_cast<std::size_t>(i)] = delta;
+    EXPECT_EQ(g.history().at(0).members, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(g.history().at(0).contributed_steps, i == 2 ? contributed_by_2 : 1.0);
+  });
+  EXPECT_EQ(out[1], out[0]);
+  EXPECT_EQ(out[2], out[0]);
+  return out;
+}
+
+TEST(ElasticAggregate, TheMedianOfThreeMembersIgnoresTheOutlier) {
+  const auto out = aggregate_three("median", {Aggregate::median});
+  for (std::size_t k = 0; k < 10; ++k) EXPECT_FLOAT_EQ(out[0][k], 2.0f * (1.0f + static_cast<float>(k) / 10));
+}
+
+// max_norm_ratio 2: norms are proportional to 1, 2 and 1000; the median member's is the 2's, so
+// the bound is 4 of it and the outlier is left out: (1 + 2) / 2 per unit, its member still in the
+// quorum with no steps contributed. The same through the strategy's reducer (mean: by the norms
+// the hellos declared, the outlier sending zeros) and through the gather (trimmed_mean, nothing
+// trimmed of 2: by the received values).
+TEST(ElasticAggregate, MaxNormRatioLeavesTheOutlierOutInBothPaths) {
+  const auto reduced = aggregate_three("norm-mean", {Aggregate::mean, 0.25, 2.0}, 0.0);
+  const auto gathered = aggregate_three("norm-gather", {Aggregate::trimmed_mean, 0.25, 2.0}, 0.0);
+  for (std::size_t k = 0; k < 10; ++k) {
+    const float unit = 1.0f + static_cast<float>(k) / 10;
+    EXPECT_FLOAT_EQ(reduced[0][k], 1.5f * unit) << k;
+    EXPECT_FLOAT_EQ(gathered[0][k], 1.5f * unit) << k;
+  }
+}
+
+// A member with another rule is out of step (the collectives would differ): dropped.
+TEST(ElasticAggregate, AMemberWithAnotherRuleIsDropped) {
+  Dir dir("rule");
+  const std::vector<float> anchor(10, 0.0f);
+  std::string dropped;
+  run(3, [&](int i) {
+    ElasticOptions o = options("file:" + dir.path, i, 3);
+    if (i == 2) o.aggregate.rule = Aggregate::median;
+    ElasticGroup g(o);
+    std::vector<float> delta(10, 1.0f);
+    try {
+      sync(g, delta, 3, 1, anchor);
+    } catch (const ReplicaDropped& e) {
+      dropped = e.what();
+      return;
+    }
+    EXPECT_EQ(g.history().at(0).members, (std::vector<int>{0, 1}));
+  });
+  EXPECT_NE(dropped.find("replica 2 was left out of round 0"), std::string::npos) << dropped;
+  EXPECT_NE(dropped.find("its anchor or aggregation rule differs"), std::string::npos) << dropped;
 }
 
 }  // namespace

@@ -384,7 +384,7 @@ Recipe unusual_recipe() {
   r.checkpoint = {25, 3, "/tmp/ck pts"};
   r.guards = {NonfiniteKind::skip, 4, 9};
   r.fault = {FaultKind::stall, 5, 123};
-  r.elastic = {2.5, 7.25, 90, 5, "10.0.0.2"};
+  r.elastic = {2.5, 7.25, 90, 5, "10.0.0.2", Aggregate::trimmed_mean, 0.3, 3};
   return r;
 }
 #pragma GCC diagnostic pop
@@ -475,7 +475,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 150u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 153u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

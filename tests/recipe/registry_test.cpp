@@ -31,6 +31,12 @@ TEST(Registry, ThePeriodicBuiltinsSayTheirPeriodAndWarmupFromTheRecipe) {
   EXPECT_EQ(strategy_traits("local_sgd").periodic(r).period, 9);
   EXPECT_EQ(strategy_traits("streaming_diloco").periodic(r).period, 11);
   EXPECT_EQ(strategy_traits("sparseloco").periodic(r).period, 13);
+  EXPECT_EQ(strategy_traits("diloco").periodic(r).longest, 7);  // no schedule: the period
+  // A schedule's longest segment bounds the steps between syncs (elastic training checks claims).
+  const Recipe s = parse("[sync.diloco]\nperiod = 5\nperiod_schedule = [{steps = 40, period = 20}, {period = 10}]\n"
+                         "[sync.sparseloco]\nperiod = 5\nperiod_schedule = [{steps = 6, period = 3}, {period = 2}]\n", {});
+  EXPECT_EQ(strategy_traits("diloco").periodic(s).longest, 20);
+  EXPECT_EQ(strategy_traits("sparseloco").periodic(s).longest, 5);
 }
 
 TEST(Registry, GradientStrategiesTakeTheirReducersTraits) {
