@@ -196,7 +196,7 @@ TEST_F(RecipeTest, BadEnumListsTheChoices) {
   EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", got \"allreduc\"");
   const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"nccl\"\n", "b.toml");
   EXPECT_EQ(error_of(b),
-            b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", \"mpi\", got \"nccl\"");
+            b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", \"mpi\", \"gloo\", got \"nccl\"");
 }
 
 TEST_F(RecipeTest, OutOfRangeValuesAreRejected) {
