@@ -60,7 +60,9 @@ TSAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross
 # runs under ASan (2-6 minutes together on 2 cores): their code is the unit suites', which run
 # (cli.signals' 6000-step runs: Stop.* stop and resume under ASan; cli.elastic's six 3-process
 # BERT runs: Elastic.* and Gloo.* run its protocol and transport under ASan; the two 3-process
-# elastic runs of cli.registered_components: Registry.* and Registered.* run the registrations).
+# elastic runs of cli.registered_components: Registry.* and Registered.* run the registrations;
+# "elastic" also leaves out cli.elastic_faults and cli.elastic_signals, 3-replica runs whose checks
+# run under ASan as ElasticAggregate.* and whose supervisor is cli.elastic's).
 ASAN_CI_EXCLUDE = ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|collbench_sweep|lamb_bert_smoke|mpi_train|train_smoke|studies|signals|elastic|registered_components)
 
 test-asan:
