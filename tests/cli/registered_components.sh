@@ -121,7 +121,8 @@ set +e
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || { echo "expected exit 2 for every_k with a synchronous warm-up, got $rc"; cat "$tmp/bad.out"; exit 1; }
-grep -q "sync.every_k.warmup_steps = 5: an elastic run's synchronous warm-up" "$tmp/bad"/replica-0/log.txt
+grep -q "sync.every_k.warmup_steps = 5: an elastic run's synchronous warm-up" "$tmp/bad.out"  # before any replica starts
+[ ! -e "$tmp/bad/replica-0" ] || { echo "a replica was started for a refused recipe"; exit 1; }
 
 # ---- simulate --failures takes every_k's period from its traits ----
 "$trainer" --recipe "$tmp/small.toml" --sync.strategy=every_k --train.steps=20 --train.eval_every=0 \
