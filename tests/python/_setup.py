@@ -23,3 +23,19 @@ def setup_torch():
         print("skipped: torch is not installed for this interpreter (python3-torch)")
         sys.exit(77)
     return trainer, source
+
+
+def run_gloo_ranks(cmd, n, store, timeout=300):
+    """Runs `cmd` as n gloo ranks (LACONIC_RANK, LACONIC_WORLD_SIZE, LACONIC_STORE=file:store),
+    asserts every rank exits 0 within `timeout` s each, and kills any left on the way out."""
+    import os
+    import subprocess
+    env = dict(os.environ, LACONIC_WORLD_SIZE=str(n), LACONIC_STORE="file:" + store)
+    procs = [subprocess.Popen(cmd, env=dict(env, LACONIC_RANK=str(r))) for r in range(n)]
+    try:
+        for r, p in enumerate(procs):
+            assert p.wait(timeout=timeout) == 0, f"gloo rank {r} of {cmd[1:3]} exited {p.returncode}"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()

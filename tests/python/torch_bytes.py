@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup_torch  # noqa: E402
+from _setup import run_gloo_ranks, setup_torch  # noqa: E402
 
 TRAINER, SOURCE = setup_torch()
 
@@ -57,10 +57,8 @@ if not os.path.isfile(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
 tmp = tempfile.mkdtemp(prefix="laconic-torch-bytes-")
 
 
-def env(extra=None):
-    e = {k: v for k, v in os.environ.items() if k not in ("LACONIC_RANK", "LACONIC_WORLD_SIZE", "LACONIC_STORE")}
-    e.update(extra or {})
-    return e
+def env():
+    return {k: v for k, v in os.environ.items() if k not in ("LACONIC_RANK", "LACONIC_WORLD_SIZE", "LACONIC_STORE")}
 
 
 def read_run(out):
@@ -74,16 +72,8 @@ def read_run(out):
 
 def run_torch(name, sets):
     out = os.path.join(tmp, name)
-    e = env({"LACONIC_WORLD_SIZE": str(WORLD), "LACONIC_STORE": "file:" + os.path.join(tmp, name + ".store")})
     cmd = [sys.executable, WORKER, RECIPE, "--widths", WIDTHS, "--out", out] + sum([["--set", s] for s in sets], [])
-    procs = [subprocess.Popen(cmd, env=dict(e, LACONIC_RANK=str(r))) for r in range(WORLD)]
-    try:
-        for p in procs:
-            assert p.wait(timeout=120) == 0, f"{name}: a gloo rank exited {p.returncode}"
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    run_gloo_ranks(cmd, WORLD, os.path.join(tmp, name + ".store"), timeout=120)
     return read_run(out)
 
 

@@ -19,12 +19,11 @@ largest fragment is as small as possible, which the reference below finds by bru
 import itertools
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup_torch  # noqa: E402
+from _setup import run_gloo_ranks, setup_torch  # noqa: E402
 
 TRAINER, SOURCE = setup_torch()
 import numpy as np  # noqa: E402
@@ -42,16 +41,8 @@ tmp = tempfile.mkdtemp(prefix="laconic-torch-diloco-")
 
 def run_gloo(name, sets):
     save = os.path.join(tmp, name)
-    env = dict(os.environ, LACONIC_WORLD_SIZE=str(WORLD), LACONIC_STORE="file:" + os.path.join(tmp, name + ".store"))
     cmd = [sys.executable, WORKER, RECIPE, "--optimizer", "adamw", "--save", save] + sum([["--set", s] for s in sets], [])
-    procs = [subprocess.Popen(cmd, env=dict(env, LACONIC_RANK=str(r))) for r in range(WORLD)]
-    try:
-        for p in procs:
-            assert p.wait(timeout=120) == 0, f"{name}: a gloo rank exited {p.returncode}"
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    run_gloo_ranks(cmd, WORLD, os.path.join(tmp, name + ".store"), timeout=120)
     return [np.load(os.path.join(save, f"params.rank-{r}.npy")) for r in range(WORLD)]
 
 

@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup_torch  # noqa: E402
+from _setup import run_gloo_ranks, setup_torch  # noqa: E402
 
 TRAINER, SOURCE = setup_torch()
 
@@ -39,12 +39,8 @@ def run_single(name, sets):
 
 def run_gloo(name, n, sets):
     save = os.path.join(tmp, name)
-    store = os.path.join(tmp, name + ".store")
-    procs = [subprocess.Popen([sys.executable, WORKER, RECIPE, "--save", save] + sum([["--set", s] for s in sets], []),
-                              env=env({"LACONIC_RANK": str(r), "LACONIC_WORLD_SIZE": str(n),
-                                       "LACONIC_STORE": "file:" + store})) for r in range(n)]
-    for p in procs:
-        assert p.wait(timeout=300) == 0, f"{name}: a gloo rank exited {p.returncode}"
+    run_gloo_ranks([sys.executable, WORKER, RECIPE, "--save", save] + sum([["--set", s] for s in sets], []), n,
+                   os.path.join(tmp, name + ".store"))
     return [np.load(os.path.join(save, f"params.rank-{r}.npy")) for r in range(n)]
 
 

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup_torch  # noqa: E402
+from _setup import run_gloo_ranks, setup_torch  # noqa: E402
 
 TRAINER, SOURCE = setup_torch()
 
@@ -22,10 +22,7 @@ RECIPE = os.path.join(HERE, "torch_cross_dc.toml")
 tmp = tempfile.mkdtemp(prefix="laconic-torch-replay-")
 try:
     py_run = os.path.join(tmp, "torch_diloco")
-    env = dict(os.environ, LACONIC_WORLD_SIZE="4", LACONIC_STORE="file:" + os.path.join(tmp, "store"))
-    procs = [subprocess.Popen([sys.executable, WORKER, RECIPE, "--out", py_run], env=dict(env, LACONIC_RANK=str(r)))
-             for r in range(4)]
-    assert [p.wait(timeout=300) for p in procs] == [0] * 4, "a rank failed"
+    run_gloo_ranks([sys.executable, WORKER, RECIPE, "--out", py_run], 4, os.path.join(tmp, "store"))
     for f in ("recipe.resolved.toml", "metrics.jsonl", "summary.json", "trace/meta.json", "timeline.json",
               "simulated"):
         assert os.path.exists(os.path.join(py_run, f)), f"the torch run has no {f}"
