@@ -111,19 +111,7 @@ class FileKeyStore final : public KeyStore {
 
   bool create(const std::string& key, const std::string& value) override {
     const std::string name = stored(key);
-    static std::atomic<unsigned> serial{0};
-    const std::string tmp = spec().path + "/.create." + std::to_string(::getpid()) + "." +
-                            std::to_string(serial.fetch_add(1)) + "." + name;
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out.write(value.data(), static_cast<std::streamsize>(value.size()));
-      out.close();
-      if (!out.good()) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        throw Error(detail::concat("store ", spec().str(), ": cannot write ", tmp, ": ", std::strerror(err)));
-      }
-    }
+    const std::string tmp = write_temporary(name, value);
     const int rc = ::link(tmp.c_str(), gloo_.path(name).c_str());
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -140,11 +128,43 @@ class FileKeyStore final : public KeyStore {
     return s.str();
   }
 
+  void put(const std::string& key, const std::string& value) override {
+    const std::string name = stored(key);
+    const std::string tmp = write_temporary(name, value);
+    const int rc = ::rename(tmp.c_str(), gloo_.path(name).c_str());  // atomic: readers see old or new
+    const int err = errno;
+    if (rc != 0) {
+      ::unlink(tmp.c_str());
+      throw Error(detail::concat("store ", spec().str(), ": cannot write key '", key, "': ", std::strerror(err)));
+    }
+  }
+
+  void erase(const std::string& key) override {
+    const std::string path = gloo_.path(stored(key));
+    LC_CHECK(::unlink(path.c_str()) == 0 || errno == ENOENT, "store ", spec().str(), ": cannot remove key '", key,
+             "': ", std::strerror(errno));
+  }
+
   std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) override {
     return std::make_unique<Prefixed>(stored(prefix), gloo_);
   }
 
  private:
+  // The value in a file of its own beside the keys, to be linked or renamed into place.
+  std::string write_temporary(const std::string& name, const std::string& value) {
+    static std::atomic<unsigned> serial{0};
+    const std::string tmp = spec().path + "/.create." + std::to_string(::getpid()) + "." +
+                            std::to_string(serial.fetch_add(1)) + "." + name;
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(value.data(), static_cast<std::streamsize>(value.size()));
+    out.close();
+    if (!out.good()) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      throw Error(detail::concat("store ", spec().str(), ": cannot write ", tmp, ": ", std::strerror(err)));
+    }
+    return tmp;
+  }
   static void make_dir(const std::string& path) {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
@@ -177,6 +197,16 @@ class RedisKeyStore final : public KeyStore {
     if (reply->type == REDIS_REPLY_STRING) out = std::string(reply->str, reply->len);
     freeReplyObject(reply);
     return out;
+  }
+
+  void put(const std::string& key, const std::string& value) override {
+    const std::string name = stored(key);
+    freeReplyObject(gloo_.command("SET %b %b", name.data(), name.size(), value.data(), value.size()));
+  }
+
+  void erase(const std::string& key) override {
+    const std::string name = stored(key);
+    freeReplyObject(gloo_.command("DEL %b", name.data(), name.size()));
   }
 
   std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) override {

@@ -8,7 +8,8 @@
 //
 // Beyond gloo's set/get/wait, a KeyStore offers what a quorum needs without a coordinator:
 // create() is set-once and atomic across processes (the first writer wins and every later writer
-// learns it lost), find() looks without waiting. Keys are plain names ("round.7.quorum"): no
+// learns it lost), find() looks without waiting, put() overwrites (a heartbeat, the newest round)
+// and erase() removes (old rounds). Keys are plain names ("round.7.quorum"): no
 // '/', so a file store keeps them all in one folder.
 //
 // A KeyStore is used by one thread at a time (RedisStore's connection is not thread-safe): each
@@ -49,6 +50,10 @@ class KeyStore {
   virtual bool create(const std::string& key, const std::string& value) = 0;
   // The key's value if it exists now (no waiting).
   virtual std::optional<std::string> find(const std::string& key) = 0;
+  // Writes key = value whether or not it exists (the last writer wins; readers see one value whole).
+  virtual void put(const std::string& key, const std::string& value) = 0;
+  // Removes the key if it exists.
+  virtual void erase(const std::string& key) = 0;
   // Waits up to timeout_s for the key (polling every few ms); nullopt when it did not appear.
   std::optional<std::string> wait(const std::string& key, double timeout_s);
   // gloo's view of this store with every key prefixed "prefix." (a context's rendezvous).

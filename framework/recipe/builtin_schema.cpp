@@ -208,7 +208,9 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
       .add<&ElasticConfig::address>("address")
       .add<&ElasticConfig::aggregate>("aggregate")
       .add<&ElasticConfig::trim_fraction>("trim_fraction", half_open(0, 0.5))
-      .add<&ElasticConfig::max_norm_ratio>("max_norm_ratio", at_least(0));
+      .add<&ElasticConfig::max_norm_ratio>("max_norm_ratio", at_least(0))
+      .add<&ElasticConfig::min_quorum>("min_quorum", at_least(0))
+      .add<&ElasticConfig::secret_file>("secret_file");
   SectionBuilder<&Recipe::fault>{"fault", f}
       .add<&FaultConfig::kind>("kind")
       .add<&FaultConfig::rank>("rank", at_least(0))
