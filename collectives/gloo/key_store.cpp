@@ -17,7 +17,6 @@
 
 #define HIREDIS_NESTED_INCLUDE 1
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/redis_store.h>
 
 #include "core/check.h"
@@ -81,38 +80,43 @@ std::optional<std::string> KeyStore::wait(const std::string& key, double timeout
 
 namespace {
 
-// gloo's Store interface over another with every key prefixed "prefix." (gloo's own PrefixStore
-// joins with '/', which a file store would take for a folder).
-class Prefixed final : public gloo::rendezvous::Store {
+// gloo's Store interface over a KeyStore, every key prefixed "prefix." (gloo's own PrefixStore
+// joins with '/', which a file store would take for a folder; and its FileStore names files by a
+// hash of the key, which erase_prefix could not find). gloo sets each key once and waits for it.
+class OnKeyStore final : public gloo::rendezvous::Store {
  public:
-  Prefixed(std::string prefix, gloo::rendezvous::Store& base) : prefix_(std::move(prefix) + "."), base_(base) {}
-  void set(const std::string& key, const std::vector<char>& data) override { base_.set(prefix_ + key, data); }
-  std::vector<char> get(const std::string& key) override { return base_.get(prefix_ + key); }
-  void wait(const std::vector<std::string>& keys) override { base_.wait(full(keys)); }
+  OnKeyStore(std::string prefix, KeyStore& base) : prefix_(std::move(prefix) + "."), base_(base) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    base_.put(prefix_ + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, kDefaultTimeout);
+    const std::string v = base_.find(prefix_ + key).value_or("");
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    base_.wait(full(keys), timeout);
+    const double seconds = std::chrono::duration<double>(timeout).count();
+    for (const std::string& k : keys)
+      if (!base_.wait(prefix_ + k, seconds))  // gloo's contexts give up on any exception
+        throw Error(detail::concat("store ", base_.spec().str(), ": key '", prefix_ + k, "' did not appear within ",
+                                   seconds, " s"));
   }
 
  private:
-  std::vector<std::string> full(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    for (const auto& k : keys) out.push_back(prefix_ + k);
-    return out;
-  }
   std::string prefix_;
-  gloo::rendezvous::Store& base_;
+  KeyStore& base_;
 };
 
-// gloo's FileStore, whose key files this class also creates (set-once through link(2), which
-// fails when the name exists) and reads.
+// Each key a file of the folder, named as the key.
 class FileKeyStore final : public KeyStore {
  public:
-  explicit FileKeyStore(StoreSpec spec) : KeyStore(spec), gloo_((make_dir(spec.path), spec.path)) {}
+  explicit FileKeyStore(StoreSpec spec) : KeyStore(spec) { make_dir(spec.path); }
 
   bool create(const std::string& key, const std::string& value) override {
     const std::string name = stored(key);
     const std::string tmp = write_temporary(name, value);
-    const int rc = ::link(tmp.c_str(), gloo_.path(name).c_str());
+    const int rc = ::link(tmp.c_str(), path(name).c_str());  // fails when the name exists: set-once
     const int err = errno;
     ::unlink(tmp.c_str());
     if (rc == 0) return true;
@@ -121,7 +125,7 @@ class FileKeyStore final : public KeyStore {
   }
 
   std::optional<std::string> find(const std::string& key) override {
-    std::ifstream in(gloo_.path(stored(key)), std::ios::binary);
+    std::ifstream in(path(stored(key)), std::ios::binary);
     if (!in) return std::nullopt;
     std::ostringstream s;
     s << in.rdbuf();
@@ -131,7 +135,7 @@ class FileKeyStore final : public KeyStore {
   void put(const std::string& key, const std::string& value) override {
     const std::string name = stored(key);
     const std::string tmp = write_temporary(name, value);
-    const int rc = ::rename(tmp.c_str(), gloo_.path(name).c_str());  // atomic: readers see old or new
+    const int rc = ::rename(tmp.c_str(), path(name).c_str());  // atomic: readers see old or new
     const int err = errno;
     if (rc != 0) {
       ::unlink(tmp.c_str());
@@ -139,18 +143,22 @@ class FileKeyStore final : public KeyStore {
     }
   }
 
-  void erase(const std::string& key) override {
-    const std::string path = gloo_.path(stored(key));
-    LC_CHECK(::unlink(path.c_str()) == 0 || errno == ENOENT, "store ", spec().str(), ": cannot remove key '", key,
-             "': ", std::strerror(errno));
-  }
-
-  std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) override {
-    return std::make_unique<Prefixed>(stored(prefix), gloo_);
+  void erase_prefix(const std::string& prefix) override {
+    const std::string name = stored(prefix);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(spec().path, ec)) {
+      const std::string file = e.path().filename().string();
+      if (file.compare(0, name.size(), name) != 0) continue;
+      LC_CHECK(::unlink(e.path().c_str()) == 0 || errno == ENOENT, "store ", spec().str(), ": cannot remove key '",
+               file, "': ", std::strerror(errno));
+    }
+    LC_CHECK(!ec, "store ", spec().str(), ": cannot list the folder: ", ec.message());
   }
 
  private:
-  // The value in a file of its own beside the keys, to be linked or renamed into place.
+  std::string path(const std::string& name) const { return spec().path + "/" + name; }
+  // The value in a file of its own beside the keys (hidden: no key starts with '.'), to be linked
+  // or renamed into place.
   std::string write_temporary(const std::string& name, const std::string& value) {
     static std::atomic<unsigned> serial{0};
     const std::string tmp = spec().path + "/.create." + std::to_string(::getpid()) + "." +
@@ -171,10 +179,6 @@ class FileKeyStore final : public KeyStore {
     LC_CHECK(!ec && std::filesystem::is_directory(path), "store file:", path, ": cannot create the folder: ",
              ec ? ec.message() : "not a folder");
   }
-  struct Gloo final : gloo::rendezvous::FileStore {
-    explicit Gloo(const std::string& path) : FileStore(path) {}
-    std::string path(const std::string& key) { return objectPath(key); }
-  } gloo_;
 };
 
 // gloo's RedisStore (its keys are redis strings); create() is SETNX on its connection.
@@ -204,13 +208,20 @@ class RedisKeyStore final : public KeyStore {
     freeReplyObject(gloo_.command("SET %b %b", name.data(), name.size(), value.data(), value.size()));
   }
 
-  void erase(const std::string& key) override {
-    const std::string name = stored(key);
-    freeReplyObject(gloo_.command("DEL %b", name.data(), name.size()));
-  }
-
-  std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) override {
-    return std::make_unique<Prefixed>(stored(prefix), gloo_);
+  void erase_prefix(const std::string& prefix) override {
+    // SCAN with a pattern: the names are letters, digits, '.', '-' and '_' (no glob characters).
+    const std::string pattern = stored(prefix) + "*";
+    std::string cursor = "0";
+    do {
+      auto* reply = gloo_.command("SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size());
+      LC_CHECK(reply->type == REDIS_REPLY_ARRAY && reply->elements == 2, "store redis: unexpected SCAN reply");
+      cursor.assign(reply->element[0]->str, reply->element[0]->len);
+      for (std::size_t i = 0; i < reply->element[1]->elements; ++i) {
+        const redisReply* k = reply->element[1]->element[i];
+        freeReplyObject(gloo_.command("DEL %b", k->str, k->len));
+      }
+      freeReplyObject(reply);
+    } while (cursor != "0");
   }
 
  private:
@@ -244,6 +255,10 @@ class RedisKeyStore final : public KeyStore {
 };
 
 }  // namespace
+
+std::unique_ptr<gloo::rendezvous::Store> KeyStore::gloo_store(const std::string& prefix) {
+  return std::make_unique<OnKeyStore>(prefix, *this);
+}
 
 std::unique_ptr<KeyStore> KeyStore::open(const StoreSpec& spec) {
   if (spec.kind == StoreSpec::Kind::redis) return std::make_unique<RedisKeyStore>(spec);

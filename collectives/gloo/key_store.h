@@ -1,7 +1,7 @@
 // The rendezvous stores of the gloo backend and of elastic training's quorums (framework/elastic):
-// gloo's FileStore on a folder every process can reach (one machine, or a shared file system), or
-// its RedisStore (a redis-server every machine can reach). A store is a map of string keys to
-// bytes that several processes see at once.
+// a folder every process can reach (one machine, or a shared file system: a file per key), or a
+// redis-server every machine can reach (through gloo's RedisStore's connection). A store is a map
+// of string keys to bytes that several processes see at once.
 //
 //   auto store = laconic::KeyStore::open(laconic::StoreSpec::parse("file:/tmp/run/store"));
 //   laconic::GlooCommunicator comm(*store, "round.7", rank, size);  // collectives/gloo
@@ -9,7 +9,7 @@
 // Beyond gloo's set/get/wait, a KeyStore offers what a quorum needs without a coordinator:
 // create() is set-once and atomic across processes (the first writer wins and every later writer
 // learns it lost), find() looks without waiting, put() overwrites (a heartbeat, the newest round)
-// and erase() removes (old rounds). Keys are plain names ("round.7.quorum"): no
+// and erase_prefix() removes (old rounds). Keys are plain names ("round.7.quorum"): no
 // '/', so a file store keeps them all in one folder.
 //
 // A KeyStore is used by one thread at a time (RedisStore's connection is not thread-safe): each
@@ -52,12 +52,14 @@ class KeyStore {
   virtual std::optional<std::string> find(const std::string& key) = 0;
   // Writes key = value whether or not it exists (the last writer wins; readers see one value whole).
   virtual void put(const std::string& key, const std::string& value) = 0;
-  // Removes the key if it exists.
-  virtual void erase(const std::string& key) = 0;
+  // Removes every key whose name starts with `prefix` ("round.7." : all of round 7's keys, gloo's
+  // rendezvous keys under it included).
+  virtual void erase_prefix(const std::string& prefix) = 0;
   // Waits up to timeout_s for the key (polling every few ms); nullopt when it did not appear.
   std::optional<std::string> wait(const std::string& key, double timeout_s);
-  // gloo's view of this store with every key prefixed "prefix." (a context's rendezvous).
-  virtual std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix) = 0;
+  // gloo's view of this store with every key prefixed "prefix." (a context's rendezvous), through
+  // put and find: what this store does to keys (a namespace, a signature) applies to gloo's too.
+  std::unique_ptr<gloo::rendezvous::Store> gloo_store(const std::string& prefix);
   const StoreSpec& spec() const { return spec_; }
 
  protected:

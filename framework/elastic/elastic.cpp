@@ -1,10 +1,12 @@
 #include "framework/elastic/elastic.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,10 +37,12 @@ struct ElasticGroup::Hello {
   std::int64_t size = 0;  // the contribution: its values, whether all are finite, its L2 norm
   bool finite = true;
   double norm = 0;
+  // A joiner's newest checkpoint of the run (its theta_global's checksum; "" none): `step` is its step.
+  std::string held;
   json to_json() const {
     return {{"replica", replica}, {"role", joiner ? "joiner" : "member"}, {"step", step},
             {"fragment", fragment}, {"checksum", checksum}, {"rule", rule}, {"examples", examples},
-            {"size", size}, {"finite", finite}, {"norm", finite ? norm : 0.0}};
+            {"size", size}, {"finite", finite}, {"norm", finite ? norm : 0.0}, {"held", held}};
   }
   static Hello from_json(const json& j) {
     Hello h;
@@ -52,6 +56,7 @@ struct ElasticGroup::Hello {
     h.size = j.at("size").get<std::int64_t>();
     h.finite = j.at("finite").get<bool>();
     h.norm = j.at("norm").get<double>();
+    h.held = j.at("held").get<std::string>();
     return h;
   }
   auto tag() const { return std::tie(step, fragment, checksum, rule); }
@@ -65,7 +70,11 @@ struct ElasticGroup::Quorum {
   std::vector<std::string> reasons;    // why, per rejected member
   std::int64_t step = -1;
   int decided_by = -1;
-  static Quorum from_json(const json& j) {
+  // Formed by replicas that found no live member: the members hold the checkpoint chosen and resume
+  // from it, the joiners receive it now; no reduction (it commits as it is written).
+  bool recovery = false;
+  bool void_round = false;  // its key did not parse (not stored): the round is skipped
+  static Quorum from_json(const json& j, int replicas) {
     Quorum q;
     q.members = j.at("members").get<std::vector<int>>();
     q.joiners = j.at("joiners").get<std::vector<int>>();
@@ -76,12 +85,20 @@ struct ElasticGroup::Quorum {
     q.reasons = j.at("reasons").get<std::vector<std::string>>();
     q.step = j.at("step").get<std::int64_t>();
     q.decided_by = j.at("decided_by").get<int>();
+    q.recovery = j.at("recovery").get<bool>();
+    auto in_range = [&](const std::vector<int>& v) {
+      return std::all_of(v.begin(), v.end(), [&](int i) { return i >= 0 && i < replicas; });
+    };
+    LC_CHECK(q.examples.size() == q.members.size() && q.norms.size() == q.members.size() &&
+             q.reasons.size() == q.rejected.size() && in_range(q.members) && in_range(q.joiners) &&
+             std::is_sorted(q.members.begin(), q.members.end()),
+             "a quorum's lists disagree or name replicas outside [0, ", replicas, ")");
     return q;
   }
   json to_json() const {
     return {{"members", members}, {"joiners", joiners}, {"dropped", dropped},
             {"examples", examples}, {"norms", norms}, {"rejected", rejected}, {"reasons", reasons},
-            {"step", step}, {"decided_by", decided_by}};
+            {"step", step}, {"decided_by", decided_by}, {"recovery", recovery}};
   }
 };
 
@@ -106,6 +123,10 @@ std::string rule_of(const AggregateOptions& a) {
 }
 
 void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
+
+// The rounds a store keeps behind the newest committed one: a joiner receives its state over the
+// keys of the round that admitted it, a few syncs at most after it.
+constexpr std::int64_t kKeptRounds = 16;
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -184,10 +205,20 @@ ElasticGroup::ElasticGroup(ElasticOptions opts, std::ostream* log)
   LC_CHECK(opts_.replicas >= 1 && opts_.replica >= 0 && opts_.replica < opts_.replicas, "elastic: replica ",
            opts_.replica, " of ", opts_.replicas);
   LC_CHECK(opts_.max_attempts >= 1, "elastic: max_attempts ", opts_.max_attempts);
+  LC_CHECK(opts_.min_quorum >= 0 && opts_.min_quorum <= opts_.replicas, "elastic: min_quorum ", opts_.min_quorum,
+           ": expected 0 (a majority) to ", opts_.replicas, " (--replicas)");
+  if (opts_.min_quorum == 0) opts_.min_quorum = opts_.replicas / 2 + 1;
   for (int i = 0; i < opts_.replicas; ++i) committed_.push_back(i);  // a run starts with all of them
 }
 
-ElasticGroup::~ElasticGroup() = default;
+ElasticGroup::~ElasticGroup() {
+  {
+    std::lock_guard lock(beat_mu_);
+    beat_stop_ = true;
+  }
+  beat_cv_.notify_all();
+  if (beat_.joinable()) beat_.join();
+}
 
 std::string ElasticGroup::key(std::int64_t round, const std::string& what) const {
   return "round." + std::to_string(round) + "." + what;
@@ -204,16 +235,80 @@ void ElasticGroup::log(const std::string& line) const {
   if (log_) *log_ << "laconic: elastic: replica " << opts_.replica << ": " << line << std::endl;
 }
 
+void ElasticGroup::ignored(const std::string& k, const std::string& why) {
+  if (warned_.emplace(k, true).second) log(detail::concat("store key '", k, "' ignored: ", why));
+}
+
 std::optional<ElasticGroup::Quorum> ElasticGroup::read_quorum(std::int64_t round) {
-  const auto text = store_->find(key(round, "quorum"));
+  const std::string k = key(round, "quorum");
+  const auto text = store_->find(k);
   if (!text) return std::nullopt;
-  return Quorum::from_json(json::parse(*text));
+  try {
+    return Quorum::from_json(json::parse(*text), opts_.replicas);
+  } catch (const std::exception& e) {  // a damaged or foreign value: nobody can act on this round
+    ignored(k, detail::concat("it does not parse (", e.what(), "); the round is skipped"));
+    Quorum q;
+    q.void_round = true;
+    return q;
+  }
+}
+
+void ElasticGroup::read_hellos(std::int64_t round, std::map<int, Hello>& here) {
+  for (int i = 0; i < opts_.replicas; ++i) {
+    if (here.count(i)) continue;
+    const std::string k = key(round, "hello." + std::to_string(i));
+    const auto text = store_->find(k);
+    if (!text) continue;
+    try {
+      Hello h = Hello::from_json(json::parse(*text));
+      LC_CHECK(h.replica == i, "it names replica ", h.replica);
+      here.emplace(i, std::move(h));
+    } catch (const std::exception& e) {  // as if that replica had not come
+      ignored(k, detail::concat("it does not parse (", e.what(), ")"));
+    }
+  }
+}
+
+std::int64_t ElasticGroup::head() {
+  const auto text = store_->find("head");
+  if (!text) return -1;
+  char* end = nullptr;
+  const long long r = std::strtoll(text->c_str(), &end, 10);
+  if (end == text->c_str() || *end != '\0' || r < 0) {
+    ignored("head", "expected a round number");
+    return -1;
+  }
+  return r;
 }
 
 std::int64_t ElasticGroup::first_open_round() {
-  std::int64_t r = 0;
+  std::int64_t r = head() + 1;  // the head may lag a round: a hint, the quorums decide
   while (store_->find(key(r, "quorum"))) ++r;
   return r;
+}
+
+void ElasticGroup::committed(std::int64_t round, bool pruner) {
+  if (!pruner) return;
+  store_->put("head", std::to_string(round));
+  for (; pruned_to_ < round - kKeptRounds; ++pruned_to_) store_->erase_prefix(key(pruned_to_, ""));
+}
+
+void ElasticGroup::beat() {
+  std::lock_guard lock(beat_mu_);
+  if (beat_.joinable() || beat_stop_) return;
+  beat_ = std::thread([this, store = KeyStore::open(opts_.store)] {
+    const std::string k = "alive." + std::to_string(opts_.replica);
+    std::unique_lock lock(beat_mu_);
+    for (std::uint64_t n = 1; !beat_stop_; ++n) {
+      lock.unlock();
+      try {
+        store->put(k, std::to_string(::getpid()) + "." + std::to_string(n));
+      } catch (const std::exception&) {  // the store is down: the next beat tries again
+      }
+      lock.lock();
+      beat_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return beat_stop_; });
+    }
+  });
 }
 
 bool ElasticGroup::run_finished() { return store_->find("finished").has_value(); }
@@ -227,19 +322,43 @@ std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, con
   std::vector<int> awaited = expected_;
   if (awaited.empty())
     for (int i = 0; i < opts_.replicas; ++i) awaited.push_back(i);
+  // A joiner watches the heartbeats of the replicas that are not joiners here: one that changed
+  // within join_timeout_s is a live member (perhaps mid-period) that will come, or is here, and
+  // decides. A member's hello with a dead heartbeat is a process that died waiting in this round.
+  std::map<int, std::pair<std::optional<std::string>, std::chrono::steady_clock::time_point>> beats;
+  bool said = false;
   for (;;) {
     if (auto q = read_quorum(round)) return *q;
-    if (mine.joiner) {  // joiners never decide: the members do, when they come
+    read_hellos(round, here);
+    if (mine.joiner) {
       if (run_finished())
         throw RunFinished(detail::concat("replica ", opts_.replica, ": the run finished before it could rejoin"));
       LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " waited ", opts_.join_wait_s,
-               " s (elastic.join_wait_s) at round ", round, " and no member formed a quorum");
+               " s (elastic.join_wait_s) at round ", round, " and no quorum of at least ", opts_.min_quorum,
+               " (elastic.min_quorum) formed");
+      if (head() >= round) {  // the run committed this round without a key here: the store was lost and rebuilt
+        Quorum q;
+        q.void_round = true;
+        return q;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      bool live = false;
+      for (int i = 0; i < opts_.replicas; ++i) {
+        if (here.count(i) && here.at(i).joiner) continue;
+        auto [it, fresh] = beats.try_emplace(i, std::nullopt, now);
+        auto beat = store_->find("alive." + std::to_string(i));
+        if (fresh || beat != it->second.first) it->second = {std::move(beat), now};
+        live = live || std::chrono::duration<double>(now - it->second.second).count() < opts_.join_timeout_s;
+      }
+      const bool all_joiners = std::all_of(here.begin(), here.end(), [](const auto& h) { return h.second.joiner; });
+      const bool ready = (all_joiners && static_cast<int>(here.size()) == opts_.replicas) ||
+                         (since(t0) >= opts_.join_timeout_s && !live);
+      if (ready)
+        if (auto q = recovery(here))
+          if (store_->create(key(round, "quorum"), q->to_json().dump())) continue;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
-    for (int i = 0; i < opts_.replicas; ++i)
-      if (!here.count(i))
-        if (auto h = store_->find(key(round, "hello." + std::to_string(i)))) here.emplace(i, Hello::from_json(json::parse(*h)));
     const bool all_here = std::all_of(awaited.begin(), awaited.end(), [&](int i) { return here.count(i) > 0; });
     if (all_here || since(t0) >= opts_.join_timeout_s) {
       // The members in step: those sharing the most common (step, fragment, anchor, rule); ties go
@@ -276,11 +395,63 @@ std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, con
           q.dropped.push_back(i);
         }
       }
+      // Fewer than min_quorum replicas never go on as the run (another part of it may be going on
+      // without them): wait for more, up to join_wait_s.
+      const int size_now = static_cast<int>(q.members.size() + q.joiners.size());
+      if (q.members.empty() || size_now < opts_.min_quorum) {
+        LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: round ", round, ": ", size_now, " replica(s) came within ",
+                 opts_.join_wait_s, " s (elastic.join_wait_s), fewer than elastic.min_quorum = ", opts_.min_quorum,
+                 ": a minority does not train on as the run");
+        if (!said)
+          log(detail::concat("round ", round, ": ", size_now, " replica(s) here, waiting for elastic.min_quorum = ",
+                             opts_.min_quorum));
+        said = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
       store_->create(key(round, "quorum"), q.to_json().dump());  // the first decision stands
       continue;
     }
     pause();
   }
+}
+
+// No live member comes (a member's hello here is of a process that died in this round): the
+// theta_global most joiners hold as their newest checkpoint (ties to the later step) is the run's;
+// its holders are the members and resume from their own checkpoints (their steps may differ within
+// a period: they hold the same theta_global, so they sync at the same step), the other joiners
+// receive the lowest member's. When none holds a checkpoint, they all start from the beginning.
+std::optional<ElasticGroup::Quorum> ElasticGroup::recovery(const std::map<int, Hello>& here) {
+  std::map<std::string, std::pair<int, std::int64_t>> votes;  // theta_global: holders, the latest step
+  int joiners = 0;
+  for (const auto& [i, h] : here) {
+    if (!h.joiner) continue;  // a member that died in this round (its heartbeat stopped)
+    ++joiners;
+    if (h.held.empty()) continue;
+    auto& [n, step] = votes.try_emplace(h.held, 0, h.step).first->second;
+    ++n;
+    step = std::max(step, h.step);
+  }
+  if (joiners < opts_.min_quorum) return std::nullopt;
+  std::string chosen;
+  std::pair<int, std::int64_t> best{0, -1};
+  for (const auto& [sum, v] : votes)
+    if (v > best) best = v, chosen = sum;
+  Quorum q;
+  q.recovery = true;
+  q.decided_by = opts_.replica;
+  q.step = best.second;
+  for (const auto& [i, h] : here) {
+    if (!h.joiner) continue;
+    if (h.held == chosen) {
+      q.members.push_back(i);
+      q.examples.push_back(0);
+      q.norms.push_back(0);
+    } else {
+      q.joiners.push_back(i);
+    }
+  }
+  return q;
 }
 
 std::string ElasticGroup::invalid(const Hello& h, std::int64_t size) const {
@@ -296,6 +467,7 @@ std::string ElasticGroup::invalid(const Hello& h, std::int64_t size) const {
 void ElasticGroup::reduce(ReplicaSync& sync) {
   const auto t0 = std::chrono::steady_clock::now();
   LC_CHECK(store_ != nullptr, "elastic: no store");
+  beat();
   // What a retry starts again from.
   const std::vector<float> delta0(sync.delta.begin(), sync.delta.end());
   std::vector<std::vector<float>> state0;
@@ -323,6 +495,11 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
       continue;
     }
     const Quorum& q = *decided;
+    if (q.void_round) {
+      why = detail::concat("round ", round, "'s quorum key does not parse");
+      LC_CHECK(attempt < opts_.max_attempts, "elastic: ", why);
+      continue;
+    }
     const auto self = std::find(q.members.begin(), q.members.end(), opts_.replica);
     for (std::size_t j = 0; j < q.rejected.size(); ++j)
       if (q.rejected[j] == opts_.replica) {
@@ -406,6 +583,7 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
                            m.left.empty() ? "" : ", left " + list(m.left),
                            attempt > 1 ? ", after " + std::to_string(attempt - 1) + " failed round(s)" : ""));
       expected_ = committed_ = now;
+      committed(round, rank == 0);
       std::lock_guard lock(mu_);
       history_.push_back(std::move(m));
       if (!q.joiners.empty() && rank == 0) donations_.push_back({round, q.joiners});
@@ -422,12 +600,12 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
   }
 }
 
-std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root) {
+std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root,
+                                              const std::optional<HeldCheckpoint>& held) {
   std::int64_t round = first_open_round();
-  bool committed = false;
-  for (std::int64_t r = 0; r < round && !committed; ++r) committed = store_->find(key(r, "outcome")) == "commit";
-  if (!committed) {
+  if (head() < 0 && !held) {  // the run has not committed a sync and this replica holds none of it
     round_ = round;
+    beat();
     return std::nullopt;
   }
   if (run_finished())
@@ -436,27 +614,53 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
   Hello mine;
   mine.replica = opts_.replica;
   mine.joiner = true;
+  if (held) {
+    mine.step = held->step;
+    mine.held = held->theta_global;
+  }
+  auto enter = [&](const Quorum& q) {  // this replica is in the run from the next round on
+    round_ = round + 1;
+    pruned_to_ = std::max<std::int64_t>(0, round - kKeptRounds);
+    expected_ = q.members;
+    expected_.insert(expected_.end(), q.joiners.begin(), q.joiners.end());
+    std::sort(expected_.begin(), expected_.end());
+    committed_ = expected_;
+    beat();
+  };
   for (;;) {
     LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " could not join within ",
              opts_.join_wait_s, " s (elastic.join_wait_s)");
     const std::optional<Quorum> decided = decide(round, mine);
+    const auto next = [&] { round = std::max(round + 1, first_open_round()); };
     if (!decided) {  // this replica's earlier process announced itself here before it died
-      round = std::max(round + 1, first_open_round());
+      next();
       continue;
     }
     const Quorum& q = *decided;
+    if (q.recovery) store_->create(key(round, "outcome"), "commit");  // it commits as it is written
+    if (q.recovery && contains(q.members, opts_.replica)) {
+      log(detail::concat("no live member: the run recovers at round ", round, " with replicas ", list(q.members),
+                         q.joiners.empty() ? "" : " (sending the state to " + list(q.joiners) + ")",
+                         q.step < 0 ? ", from the beginning (no checkpoint held)"
+                                    : ", each from its own checkpoint of theta_global " + held->theta_global));
+      enter(q);
+      committed(round, q.members.front() == opts_.replica);
+      if (q.step < 0) return std::nullopt;
+      if (q.members.front() == opts_.replica && !q.joiners.empty()) donate(held->dir, round, q.joiners);
+      return held->dir;
+    }
     const auto self = std::find(q.joiners.begin(), q.joiners.end(), opts_.replica);
-    if (self == q.joiners.end()) {  // decided before this replica's hello arrived
-      round = std::max(round + 1, first_open_round());
+    if (self == q.joiners.end()) {  // decided before this replica's hello arrived, or skipped
+      next();
       continue;
     }
     const auto outcome = store_->wait(key(round, "outcome"), opts_.join_wait_s);
     if (outcome != "commit") {
-      round = std::max(round + 1, first_open_round());
+      next();
       continue;
     }
-    log(detail::concat("joining at round ", round, " (after the sync at step ", q.step + 1, ", from replica ",
-                       q.members.front(), ")"));
+    log(detail::concat("joining at round ", round, q.recovery ? " (a recovery" : " (after the sync at step ",
+                       q.recovery ? "" : std::to_string(q.step + 1), ", from replica ", q.members.front(), ")"));
     GlooCommunicator comm(*store_, key(round, "join"), 1 + static_cast<int>(self - q.joiners.begin()),
                           1 + static_cast<int>(q.joiners.size()), {opts_.join_wait_s, opts_.address});
     std::uint64_t bytes = 0;
@@ -465,11 +669,7 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
     comm.broadcast(blob.data(), blob.size(), 0);
     count(comm);
     const std::string dir = unpack_dir(blob, checkpoint_root);
-    round_ = round + 1;
-    expected_ = q.members;
-    expected_.insert(expected_.end(), q.joiners.begin(), q.joiners.end());
-    std::sort(expected_.begin(), expected_.end());
-    committed_ = expected_;
+    enter(q);
     return dir;
   }
 }

@@ -17,6 +17,13 @@
 //   round.R.ok.I       member I's reduction over the quorum's gloo group completed
 //   round.R.outcome    "commit" (every member's ok arrived within sync_timeout_s) or "retry"
 //                      (a member died, stalled or failed): the first verdict written stands
+//   head               the newest committed round (put by the quorum's first member): a joiner starts
+//                      looking for the open round there, not at round 0; rounds older than the head
+//                      minus 16 are removed then, so the store's size stays bounded
+//   alive.I            replica I's heartbeat, a value that changes every second while it trains
+// A quorum needs elastic.min_quorum replicas (members and joiners; a majority by default): fewer wait
+// for more, up to join_wait_s, and then fail: a minority never trains on as the run, so two parts of
+// a run cut apart cannot both go on.
 // A retry is round R+1 with the same pseudo-gradients and the replicas left; after max_attempts
 // rounds without a commit the sync fails. A member left out of a quorum (it came too late, or
 // its anchor is behind) is dropped: ReplicaDropped, and the supervisor restarts it as a joiner.
@@ -28,6 +35,14 @@
 // the next round on. It does not replay what it missed: the examples its shard would have read
 // while it was away are not trained on in this pass over the data (the cursor is global, so its
 // shard goes on from the run's step).
+//
+// Recovery: a restarted replica offers its newest checkpoint of the run (its step and theta_global's
+// checksum) in its hello. When only joiners come to a round (every replica died: a rack lost, a pool
+// preempted; or the store was lost and rebuilt) and no absent replica's heartbeat moved within
+// join_timeout_s, the first of them to see min_quorum of them writes a recovery quorum: the
+// theta_global most of them hold is the run's (ties to the later step); its holders resume from
+// their own checkpoints, the others receive the lowest holder's, and the round commits as written.
+// A replica with a checkpoint never starts over from step 0 beside the run.
 //
 // Every hello carries the member's contribution's size, finiteness and L2 norm; the quorum's writer
 // drops a member whose pseudo-gradient has the wrong size or is not finite, or who claims more
@@ -43,7 +58,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,6 +68,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/gloo/key_store.h"
@@ -74,6 +92,16 @@ struct ElasticOptions {
   // max_local_steps x examples_per_step examples is dropped. 0: no bound.
   std::int64_t max_local_steps = 0;
   AggregateOptions aggregate;         // how the members' pseudo-gradients are combined
+  // Replicas a sync needs (its members and joiners): fewer never train on as the run. 0: a
+  // majority of `replicas`.
+  int min_quorum = 0;
+};
+
+// A replica's newest checkpoint of this run, as a restarted replica offers it for recovery.
+struct HeldCheckpoint {
+  std::string dir;
+  std::int64_t step = 0;
+  std::string theta_global;  // the checksum of its theta_global (every fragment's anchor)
 };
 
 // This replica is no longer part of the run (it was left out of a quorum): restart it to rejoin.
@@ -99,10 +127,12 @@ class ElasticGroup final : public ReplicaGroup {
   explicit ElasticGroup(ElasticOptions opts, std::ostream* log = nullptr);
   ~ElasticGroup() override;
 
-  // For a (re)starting replica, before training: if the run has committed a sync, joins at the
-  // next round and writes the donor's checkpoint under `checkpoint_root` (step-N); returns its
-  // directory. nullopt: the run has not synced yet, start from the beginning as a member.
-  std::optional<std::string> join(const std::string& checkpoint_root);
+  // For a (re)starting replica, before training: if the run has committed a sync, or this replica
+  // holds a checkpoint of it (`held`), joins at the next round: either live members admit it and
+  // the donor's checkpoint is written under `checkpoint_root` (step-N), or no member is alive and
+  // the replicas here recover (below). Returns the directory to resume from; nullopt: start from
+  // the beginning as a member (the run has not synced, or it recovered with no checkpoint).
+  std::optional<std::string> join(const std::string& checkpoint_root, const std::optional<HeldCheckpoint>& held = {});
 
   void reduce(ReplicaSync& sync) override;
 
@@ -147,12 +177,34 @@ class ElasticGroup final : public ReplicaGroup {
   std::optional<Quorum> decide(std::int64_t round, const Hello& mine);
   bool run_finished();
   std::optional<Quorum> read_quorum(std::int64_t round);
+  // The hellos of `round` not yet in `here` (one that does not parse is left out, said once).
+  void read_hellos(std::int64_t round, std::map<int, Hello>& here);
+  // The recovery quorum of `round` when it may be formed now (see the .cpp), else nullopt.
+  std::optional<Quorum> recovery(const std::map<int, Hello>& here);
+  // Says once that the store's key was ignored and why.
+  void ignored(const std::string& key, const std::string& why);
+  // The newest committed round as the store's "head" says (-1: none), and the first round after it
+  // without a quorum.
+  std::int64_t head();
   std::int64_t first_open_round();
+  // After committing `round`: the head moves to it and, on the quorum's first member, rounds older
+  // than a few syncs are removed (the store's size stays bounded).
+  void committed(std::int64_t round, bool pruner);
+  // A thread that puts "alive.I" every second while this replica trains (its value changes: a
+  // replica in recovery tells a live member, which may be mid-period, from a dead one).
+  void beat();
   void log(const std::string& line) const;
 
   ElasticOptions opts_;
   std::ostream* log_;
   std::unique_ptr<KeyStore> store_;
+  // The heartbeat: its own store handle (a store serves one thread), started once training starts.
+  std::thread beat_;
+  std::mutex beat_mu_;
+  std::condition_variable beat_cv_;
+  bool beat_stop_ = false;
+  std::int64_t pruned_to_ = 0;       // rounds below this were removed (by this replica)
+  std::map<std::string, bool> warned_;  // store keys that did not parse, said once each
   std::int64_t round_ = 0;           // the next round this replica takes part in
   std::vector<int> expected_;        // whom the next round waits for
   std::vector<int> committed_;       // the last committed quorum's members and joiners

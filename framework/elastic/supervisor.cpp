@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <ctime>
 #include <cstring>
@@ -28,6 +30,10 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 namespace {
+
+// Restart backoff (see the restart below): the first delay, the longest, and how long a replica
+// must run for its next restart to start from the first delay again.
+constexpr double kBackoffFirstS = 0.5, kBackoffMaxS = 30, kStableS = 60;
 
 std::atomic<int> g_signal{0};  // the signal to forward (set by the handler, read by the loop)
 extern "C" void on_signal(int sig) { g_signal.store(sig); }
@@ -107,6 +113,9 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     int starts = 0;
     bool done = false;
     int status = 0;
+    double started_s = 0;   // when its process started (wall)
+    double restart_s = -1;  // when it is to be restarted (wall), -1: not waiting
+    int quick = 0;          // restarts in a row whose process lived less than kStableS
   };
   std::vector<Replica> rs(static_cast<std::size_t>(o.replicas));
   ordered_json events = ordered_json::array();
@@ -170,6 +179,8 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     Replica& r = rs[static_cast<std::size_t>(i)];
     r.pid = pid;
     ++r.starts;
+    r.started_s = wall.seconds();
+    r.restart_s = -1;
     std::ofstream(dir + "/pid") << pid << "\n";
     event(i, r.starts == 1 ? "started" : "restarted");
   };
@@ -190,10 +201,18 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
   for (;;) {
     if (const int sig = g_signal.exchange(0)) {
       say("forwarding " + signal_abbrev(sig) + " to the replicas");
-      for (const Replica& r : rs)
-        if (!r.done && r.pid > 0) ::kill(r.pid, sig);
+      for (Replica& r : rs)
+        if (r.restart_s >= 0) {  // not running: it stays down
+          r.restart_s = -1;
+          r.done = true;
+        } else if (!r.done && r.pid > 0) {
+          ::kill(r.pid, sig);
+        }
       forwarded = sig;
     }
+    for (int i = 0; i < o.replicas; ++i)
+      if (rs[static_cast<std::size_t>(i)].restart_s >= 0 && wall.seconds() >= rs[static_cast<std::size_t>(i)].restart_s)
+        start(i);
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) {
@@ -215,9 +234,17 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     }
     if (res.restarts < o.max_restarts) {
       ++res.restarts;
+      // Backoff: a replica that keeps dying young (its store down, its peers gone) waits twice as
+      // long each time, up to kBackoffMaxS; one that ran kStableS restarts after kBackoffFirstS.
+      it->quick = wall.seconds() - it->started_s < kStableS ? it->quick + 1 : 1;
+      const double delay = std::min(kBackoffFirstS * std::pow(2.0, it->quick - 1), kBackoffMaxS);
+      it->restart_s = wall.seconds() + delay;
+      it->status = status;  // what it is reported as if a signal stops the run before the restart
+      char when[32];
+      std::snprintf(when, sizeof when, "%.1f", delay);
       say("replica " + std::to_string(i) + " " + how(status) + " after " + std::to_string(wall.seconds()) +
-          " s; restarting it (restart " + std::to_string(res.restarts) + " of " + std::to_string(o.max_restarts) + ")");
-      start(i);
+          " s; restarting it in " + when + " s (restart " + std::to_string(res.restarts) + " of " +
+          std::to_string(o.max_restarts) + ")");
     } else {
       it->done = true;
       it->status = status;

@@ -1,6 +1,7 @@
 // `trainer elastic`: the supervisor of an elastic run, as torchrun's elastic agent is for PyTorch.
 // It starts N replica processes (each `trainer --recipe R --replica I --replicas N ...`, one run
-// directory each), restarts one that dies (up to max_restarts in all), forwards SIGTERM, SIGINT and
+// directory each), restarts one that dies (up to max_restarts in all; after 0.5 s, doubling for each
+// restart in a row of a replica that lived less than 60 s, at most 30 s), forwards SIGTERM, SIGINT and
 // SIGUSR1 to them, and when they are done writes OUT/elastic.json: every process's exit, the
 // membership of every outer sync, the replicas' final theta_global checksums, and the run's goodput.
 //

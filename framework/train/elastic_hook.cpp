@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/input.h"
 #include "framework/recipe/components.h"
 #include "framework/sync/periodic.h"
 #include "framework/train/checkpoint.h"
@@ -14,6 +15,8 @@
 
 namespace laconic {
 namespace {
+
+constexpr const char* kHeldFile = "theta_global.json";  // in each checkpoint of an elastic replica
 
 class ElasticHook final : public StepHook {
  public:
@@ -64,17 +67,31 @@ class ElasticHook final : public StepHook {
 
   void finish(TrainSummary& s) override {
     if (!loop_.lead()) return;
-    std::vector<float> anchors;  // the host copy of every fragment's theta_global
-    for (const StateTensor& t : loop_.sync.state())
-      if (t.name.rfind("periodic.global", 0) == 0) anchors.insert(anchors.end(), t.data.begin(), t.data.end());
-    s.theta_global_checksum = hex64(hash_bytes(anchors.data(), anchors.size() * sizeof(float)));
+    s.theta_global_checksum = theta_global_checksum();
     s.elastic_syncs = group_.syncs();
+  }
+
+  // Every checkpoint says which run's theta_global it holds: a restarted replica offers it when
+  // the run recovers (join_run).
+  void save_files(const std::string& dir) override {
+    if (!loop_.lead()) return;
+    nlohmann::ordered_json j;
+    j["store"] = group_.options().store.str();
+    j["theta_global"] = theta_global_checksum();
+    write_file_atomic(dir + "/" + kHeldFile, j.dump() + "\n");
   }
 
  private:
   Loop& loop_;
   ElasticGroup& group_;
   Checkpointer& checkpointer_;
+  std::string theta_global_checksum() const {
+    std::vector<float> anchors;  // the host copy of every fragment's theta_global
+    for (const StateTensor& t : loop_.sync.state())
+      if (t.name.rfind("periodic.global", 0) == 0) anchors.insert(anchors.end(), t.data.begin(), t.data.end());
+    return hex64(hash_bytes(anchors.data(), anchors.size() * sizeof(float)));
+  }
+
   std::size_t logged_syncs_ = 0;  // syncs written to elastic.jsonl
   std::unique_ptr<JsonlWriter> log_;
 };
@@ -139,12 +156,38 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
   const OuterPeriod period = strategy_traits(recipe.sync.strategy.value).periodic(recipe);
   o.max_local_steps = std::max(period.period, period.longest);
   o.aggregate = {recipe.elastic.aggregate, recipe.elastic.trim_fraction, recipe.elastic.max_norm_ratio};
+  if (recipe.elastic.min_quorum > e.replicas)
+    LC_INPUT_ERROR(recipe.path, ": elastic.min_quorum = ", recipe.elastic.min_quorum, ": expected at most --replicas (",
+                   e.replicas, "), or 0 for a majority");
+  o.min_quorum = static_cast<int>(recipe.elastic.min_quorum);
   return std::make_unique<ElasticGroup>(o, opts.log);
+}
+
+// This replica's newest checkpoint, when it is of this run (its store) or the replicas resume one.
+std::optional<HeldCheckpoint> held_checkpoint(const ElasticGroup& group, const std::string& root,
+                                              const TrainOptions& opts) {
+  std::optional<CheckpointInfo> info;
+  try {
+    info = find_latest_checkpoint(root);
+  } catch (const Error&) {  // every checkpoint damaged: nothing to offer, the run's state comes from others
+  }
+  if (!info) return std::nullopt;
+  std::string text;
+  try {
+    text = read_input_file(info->dir + "/" + kHeldFile, 4096, "theta_global label");
+  } catch (const Error&) {  // a checkpoint of a non-elastic run, or damaged: not offered
+    return std::nullopt;
+  }
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("store") || !j.contains("theta_global") || !j["theta_global"].is_string())
+    return std::nullopt;
+  if (opts.resume.empty() && j["store"] != group.options().store.str()) return std::nullopt;  // an earlier run's
+  return HeldCheckpoint{info->dir, info->step, j["theta_global"].get<std::string>()};
 }
 
 std::optional<TrainOptions> join_run(ElasticGroup& group, const std::string& checkpoint_root,
                                      const TrainOptions& opts) {
-  const std::optional<std::string> dir = group.join(checkpoint_root);
+  const std::optional<std::string> dir = group.join(checkpoint_root, held_checkpoint(group, checkpoint_root, opts));
   if (!dir) return std::nullopt;
   TrainOptions joined = opts;
   joined.resume = *dir;

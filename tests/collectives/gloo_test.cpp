@@ -201,7 +201,7 @@ TEST(Gloo, APeerThatDiesOrNeverComesIsAnErrorWithinTheTimeout) {
   std::filesystem::remove_all(dir);
 }
 
-// create() is set-once with one winner among racing writers; find() does not wait; put() and erase().
+// create() is set-once with one winner among racing writers; find() does not wait; put() and erase_prefix().
 void check_set_once(const StoreSpec& spec) {
   auto store = KeyStore::open(spec);
   EXPECT_FALSE(store->find("k.absent"));
@@ -222,15 +222,20 @@ void check_set_once(const StoreSpec& spec) {
   EXPECT_FALSE(store->wait("k.never", 0.2));
   EXPECT_LT(t.seconds(), 2.0);
   EXPECT_THROW(store->create("a/b", "x"), Error);
-  // put() overwrites (also a key create() made); erase() removes, and a missing key is no error.
+  // put() overwrites (also a key create() made); erase_prefix() removes the keys under a prefix
+  // and no other (nor "k.onceagain" for "k.once."), and a prefix matching nothing is no error.
   store->put("k.once", "third");
   EXPECT_EQ(store->find("k.once").value_or(""), "third");
-  store->put("k.new", "v");
-  EXPECT_EQ(store->find("k.new").value_or(""), "v");
-  store->erase("k.once");
-  store->erase("k.once");
-  EXPECT_FALSE(store->find("k.once"));
-  EXPECT_TRUE(store->create("k.once", "again"));
+  store->put("r.1.a", "v");
+  EXPECT_TRUE(store->create("r.1.b", "w"));
+  EXPECT_TRUE(store->create("r.10.a", "x"));
+  store->erase_prefix("r.1.");
+  store->erase_prefix("r.1.");
+  EXPECT_FALSE(store->find("r.1.a"));
+  EXPECT_FALSE(store->find("r.1.b"));
+  EXPECT_EQ(store->find("r.10.a").value_or(""), "x");
+  EXPECT_EQ(store->find("k.once").value_or(""), "third");
+  EXPECT_TRUE(store->create("r.1.b", "again"));
 }
 
 TEST(Gloo, FileStoreKeysAreSetOnce) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/timer.h"
 #include "framework/elastic/elastic.h"
 
 namespace laconic {
@@ -212,6 +213,100 @@ TEST(Elastic, AReplicaComingBackAfterTheEndLearnsTheRunIsOver) {
   });
   ElasticGroup late(options(store, 2, 3));
   EXPECT_THROW(late.join(dir.path + "/ck"), RunFinished);
+}
+
+// ---- recovery from correlated failure, min_quorum, the store's bounds ----
+
+// A "checkpoint" directory of one file under root.
+std::string checkpoint(const std::string& root, std::int64_t step, const std::string& body) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(step));
+  const std::string dir = root + "/" + name;
+  fs::create_directories(dir);
+  std::ofstream(dir + "/rank-0.bin", std::ios::binary) << body;
+  return dir;
+}
+
+TEST(Elastic, ReplicasWithNoLiveMemberRecoverFromTheCheckpointMostOfThemHold) {
+  Dir dir("recover"), r0("recover-0"), r1("recover-1"), r2("recover-2");
+  const std::string store = "file:" + dir.path + "/store";
+  KeyStore::open(StoreSpec::parse(store))->put("head", "6");  // the run had committed round 6, then every replica died
+  // Replicas 0 and 1 hold theta_global "A" (at steps 40 and 35: the same anchor mid-period),
+  // replica 2 an older "B" at step 20: A is the run's; 2 receives replica 0's checkpoint.
+  const std::vector<HeldCheckpoint> held = {{checkpoint(r0.path, 40, "zero at 40"), 40, "A"},
+                                            {checkpoint(r1.path, 35, "one at 35"), 35, "A"},
+                                            {checkpoint(r2.path, 20, "two at 20"), 20, "B"}};
+  const std::vector<std::string> roots = {r0.path, r1.path, r2.path};
+  std::vector<std::string> resumed(3);
+  Stopwatch t;
+  run(3, [&](int i) {
+    ElasticGroup g(options(store, i, 3));
+    resumed[static_cast<std::size_t>(i)] = g.join(roots[static_cast<std::size_t>(i)], held[static_cast<std::size_t>(i)]).value_or("");
+  });
+  EXPECT_LT(t.seconds(), 10.0);  // all three came: no waiting for join_timeout_s or a heartbeat
+  EXPECT_EQ(resumed[0], held[0].dir);
+  EXPECT_EQ(resumed[1], held[1].dir);
+  EXPECT_EQ(resumed[2], r2.path + "/step-000000040");
+  EXPECT_EQ(read(resumed[2] + "/rank-0.bin"), "zero at 40");
+  // The recovery is round 7 (the first after the head), committed as written.
+  auto s = KeyStore::open(StoreSpec::parse(store));
+  EXPECT_EQ(s->find("round.7.outcome").value_or(""), "commit");
+  EXPECT_EQ(s->find("head").value_or(""), "7");
+}
+
+TEST(Elastic, AMinorityNeverSyncsAsTheRun) {
+  Dir dir("minority");
+  const std::string store = "file:" + dir.path;
+  ElasticOptions o = options(store, 0, 3);  // min_quorum 0: a majority, 2
+  o.join_wait_s = 2;
+  ElasticGroup g(o);
+  std::vector<float> delta(10, 1.0f);
+  const std::vector<float> anchor(10, 0.0f);
+  std::string error;
+  try {
+    sync(g, delta, 3, 4, anchor);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("1 replica(s) came within 2 s (elastic.join_wait_s), fewer than elastic.min_quorum = 2"),
+            std::string::npos) << error;
+  EXPECT_EQ(g.syncs(), 0u);
+  o.min_quorum = 1;  // said so: one replica may go on alone
+  o.store = StoreSpec::parse(store + "#alone");
+  ElasticGroup alone(o);
+  sync(alone, delta, 3, 4, anchor);
+  EXPECT_EQ(alone.history().at(0).members, (std::vector<int>{0}));
+}
+
+TEST(Elastic, TheStoreStaysBoundedOver500Syncs) {
+  Dir dir("bounded");
+  const std::string store = "file:" + dir.path;
+  const std::vector<float> anchor(10, 0.0f);
+  auto files = [&] {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path)) ++n;
+    return n;
+  };
+  std::size_t after_50 = 0;
+  run(2, [&](int i) {
+    ElasticGroup g(options(store, i, 2));
+    for (int k = 0; k < 500; ++k) {
+      std::vector<float> delta(10, 1.0f);
+      sync(g, delta, 4 * k + 3, 4, anchor);
+      if (i == 0 && k == 49) after_50 = files();
+    }
+    EXPECT_EQ(g.syncs(), 500u);
+  });
+  const std::size_t after_500 = files();
+  // Every sync leaves its keys (hellos, quorum, oks, outcome, gloo's) but only the last 16 rounds
+  // stay: the store is no larger after 500 syncs than after 50.
+  EXPECT_LE(after_500, after_50 + 20) << after_50;
+  EXPECT_LT(after_500, 400u);
+  auto s = KeyStore::open(StoreSpec::parse(store));
+  EXPECT_FALSE(s->find("round.0.quorum"));
+  EXPECT_FALSE(s->find("round.480.quorum"));
+  EXPECT_TRUE(s->find("round.499.quorum"));
+  EXPECT_EQ(s->find("head").value_or(""), "499");
 }
 
 // ---- validated contributions and robust aggregation ----
