@@ -75,7 +75,7 @@ sums = {p["theta_global_checksum"] for p in d["processes"]}
 assert len(sums) == 1 and "" not in sums, d["processes"]
 assert all(p["steps"] == 400 for p in d["processes"]), d["processes"]
 print(f"{sys.argv[1]}: {d['restarts']} restart(s), theta_global {sums.pop()}, eval loss "
-      f"{d['processes'][0]['eval_loss']:.4f}, {d['wall_s']:.1f} s")
+      f"{d['processes'][0]['eval_loss']:.4f}, useful {d['useful_steps']:.0f} of 1200 inner steps, {d['wall_s']:.1f} s")
 PY
 }
 # near RUN: the held-out loss within 2% of the uninterrupted run's.
