@@ -6,6 +6,7 @@
 
 #include "framework/recipe/fields.h"
 #include "framework/recipe/recipe.h"
+#include "framework/recipe/registry.h"
 
 namespace laconic::recipe_detail {
 
@@ -19,7 +20,10 @@ struct Draft {
   std::vector<std::pair<std::string, std::string>> sections;  // section -> "FILE:LINE:COL"
   int next = 1;
 
-  explicit Draft(std::string name) : file(std::move(name)), origin(schema().size()), order(schema().size()) {
+  // The built-ins register on the registry's first use, some with sections of their own (sync.sparta):
+  // that happens before the schema is sized here, not while it is walked.
+  explicit Draft(std::string name)
+      : file(std::move(name)), origin((registry(), schema().size())), order(schema().size()) {
     recipe.path = file;
   }
 };

@@ -13,6 +13,7 @@
 #include "compression/sparse.h"
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
+#include "framework/sync/sparta.h"
 #include "core/check.h"
 #include "framework/data/text_corpus.h"
 #include "framework/data/tokenizer.h"
@@ -400,6 +401,13 @@ Registry::Registry() {
     return std::make_unique<Demo>(DemoOptions{static_cast<std::size_t>(d.chunk), static_cast<std::size_t>(d.topk), d.beta,
                                               d.dtype, d.dct, d.average, d.fold_lr, c.lr});
   }, {}, std::move(demo));
+  add_strategy("sparta", [](const Recipe& r, const StrategyContext&) -> std::unique_ptr<SyncStrategy> {
+    SpartaOptions o = r.section<SpartaOptions>("sync.sparta");
+    o.seed = r.run.seed;
+    return std::make_unique<Sparta>(o);
+  }, Section<SpartaOptions>()
+         .add<&SpartaOptions::fraction>("fraction", Bound{.lo = 0, .hi = 1, .lo_open = true})
+         .add<&SpartaOptions::period>("period", at_least(1)));
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {
