@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/recipe/components.h"
 #include "framework/recipe/fields.h"
 #include "framework/recipe/recipe.h"
 
@@ -19,7 +20,10 @@ struct Draft {
   std::vector<std::pair<std::string, std::string>> sections;  // section -> "FILE:LINE:COL"
   int next = 1;
 
-  explicit Draft(std::string name) : file(std::move(name)), origin(schema().size()), order(schema().size()) {
+  explicit Draft(std::string name) : file(std::move(name)) {
+    register_builtins();  // before sizing by schema(): the built-ins' sections add keys to it
+    origin.resize(schema().size());
+    order.resize(schema().size());
     recipe.path = file;
   }
 };
