@@ -6,8 +6,10 @@
 
 namespace laconic {
 
-std::size_t ParamStore::add(std::string name, std::vector<std::int64_t> shape, ParamGroup group) {
+std::size_t ParamStore::add(std::string name, std::vector<std::int64_t> shape, ParamGroup group, ParamKind kind) {
   LC_CHECK(!finalized_, "ParamStore::add('", name, "') after finalize()");
+  LC_CHECK(kind != ParamKind::hidden_matrix || shape.size() == 2, "hidden matrix '", name, "' has ", shape.size(),
+           " dimensions");
   std::size_t numel = 1;
   for (auto d : shape) {
     LC_CHECK(d > 0, "parameter '", name, "' has a non-positive dimension ", d);
@@ -15,7 +17,7 @@ std::size_t ParamStore::add(std::string name, std::vector<std::int64_t> shape, P
       LC_INPUT_ERROR("parameter '", name, "' has more than 2^64 elements");
   }
   for (const auto& v : views_) LC_CHECK(v.name != name, "duplicate parameter name '", name, "'");
-  views_.push_back(ParamView{std::move(name), total_, numel, std::move(shape), group});
+  views_.push_back(ParamView{std::move(name), total_, numel, std::move(shape), group, kind});
   if (__builtin_add_overflow(total_, numel, &total_)) LC_INPUT_ERROR("the model has more than 2^64 parameters");
   return views_.size() - 1;
 }

@@ -18,19 +18,27 @@ namespace laconic {
 // adaptation); biases and normalisation gains/shifts do not (Goyal et al. 2017; You et al. 2017).
 enum class ParamGroup { decay, no_decay };
 
+// Which tensors Muon orthogonalises (optimizers/muon.h): the 2-D weights that map features to
+// features inside the network (every nn::Linear weight except a model's output head). Embedding
+// tables, the output head and every 1-D tensor are `other` (AdamW under Muon): the split of
+// Jordan et al.'s and Moonlight's reference implementations.
+enum class ParamKind { other, hidden_matrix };
+
 struct ParamView {
   std::string name;
   std::size_t offset = 0;  // in elements, into params() and grads()
   std::size_t numel = 0;
   std::vector<std::int64_t> shape;
   ParamGroup group = ParamGroup::decay;
+  ParamKind kind = ParamKind::other;
 };
 
 class ParamStore {
  public:
   // Declares a tensor; only before finalize(). Returns its view index. InputError when the
-  // element count overflows.
-  std::size_t add(std::string name, std::vector<std::int64_t> shape, ParamGroup group);
+  // element count overflows. A hidden_matrix has two dimensions.
+  std::size_t add(std::string name, std::vector<std::int64_t> shape, ParamGroup group,
+                  ParamKind kind = ParamKind::other);
   // Allocates the two flat buffers (zeroed) on the host. Called once, after the last add().
   // InputError when they would not fit in the machine's memory (the recipe's sizes are wrong).
   void finalize();

@@ -8,6 +8,8 @@
 // State: "exp_avg", "exp_avg_sq" (laid out like the parameters) and "step" (one element).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "core/device.h"
@@ -21,6 +23,20 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;  // applied to ParamGroup::decay tensors only
+};
+
+// Throws unless the options are in range (betas in [0, 1), eps > 0, weight_decay >= 0).
+void check(const AdamWOptions& o);
+
+// The scalars of step t (from 1), formed in double and rounded to float once (as torch does with
+// Python scalars), and the update of one tensor on the host with them: AdamW::step applies it to
+// every tensor, Muon (muon.h) to the tensors it leaves to AdamW.
+struct AdamWStep {
+  AdamWStep(const AdamWOptions& o, double lr, std::int64_t t);
+  // w, m, v: [n] in place; g: [n]; decays: the tensor is in ParamGroup::decay.
+  void update(float* w, const float* g, float* m, float* v, std::size_t n, bool decays) const;
+
+  float b1, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps, decay;
 };
 
 class AdamW final : public Optimizer {

@@ -40,7 +40,7 @@ Mlp::Mlp(const MlpOptions& opts)
   }
   head_ = std::make_unique<nn::Linear>(
       params_, "fc" + std::to_string(opts_.hidden.size() + 1),
-      nn::LinearOptions{in, opts_.classes, true, /*input_grad=*/!opts_.hidden.empty()});
+      nn::LinearOptions{in, opts_.classes, true, /*input_grad=*/!opts_.hidden.empty(), /*output=*/true});
   params_.finalize();
 }
 

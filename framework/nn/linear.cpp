@@ -12,7 +12,8 @@ namespace laconic::nn {
 Linear::Linear(ParamStore& store, const std::string& name, const LinearOptions& opts)
     : store_(&store), opts_(opts) {
   LC_CHECK(opts.in > 0 && opts.out > 0, "Linear '", name, "': sizes in=", opts.in, " out=", opts.out);
-  weight_ = store.add(name + ".weight", {opts.out, opts.in}, ParamGroup::decay);
+  weight_ = store.add(name + ".weight", {opts.out, opts.in}, ParamGroup::decay,
+                      opts.output ? ParamKind::other : ParamKind::hidden_matrix);
   if (opts.bias) bias_ = store.add(name + ".bias", {opts.out}, ParamGroup::no_decay);
 }
 

@@ -16,6 +16,9 @@ struct LinearOptions {
   // Off for a first layer whose input is data: backward() then skips the dX GEMM (a third of
   // the layer's backward work) and returns nullptr.
   bool input_grad = true;
+  // The model's output head (classifier): its weight is not a hidden matrix (ParamKind), so Muon
+  // leaves it to AdamW.
+  bool output = false;
 };
 
 class Linear {

@@ -78,6 +78,9 @@ struct ReducerTraits {
 // Names and traits come from the registry (framework/recipe/registry.h): the built-ins, registered
 // on first use, then user code's. A reducer is also a gradient strategy of its name.
 bool has_component(Component c, std::string_view name);
+// Registers the built-ins now unless done (the registry's first use does it): their sections'
+// keys ([optimizer.muon]) are in the recipe's schema before a recipe is read.
+void register_builtins();
 std::vector<std::string> component_names(Component c);  // built-ins first, in registration order
 const StrategyTraits& strategy_traits(std::string_view name);  // Error for an unknown name
 const ReducerTraits& reducer_traits(std::string_view name);

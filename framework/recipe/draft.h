@@ -4,9 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "framework/recipe/components.h"
 #include "framework/recipe/fields.h"
 #include "framework/recipe/recipe.h"
-#include "framework/recipe/registry.h"
 
 namespace laconic::recipe_detail {
 
@@ -20,10 +20,10 @@ struct Draft {
   std::vector<std::pair<std::string, std::string>> sections;  // section -> "FILE:LINE:COL"
   int next = 1;
 
-  // The built-ins register on the registry's first use, some with sections of their own (sync.sparta):
-  // that happens before the schema is sized here, not while it is walked.
-  explicit Draft(std::string name)
-      : file(std::move(name)), origin((registry(), schema().size())), order(schema().size()) {
+  explicit Draft(std::string name) : file(std::move(name)) {
+    register_builtins();  // before sizing by schema(): the built-ins' sections add keys to it
+    origin.resize(schema().size());
+    order.resize(schema().size());
     recipe.path = file;
   }
 };

@@ -24,6 +24,7 @@
 #include "framework/models/mlp.h"
 #include "optimizers/adamw.h"
 #include "optimizers/lamb.h"
+#include "optimizers/muon.h"
 #include "optimizers/lars.h"
 #include "optimizers/sgd.h"
 
@@ -297,6 +298,17 @@ Registry::Registry() {
     o.trust_without_decay = c.trust_without_decay;
     return std::make_unique<Lamb>(o);
   });
+  add_optimizer(
+      "muon",
+      [](const Recipe& r) -> std::unique_ptr<Optimizer> {
+        const OptimizerConfig& c = r.optimizer;
+        return std::make_unique<Muon>(r.section<MuonOptions>("optimizer.muon"),
+                                      AdamWOptions{c.beta1, c.beta2, c.eps, c.weight_decay});
+      },
+      Section<MuonOptions>()
+          .add<&MuonOptions::momentum>("momentum", half_open(0.0, 1.0))
+          .add<&MuonOptions::nesterov>("nesterov")
+          .add<&MuonOptions::ns_steps>("ns_steps", at_least(1)));
 
   // Each reducer is also the gradient strategy of its name: data parallel through it. All four have
   // device implementations (compression/cuda/); the dense one's average is the exact mean.

@@ -108,7 +108,7 @@ struct TrainConfig {
 };
 
 struct OptimizerConfig {
-  OptimizerName name = "sgd";  // sgd, adamw, lars, lamb, or a registered optimizer
+  OptimizerName name = "sgd";  // sgd, adamw, lars, lamb, muon, or a registered optimizer
   double lr = 0.1;           // peak learning rate at schedule.base_batch (see scaling_rule)
   double momentum = 0.9;     // sgd, lars
   bool nesterov = false;     // sgd

@@ -116,6 +116,7 @@ Registry& registry() {
 
 // components.h's queries, answered by the registry (the built-ins registered on first use).
 bool has_component(Component c, std::string_view name) { return registry().has(c, name); }
+void register_builtins() { registry(); }
 std::vector<std::string> component_names(Component c) { return registry().names(c); }
 const StrategyTraits& strategy_traits(std::string_view name) { return registry().strategy_traits(name); }
 const ReducerTraits& reducer_traits(std::string_view name) { return registry().reducer_traits(name); }

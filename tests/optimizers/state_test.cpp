@@ -17,6 +17,7 @@
 #include "optimizers/adamw.h"
 #include "optimizers/lamb.h"
 #include "optimizers/lars.h"
+#include "optimizers/muon.h"
 #include "optimizers/sgd.h"
 
 // Counts global operator new calls while armed (this test binary only).
@@ -40,7 +41,7 @@ using Factory = std::function<std::unique_ptr<Optimizer>()>;
 
 ParamStore make_store() {
   ParamStore s;
-  s.add("w", {4, 3}, ParamGroup::decay);
+  s.add("w", {4, 3}, ParamGroup::decay, ParamKind::hidden_matrix);  // Muon orthogonalises it
   s.add("v", {5}, ParamGroup::decay);
   s.add("b", {3}, ParamGroup::no_decay);
   s.finalize();
@@ -88,6 +89,7 @@ const std::vector<std::pair<std::string, Factory>>& optimizers() {
       {"lars", [] { return std::make_unique<Lars>(LarsOptions{0.9, 0.01, 1e-3, 0.0}); }},
       {"lamb", [] { return std::make_unique<Lamb>(LambOptions{}); }},
       {"sgd", [] { return std::make_unique<Sgd>(SgdOptions{0.9, true, 1e-4}); }},
+      {"muon", [] { return std::make_unique<Muon>(MuonOptions{}, AdamWOptions{}); }},
   };
   return all;
 }

@@ -164,7 +164,8 @@ TEST_F(RecipeTest, UnknownSection) {
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
                                    "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, "
-                         "sync.streaming_diloco, sync.sparseloco, sync.demo, network, checkpoint, guards, elastic, fault)");
+                         "sync.streaming_diloco, sync.sparseloco, sync.demo, network, checkpoint, guards, elastic, fault, "
+                         "optimizer.muon)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)

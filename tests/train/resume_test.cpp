@@ -105,6 +105,32 @@ TEST_F(Resume, EveryStrategyResumesBitForBit) {
   }
 }
 
+// MuLoCo (recipes/cross_dc_muloco.toml, small): Muon inside DiLoCo with 2-bit pseudo-gradients
+// and error feedback. The checkpoint of step 8 falls mid-period, with Muon's momentum, Adam's
+// moments of the other tensors and the codec's residuals all non-zero.
+TEST_F(Resume, MuLoCoResumesBitForBit) {
+  const TrainData data = synthetic();
+  Recipe r = small("diloco");
+  r.model.hidden = {16, 16};  // fc1 and fc2 hidden matrices (Muon), fc3 the head (AdamW)
+  r.optimizer.name = "muon";
+  r.optimizer.lr = 0.01;
+  r.optimizer.weight_decay = 0.01;
+  r.sync.diloco.dtype = Codec::int2;
+  r.sync.diloco.error_feedback = true;
+  r.sync.diloco.block = 16;
+  TrainOptions whole;
+  whole.run_dir = run_dir("whole");
+  const TrainSummary a = train(r, data, whole);
+  TrainOptions resumed;
+  resumed.run_dir = run_dir("resumed");
+  resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
+  const TrainSummary b = train(r, data, resumed);
+  EXPECT_EQ(b.first_step, 8);
+  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  EXPECT_EQ(a.eval_loss, b.eval_loss);
+}
+
 // TrainOptions::run_dir = "": nothing is written, the last step's checkpoint included (it once
 // went to checkpoints/ in the working directory, where parallel tests raced over it).
 TEST_F(Resume, ARunWithoutARunDirectoryWritesNothing) {
