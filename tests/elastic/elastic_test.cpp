@@ -162,9 +162,17 @@ std::string read(const std::string& path) {
   return s.str();
 }
 
-TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) {
-  Dir dir("join"), donor_root("join-donor"), joiner_root("join-joiner");
+// Replica 2 joins after the first sync and receives replica 0's checkpoint after the second, over
+// a store signed with `secret` ("": unsigned).
+void join_after_the_first_sync(const std::string& name, const std::string& secret) {
+  Dir dir(name), donor_root(name + "-donor"), joiner_root(name + "-joiner");
   const std::string store = "file:" + dir.path + "/store";
+  auto options = [&](const std::string& spec, int replica, int replicas) {
+    ElasticOptions o = laconic::options(spec, replica, replicas);
+    o.secret = secret;
+    o.max_state_bytes = 1 << 20;
+    return o;
+  };
   // The donor's "checkpoint": two files.
   const std::string ck = donor_root.path + "/step-000000008";
   fs::create_directories(ck);
@@ -199,7 +207,13 @@ TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) {
   ASSERT_EQ(joined, joiner_root.path + "/step-000000008");
   EXPECT_EQ(read(joined + "/MANIFEST.json"), "{\"step\": 8}\n");
   EXPECT_EQ(read(joined + "/rank-0.bin"), shard);
+  // Signed, the keys are not where an unsigned store would look.
+  EXPECT_EQ(KeyStore::open(StoreSpec::parse(store))->find("round.0.quorum").has_value(), secret.empty());
 }
+
+TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) { join_after_the_first_sync("join", ""); }
+
+TEST(Elastic, AJoinerReceivesTheDonorsCheckpointOverASignedStore) { join_after_the_first_sync("join-signed", "s3cret"); }
 
 TEST(Elastic, AReplicaComingBackAfterTheEndLearnsTheRunIsOver) {
   Dir dir("finished");
