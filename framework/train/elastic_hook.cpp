@@ -130,7 +130,7 @@ void check_elastic_strategy(const Recipe& recipe) {
 }
 
 std::string elastic_secret(const Recipe& recipe) {
-  const std::string& file = recipe.elastic.secret_file;
+  const std::string& file = recipe.elastic.secret_file.path;
   if (file.empty()) {
     const char* env = std::getenv("LACONIC_ELASTIC_SECRET");
     return env ? env : "";
