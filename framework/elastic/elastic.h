@@ -34,8 +34,8 @@
 // a resume needs) and sends its files over gloo; the joiner resumes from them and is a member from
 // the next round on. It does not replay what it missed: the examples its shard would have read
 // while it was away are not trained on in this pass over the data (the cursor is global, so its
-// shard goes on from the run's step). Its declared size is refused above max_state_bytes before
-// anything is allocated (state_transfer.h).
+// shard goes on from the run's step). A state declaring more than max_state_bytes is refused
+// before anything is allocated (state_transfer.h).
 //
 // With a secret shared by the replicas, every store key is named and every value tagged by an
 // HMAC (collectives/gloo/signed_store.h): keys written without the secret are ignored (one warning
