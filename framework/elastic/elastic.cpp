@@ -18,8 +18,10 @@
 #include <tuple>
 
 #include "collectives/gloo/gloo_communicator.h"
+#include "collectives/gloo/signed_store.h"
 #include "core/check.h"
 #include "core/timer.h"
+#include "framework/elastic/state_transfer.h"
 
 namespace laconic {
 
@@ -198,10 +200,22 @@ std::string unpack_dir(const std::string& blob, const std::string& root) {
   return dir.string();
 }
 
+// The replicas' store, signed when they share a secret.
+std::unique_ptr<KeyStore> open_store(const ElasticOptions& o, std::ostream* log) {
+  std::unique_ptr<KeyStore> store = KeyStore::open(o.store);
+  return o.secret.empty() ? std::move(store) : sign_store(std::move(store), o.secret, log);
+}
+
+// What a donated state's HMAC binds it to: the run (its store's namespace) and the round.
+std::string state_name(const ElasticOptions& o, std::int64_t round) {
+  return o.store.ns + ".round." + std::to_string(round) + ".state";
+}
+
 }  // namespace
 
 ElasticGroup::ElasticGroup(ElasticOptions opts, std::ostream* log)
-    : opts_(std::move(opts)), log_(log), store_(KeyStore::open(opts_.store)) {
+    : opts_(std::move(opts)), log_(log),
+      store_(open_store(opts_, log)) {
   LC_CHECK(opts_.replicas >= 1 && opts_.replica >= 0 && opts_.replica < opts_.replicas, "elastic: replica ",
            opts_.replica, " of ", opts_.replicas);
   LC_CHECK(opts_.max_attempts >= 1, "elastic: max_attempts ", opts_.max_attempts);
@@ -296,7 +310,7 @@ void ElasticGroup::committed(std::int64_t round, bool pruner) {
 void ElasticGroup::beat() {
   std::lock_guard lock(beat_mu_);
   if (beat_.joinable() || beat_stop_) return;
-  beat_ = std::thread([this, store = KeyStore::open(opts_.store)] {
+  beat_ = std::thread([this, store = open_store(opts_, log_)] {
     const std::string k = "alive." + std::to_string(opts_.replica);
     std::unique_lock lock(beat_mu_);
     for (std::uint64_t n = 1; !beat_stop_; ++n) {
@@ -663,10 +677,7 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
                        q.recovery ? "" : std::to_string(q.step + 1), ", from replica ", q.members.front(), ")"));
     GlooCommunicator comm(*store_, key(round, "join"), 1 + static_cast<int>(self - q.joiners.begin()),
                           1 + static_cast<int>(q.joiners.size()), {opts_.join_wait_s, opts_.address});
-    std::uint64_t bytes = 0;
-    comm.broadcast(&bytes, sizeof bytes, 0);
-    std::string blob(bytes, '\0');
-    comm.broadcast(blob.data(), blob.size(), 0);
+    const std::string blob = receive_state(comm, opts_.max_state_bytes, opts_.secret, state_name(opts_, round));
     count(comm);
     const std::string dir = unpack_dir(blob, checkpoint_root);
     enter(q);
@@ -740,14 +751,12 @@ void ElasticGroup::gather_and_aggregate(Communicator& comm, std::span<float> del
 
 void ElasticGroup::donate(const std::string& checkpoint_dir, std::int64_t round, const std::vector<int>& to) {
   try {
-    std::string blob = pack_dir(checkpoint_dir);
+    const std::string blob = pack_dir(checkpoint_dir);
     GlooCommunicator comm(*store_, key(round, "join"), 0, 1 + static_cast<int>(to.size()),
                           {opts_.sync_timeout_s, opts_.address});
-    std::uint64_t bytes = blob.size();
-    comm.broadcast(&bytes, sizeof bytes, 0);
-    comm.broadcast(blob.data(), blob.size(), 0);
+    send_state(comm, blob, opts_.secret, state_name(opts_, round));
     count(comm);
-    log(detail::concat("sent the state of ", checkpoint_dir, " (", bytes, " bytes) to replica(s) ", list(to)));
+    log(detail::concat("sent the state of ", checkpoint_dir, " (", blob.size(), " bytes) to replica(s) ", list(to)));
   } catch (const std::exception& e) {
     log(detail::concat("could not send the state to replica(s) ", list(to), ": ", e.what(),
                        " (they will time out and be restarted)"));

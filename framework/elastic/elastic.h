@@ -34,7 +34,13 @@
 // a resume needs) and sends its files over gloo; the joiner resumes from them and is a member from
 // the next round on. It does not replay what it missed: the examples its shard would have read
 // while it was away are not trained on in this pass over the data (the cursor is global, so its
-// shard goes on from the run's step).
+// shard goes on from the run's step). A state declaring more than max_state_bytes is refused
+// before anything is allocated (state_transfer.h).
+//
+// With a secret shared by the replicas, every store key is named and every value tagged by an
+// HMAC (collectives/gloo/signed_store.h): keys written without the secret are ignored (one warning
+// line each), gloo's rendezvous refuses a peer's address written without it, and the donated state
+// carries its HMAC, verified before the joiner unpacks it.
 //
 // Recovery: a restarted replica offers its newest checkpoint of the run (its step and theta_global's
 // checksum) in its hello. When only joiners come to a round (every replica died: a rack lost, a pool
@@ -95,6 +101,11 @@ struct ElasticOptions {
   // Replicas a sync needs (its members and joiners): fewer never train on as the run. 0: a
   // majority of `replicas`.
   int min_quorum = 0;
+  // The replicas' shared secret ("": none): the store is signed (collectives/gloo/signed_store.h)
+  // and a donated state carries its HMAC (state_transfer.h).
+  std::string secret;
+  // The most bytes a donated state may declare (0: no bound): more is refused before allocating.
+  std::uint64_t max_state_bytes = 0;
 };
 
 // A replica's newest checkpoint of this run, as a restarted replica offers it for recovery.

@@ -11,12 +11,13 @@
 #include <atomic>
 #include <cmath>
 #include <chrono>
-#include <ctime>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -83,9 +84,14 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     store = "file:" + fs::absolute(dir).string();
   }
   // Every invocation's keys in a namespace of their own, so that a shared store (redis) holds
-  // nothing of an earlier run (or an earlier invocation of this one) for these replicas to find.
-  if (StoreSpec::parse(store).ns.empty())
-    store += "#run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+  // nothing of an earlier run (or an earlier invocation of this one) for these replicas to find;
+  // 128 random bits, so that no one can write a run's keys before it starts.
+  if (StoreSpec::parse(store).ns.empty()) {
+    std::random_device random;  // the kernel's getrandom
+    char hex[33];
+    std::snprintf(hex, sizeof hex, "%08x%08x%08x%08x", random(), random(), random(), random());
+    store += std::string("#run-") + hex;
+  }
   auto say = [&](const std::string& line) {
     if (o.log) *o.log << "elastic: " << line << std::endl;
   };
@@ -127,8 +133,9 @@ SupervisorResult run_supervisor(const SupervisorOptions& o) {
     fs::create_directories(dir);
     std::vector<std::string> args, env;
     for (char** e = environ; *e; ++e)
-      if (o.command.empty() || (std::strncmp(*e, "LACONIC_ELASTIC_", 16) != 0 && std::strncmp(*e, "LACONIC_OUT=", 12) != 0 &&
-                                std::strncmp(*e, "LACONIC_RESUME=", 15) != 0))
+      if (o.command.empty() || std::strncmp(*e, "LACONIC_ELASTIC_SECRET=", 23) == 0 ||
+          (std::strncmp(*e, "LACONIC_ELASTIC_", 16) != 0 && std::strncmp(*e, "LACONIC_OUT=", 12) != 0 &&
+           std::strncmp(*e, "LACONIC_RESUME=", 15) != 0))
         env.emplace_back(*e);
     if (o.command.empty()) {
       args = {o.program};

@@ -28,7 +28,8 @@ struct SupervisorOptions {
   // train.py`: a laconic.torch script), told in its environment which replica it is
   // (LACONIC_ELASTIC_REPLICA, LACONIC_ELASTIC_REPLICAS), where the replicas meet
   // (LACONIC_ELASTIC_STORE), its run directory (LACONIC_OUT), the recipe the supervisor checked
-  // (LACONIC_ELASTIC_RECIPE) and whether to resume (LACONIC_RESUME=auto with --resume).
+  // (LACONIC_ELASTIC_RECIPE) and whether to resume (LACONIC_RESUME=auto with --resume). Every
+  // replica inherits the rest of the supervisor's environment (LACONIC_ELASTIC_SECRET included).
   std::vector<std::string> command;
   std::string recipe;             // the recipe's path (for a command's environment)
   std::string out_dir;            // OUT

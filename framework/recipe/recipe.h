@@ -344,7 +344,7 @@ struct ElasticConfig {
   double trim_fraction = 0.25;
   double max_norm_ratio = 0;  // 0: no clipping
   std::int64_t min_quorum = 0;  // replicas a sync needs (members and joiners); 0: a majority of --replicas
-  std::string secret_file;      // the store's HMAC key ("": LACONIC_ELASTIC_SECRET, else unauthenticated)
+  FilePath secret_file;         // the store's HMAC key ("": LACONIC_ELASTIC_SECRET, else unauthenticated)
   bool operator==(const ElasticConfig&) const = default;
 };
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -123,6 +126,30 @@ void check_elastic_strategy(const Recipe& recipe) {
   if (recipe.network.groups > 0)
     LC_INPUT_ERROR(recipe.path, ": network.groups: a simulated network does not apply to elastic replicas (their "
                                 "outer syncs cross real processes over gloo)");
+  elastic_secret(recipe);  // an unreadable secret_file: refused before any replica starts
+}
+
+std::string elastic_secret(const Recipe& recipe) {
+  const std::string& file = recipe.elastic.secret_file.path;
+  if (file.empty()) {
+    const char* env = std::getenv("LACONIC_ELASTIC_SECRET");
+    return env ? env : "";
+  }
+  constexpr std::size_t most = 4096;  // bytes: a key, not a file to load
+  auto refuse = [&](const std::string& why) {
+    LC_INPUT_ERROR(recipe.path, ": elastic.secret_file = \"", file, "\": ", why);
+  };
+  std::error_code ec;
+  std::ifstream in;
+  if (std::filesystem::is_regular_file(file, ec)) in.open(file, std::ios::binary);
+  std::string secret(most + 1, '\0');
+  if (in.is_open()) in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+  if (!in.is_open() || in.bad()) refuse("cannot read it (expected a file holding the replicas' shared secret)");
+  secret.resize(static_cast<std::size_t>(in.gcount()));
+  if (secret.size() > most) refuse("expected a secret of at most 4096 bytes");
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) refuse("it is empty (expected the replicas' shared secret)");
+  return secret;
 }
 
 void check_elastic_run(const Recipe& recipe, const RunSpec& spec) {
@@ -160,6 +187,16 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
     LC_INPUT_ERROR(recipe.path, ": elastic.min_quorum = ", recipe.elastic.min_quorum, ": expected at most --replicas (",
                    e.replicas, "), or 0 for a majority");
   o.min_quorum = static_cast<int>(recipe.elastic.min_quorum);
+  o.secret = elastic_secret(recipe);
+  if (o.secret.empty() && opts.log)
+    *opts.log << "laconic: elastic: replica " << e.replica << ": the store is unauthenticated (anyone who can write "
+              << "it can forge its keys): set LACONIC_ELASTIC_SECRET or elastic.secret_file" << std::endl;
+  // A donated state is one checkpoint: per rank at most 8 float32 values per parameter (7 today:
+  // the parameters, the inner optimizer's two moments, and over the fragments theta_global, the
+  // outer momentum, an overlapped sync's delta, a compressing reducer's error feedback or DeMo's
+  // momentum), and 16 MiB for the rest (the manifest with the recipe, entry headers, counters).
+  o.max_state_bytes = 8 * sizeof(float) * static_cast<std::uint64_t>(spec.plan.parameters) *
+                          static_cast<std::uint64_t>(recipe.distributed.world_size) + (std::uint64_t{16} << 20);
   return std::make_unique<ElasticGroup>(o, opts.log);
 }
 

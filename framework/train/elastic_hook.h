@@ -18,11 +18,18 @@
 namespace laconic {
 
 // Whether a recipe can run as elastic replicas (InputError naming the key otherwise): one periodic
-// strategy without a synchronous warm-up, on the CPU, without a simulated network. The supervisor
-// checks it before starting anything (a script's recipe: this much; the trainer's: with the spec).
+// strategy without a synchronous warm-up, on the CPU, without a simulated network, and a readable
+// elastic.secret_file if it names one. The supervisor checks it before starting anything (a
+// script's recipe: this much; the trainer's: with the spec).
 void check_elastic_strategy(const Recipe& recipe);
 // The same, and one process per replica (the threads backend).
 void check_elastic_run(const Recipe& recipe, const RunSpec& spec);
+
+// The replicas' shared secret: the contents of elastic.secret_file (a path as given, relative to
+// the working directory; trailing newlines dropped; InputError naming the recipe and the file when
+// it cannot be read, is empty or holds more than 4096 bytes), else LACONIC_ELASTIC_SECRET, else ""
+// (the store is unauthenticated).
+std::string elastic_secret(const Recipe& recipe);
 
 // An elastic replica's group, after checking that the run can be one (before anything is written).
 std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const RunSpec& spec, const TrainOptions& opts);

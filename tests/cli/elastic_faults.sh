@@ -10,7 +10,12 @@
 #    the held-out loss within 2% of the uninterrupted run's;
 #  - elastic.aggregate = "median" (gathering every pseudo-gradient): theta_global stays bounded
 #    (within 5% of the reference; 2.6% measured), the same bits on every replica;
-#  - bad [elastic] keys: one line, exit 2, before anything starts.
+#  - the max_norm_ratio run again over a store signed with elastic.secret_file's secret
+#    (collectives/gloo/signed_store.h): the same bits; the secret is in no file of the run; without
+#    a secret each replica says once that its store is unauthenticated (forged keys: the
+#    SignedStore.* and Elastic.AForged* unit tests);
+#  - bad [elastic] keys (an unreadable or empty secret_file too): one line, exit 2, before
+#    anything starts.
 # usage: elastic_faults.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$1
@@ -88,6 +93,16 @@ by_hand poisoned
 by_hand guarded --elastic.max_norm_ratio=2
 by_hand median --elastic.aggregate=median
 
+secret="elastic-faults-test-secret-$RANDOM$RANDOM"
+printf '%s\n' "$secret" > "$tmp/secret"
+by_hand signed --elastic.max_norm_ratio=2 --elastic.secret_file="$tmp/secret"
+! grep -rqF "$secret" "$tmp"/signed/replica-* "$tmp"/signed-*.log || { echo "the secret was written out"; exit 1; }
+for name in guarded signed; do  # said once per replica without a secret, never with one
+  want=1
+  [ "$name" = signed ] || [ -n "${LACONIC_ELASTIC_SECRET:-}" ] && want=0
+  [ "$(grep -c "the store is unauthenticated" "$tmp/$name-0.log")" -eq "$want" ] || { echo "$name:"; head "$tmp/$name-0.log"; exit 1; }
+done
+
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 tmp = sys.argv[1]
@@ -98,6 +113,9 @@ def run(name):
     assert len(sums) == 1 and "" not in sums, (name, sums)  # every replica holds the same theta_global
     return s[0]["eval_loss"]
 poisoned, guarded, median = run("poisoned"), run("guarded"), run("median")
+# Signing changes no number: the same bits as the unsigned run.
+sums = [json.load(open(f"{tmp}/{n}/replica-0/summary.json"))["theta_global_checksum"] for n in ("guarded", "signed")]
+assert run("signed") == guarded and sums[0] == sums[1], sums
 assert poisoned > 2 * ref, (poisoned, ref)
 assert abs(guarded - ref) <= 0.02 * ref, (guarded, ref)
 assert abs(median - ref) <= 0.05 * ref, (median, ref)
@@ -131,4 +149,15 @@ bad "elastic.trim_fraction" --elastic.trim_fraction=0.5
 bad "elastic.max_norm_ratio = 0.5: expected 0 (off) or at least 1" --elastic.max_norm_ratio=0.5
 bad "elastic.aggregate = \"median\": it gathers every replica's dense pseudo-gradient" --elastic.aggregate=median \
   --sync.diloco.dtype=int8
+: > "$tmp/empty"
+bad "elastic.secret_file = \"$tmp/none\": cannot read it" --elastic.secret_file="$tmp/none"
+bad "elastic.secret_file = \"$tmp/empty\": it is empty" --elastic.secret_file="$tmp/empty"
+# The supervisor refuses it before starting any replica.
+set +e
+"$trainer" elastic --replicas 3 --recipe "$recipe" --out "$tmp/bad-supervised" --elastic.secret_file="$tmp/none" \
+  > "$tmp/bad.out" 2>&1
+code=$?
+set -e
+[ "$code" -eq 2 ] && [ "$(wc -l < "$tmp/bad.out")" -eq 1 ] && grep -q "elastic.secret_file" "$tmp/bad.out" &&
+  [ ! -e "$tmp/bad-supervised/replica-0" ] || { echo "trainer elastic with no secret file: exit $code"; cat "$tmp/bad.out"; exit 1; }
 echo "elastic_faults: all checks passed"

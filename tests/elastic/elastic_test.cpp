@@ -1,8 +1,9 @@
 // Elastic training's replica group (framework/elastic) with replicas as threads of this process,
 // each with its own store handle, over a file store: the quorum's weighted mean, a member that
 // fails mid-sync dropped and the sync retried from the same inputs, a replica whose anchor is
-// behind dropped, a joiner receiving a live member's checkpoint directory, and one that comes back
-// after the end told so; the aggregators (aggregate.h) against closed forms, and members whose
+// behind dropped, a joiner receiving a live member's checkpoint directory (over a plain and a
+// signed store), forged outcomes failing an unsigned sync and not a signed one, and one that comes
+// back after the end told so; the aggregators (aggregate.h) against closed forms, and members whose
 // contribution fails a check (not finite, the wrong size, too many examples) dropped.
 #include <gtest/gtest.h>
 
@@ -162,9 +163,17 @@ std::string read(const std::string& path) {
   return s.str();
 }
 
-TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) {
-  Dir dir("join"), donor_root("join-donor"), joiner_root("join-joiner");
+// Replica 2 joins after the first sync and receives replica 0's checkpoint after the second, over
+// a store signed with `secret` ("": unsigned).
+void join_after_the_first_sync(const std::string& name, const std::string& secret) {
+  Dir dir(name), donor_root(name + "-donor"), joiner_root(name + "-joiner");
   const std::string store = "file:" + dir.path + "/store";
+  auto options = [&](const std::string& spec, int replica, int replicas) {
+    ElasticOptions o = laconic::options(spec, replica, replicas);
+    o.secret = secret;
+    o.max_state_bytes = 1 << 20;
+    return o;
+  };
   // The donor's "checkpoint": two files.
   const std::string ck = donor_root.path + "/step-000000008";
   fs::create_directories(ck);
@@ -199,6 +208,51 @@ TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) {
   ASSERT_EQ(joined, joiner_root.path + "/step-000000008");
   EXPECT_EQ(read(joined + "/MANIFEST.json"), "{\"step\": 8}\n");
   EXPECT_EQ(read(joined + "/rank-0.bin"), shard);
+  // Signed, the keys are not where an unsigned store would look.
+  EXPECT_EQ(KeyStore::open(StoreSpec::parse(store))->find("round.0.quorum").has_value(), secret.empty());
+}
+
+TEST(Elastic, AJoinerReceivesTheDonorsCheckpointAfterTheNextSync) { join_after_the_first_sync("join", ""); }
+
+TEST(Elastic, AJoinerReceivesTheDonorsCheckpointOverASignedStore) { join_after_the_first_sync("join-signed", "s3cret"); }
+
+// A writer of the store without the secret sets every coming round's outcome to "retry" first
+// (set-once: the first writer wins): that fails an unsigned run's sync after max_attempts rounds;
+// over a signed store the forged keys are not where the replicas look, and the sync commits.
+TEST(Elastic, AForgedOutcomeFailsAnUnsignedSyncAndNotASignedOne) {
+  for (const std::string secret : {"", "s3cret"}) {
+    Dir dir("forged" + secret);
+    const std::string store = "file:" + dir.path + "#run-a";
+    auto forger = KeyStore::open(StoreSpec::parse(store));
+    for (int r = 0; r < 10; ++r) forger->create("round." + std::to_string(r) + ".outcome", "retry");
+    const std::vector<float> anchor(10, 0.0f);
+    std::vector<std::string> errors(2);
+    std::vector<std::size_t> syncs(2);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 2; ++i)
+      ts.emplace_back([&, i] {
+        try {
+          ElasticOptions o = options(store, i, 2);
+          o.secret = secret;
+          ElasticGroup g(o);
+          std::vector<float> delta(10, 1.0f);
+          sync(g, delta, 3, 4, anchor);
+          syncs[static_cast<std::size_t>(i)] = g.syncs();
+        } catch (const Error& e) {
+          errors[static_cast<std::size_t>(i)] = e.what();
+        }
+      });
+    for (auto& t : ts) t.join();
+    for (int i = 0; i < 2; ++i) {
+      const std::size_t k = static_cast<std::size_t>(i);
+      if (secret.empty()) {
+        EXPECT_NE(errors[k].find("failed in 3 rounds (elastic.max_attempts)"), std::string::npos) << errors[k];
+      } else {
+        EXPECT_EQ(errors[k], "") << "replica " << i;
+        EXPECT_EQ(syncs[k], 1u) << "replica " << i;
+      }
+    }
+  }
 }
 
 TEST(Elastic, AReplicaComingBackAfterTheEndLearnsTheRunIsOver) {
