@@ -163,7 +163,6 @@ std::string to_toml(const Recipe& recipe) {
   for (const auto& f : schema()) {
     if (!printed(f, recipe)) continue;
     const std::string value = f.write(section_of(f, recipe));
-    if (value == "\"\"") continue;  // an unset optional string (elastic.secret_file): its default when read back
     if (f.section != section) {
       section = f.section;
       out += detail::concat("\n[", section, "]\n");
