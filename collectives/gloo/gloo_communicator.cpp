@@ -5,6 +5,7 @@
 
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/barrier.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
@@ -33,6 +34,12 @@ GlooCommunicator::GlooCommunicator(KeyStore& store, const std::string& group, in
     gloo_->context->setTimeout(gloo_->timeout);
     auto prefixed = store.gloo_store(group);
     gloo_->context->connectFullMesh(*prefixed, gloo_->device);
+    // Every rank has finished connecting before any returns: a rank that returns and exits at once
+    // (a run found finished) would otherwise close a pair a slower peer is still setting up.
+    // gloo's own barrier, outside this communicator's byte counts.
+    gloo::BarrierOptions barrier(gloo_->context);
+    barrier.setTimeout(gloo_->timeout);
+    gloo::barrier(barrier);
   } catch (const std::exception& e) {
     throw Error("gloo: rank " + std::to_string(rank) + " of " + std::to_string(size) + " in group '" + group +
                 "' (store " + store.spec().str() + ") could not connect within " + std::to_string(opts_.timeout_s) +
