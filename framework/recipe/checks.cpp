@@ -129,6 +129,10 @@ void check_strategy_options(const Draft& d) {
     shortest = sd.period_schedule.segments.front().period;
     for (const auto& seg : sd.period_schedule.segments) shortest = std::min(shortest, seg.period);
   }
+  if (sd.eager && sd.overlap_steps > 0)
+    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.eager"}),
+                   ": sync.streaming_diloco.overlap_steps: expected 0 with eager = true (an eager fragment's reduction "
+                   "overlaps its whole next period), got ", sd.overlap_steps);
   if (sd.overlap_steps >= shortest)
     LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.period",
                               "sync.streaming_diloco.period_schedule"}),

@@ -190,6 +190,7 @@ PeriodicOptions diloco(const DilocoConfig& d, const SyncConfig& c, std::int64_t 
   PeriodicOptions o = diloco_options(d.period, d.outer_lr, d.outer_momentum, d.nesterov, c.bucket_mb);
   o.warmup_steps = first_step + d.warmup_steps;
   o.schedule = d.period_schedule.segments;
+  o.eager = d.eager;
   return o;
 }
 

@@ -190,6 +190,7 @@ struct DilocoConfig : OuterCodecConfig {
   double outer_momentum = 0.9;
   bool nesterov = true;
   ReducerName reducer = "allreduce";
+  bool eager = false;                 // Kale et al. 2025: the all-reduce overlaps the next period (periodic.h)
   bool operator==(const DilocoConfig&) const = default;
 };
 

@@ -13,6 +13,8 @@ struct PeriodicAveraging::Fragment {
   explicit Fragment(SgdOptions o) : outer(o) {}
   std::size_t begin = 0, size = 0;  // elements of the flat parameter buffer
   ParamStore shadow;                // params() = theta_global of the fragment, grads() = Delta
+  ParamStore eager;                 // eager only: params() = d_m of the last sync, reduced in place to
+                                    // G; grads() = d_m of the last sync (this replica's own)
   Sgd outer;
   std::vector<BucketLayout> buckets;
   Work work;                    // the reduction on the communication thread (tau > 0)
@@ -69,6 +71,8 @@ PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reduc
   LC_CHECK(opts_.fragments >= 1, "fragments ", opts_.fragments);
   LC_CHECK(opts_.mixing >= 0.0 && opts_.mixing < 1.0, "mixing ", opts_.mixing, " (expected [0, 1))");
   LC_CHECK(opts_.overlap_steps >= 0, "overlap_steps ", opts_.overlap_steps);
+  LC_CHECK(!opts_.eager || opts_.overlap_steps == 0, "eager: the reduction overlaps the whole next period; expected ",
+           "overlap_steps = 0, got ", opts_.overlap_steps);
   if (opts_.schedule.empty()) opts_.schedule.push_back({0, opts_.period});
   for (std::size_t j = 0; j < opts_.schedule.size(); ++j) {
     const PeriodSegment& seg = opts_.schedule[j];
@@ -124,7 +128,7 @@ bool PeriodicAveraging::averages_params(std::int64_t step) const {
 
 bool PeriodicAveraging::replicas_agree_after(std::int64_t step) const {
   if (reduces_gradients(step)) return true;
-  if (opts_.mixing > 0) return false;
+  if (opts_.mixing > 0 || opts_.eager) return false;
   for (int f = 0; f < opts_.fragments; ++f)
     if (!launches(step - opts_.overlap_steps, f)) return false;
   return true;
@@ -158,6 +162,11 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
       LC_CHECK(f->shadow.view(v - bounds[fi]).offset + f->begin == views[v].offset, "parameter '", views[v].name,
                "' is not where its shape puts it");
     f->outer.prepare(f->shadow);
+    if (opts_.eager) {  // zeros: G^-1 = d^-1 = 0
+      for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v) f->eager.add(views[v].name, views[v].shape, views[v].group);
+      f->eager.finalize();
+      f->eager.to(store.device());
+    }
     f->buckets = make_buckets(f->shadow, opts_.bucket_mb);
     const auto first_id = static_cast<int>(all.size());
     for (BucketLayout& b : f->buckets) {
@@ -170,7 +179,7 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
   anchor(store);
   reducer_->prepare(all);
   stats_ = reducer_->stats();
-  if (opts_.overlap_steps > 0) comm().reserve_async(fragments_.size());
+  if (reduces_async()) comm().reserve_async(fragments_.size());
   // A resumed run: a fragment launched in the tau steps before first_step is in flight; its
   // reduced pseudo-gradient comes from the checkpoint (state()), its merge is still to come.
   for (int fi = 0; fi < opts_.fragments; ++fi)
@@ -207,6 +216,11 @@ bool PeriodicAveraging::after_update(std::int64_t step) {
     }
     f.outer_step = syncs_through(step + 1 - opts_.warmup_steps, fi) - 1;
     f.sync_step = step;
+    if (opts_.eager) {
+      eager_sync(f);
+      changed = true;
+      continue;
+    }
     launch(f, step);
     if (opts_.overlap_steps == 0) {
       merge(f, false);
@@ -227,9 +241,26 @@ void PeriodicAveraging::anchor(const ParamStore& store) {
                f->size * sizeof(float));
 }
 
+void PeriodicAveraging::set_replica_group(ReplicaGroup* group) {
+  LC_CHECK(group == nullptr || !opts_.eager,
+           "eager DiLoCo cannot run across elastic replicas: their quorum shares one anchor, eager replicas do not");
+  replicas_ = group;
+}
+
 void PeriodicAveraging::finish(std::int64_t step) {
   LC_CHECK(bound(), "PeriodicAveraging::finish before start()");
   if (step < opts_.warmup_steps || replicas_agree_after(step)) return;
+  if (opts_.eager) {  // the replicas' parameters averaged once; the next strategy starts from them
+    for (auto& f : fragments_) {
+      f->wait();
+      account(*f);
+    }
+    Stopwatch t;
+    comm().all_reduce(store().params(), ReduceOp::avg);
+    comm_s_ += t.seconds();
+    anchor(store());
+    return;
+  }
   const std::int64_t c = step + 1 - opts_.warmup_steps;
   for (int fi = 0; fi < opts_.fragments; ++fi) {
     Fragment& f = *fragments_[static_cast<std::size_t>(fi)];
@@ -245,6 +276,26 @@ void PeriodicAveraging::finish(std::int64_t step) {
                  f.size * sizeof(float));
     }
   }
+}
+
+void PeriodicAveraging::eager_sync(Fragment& f) {
+  f.wait();  // the previous sync's reduction: eager.params() = G^(t-1)
+  account(f);
+  const ops::Kernels& k = ops::kernels(store().device());
+  const std::span<const float> params = store().params().subspan(f.begin, f.size);
+  const std::span<float> step_delta = f.shadow.grads(), sent = f.eager.params(), own = f.eager.grads();
+  const Device dev = f.shadow.device();
+  const auto bytes = step_delta.size_bytes();
+  const float inv_m = 1.0f / static_cast<float>(comm().size());
+  copy_bytes(step_delta.data(), dev, sent.data(), dev, bytes);                  // G^(t-1)
+  copy_bytes(sent.data(), dev, f.shadow.params().data(), dev, bytes);          // d_m^t = anchor - theta
+  k.axpy(sent.data(), -1.0f, params.data(), f.size);
+  k.axpy(step_delta.data(), inv_m, sent.data(), f.size);                       // + d_m^t / M
+  k.axpy(step_delta.data(), -inv_m, own.data(), f.size);                       // - d_m^(t-1) / M
+  copy_bytes(own.data(), dev, sent.data(), dev, bytes);
+  f.queued = true;  // G^t = mean_m d_m^t, ready by the next sync
+  comm().run_async(f.work, [this, &f] { reduce(f); });
+  outer_update(f, false);
 }
 
 void PeriodicAveraging::launch(Fragment& f, std::int64_t step) {
@@ -264,7 +315,7 @@ void PeriodicAveraging::launch(Fragment& f, std::int64_t step) {
 
 void PeriodicAveraging::reduce(Fragment& f) {
   Stopwatch t;
-  const std::span<float> delta = f.shadow.grads();
+  const std::span<float> delta = opts_.eager ? f.eager.params() : f.shadow.grads();
   auto reduce_over = [&](Communicator& c) {
     for (const BucketLayout& b : f.buckets) reducer_->reduce(delta.subspan(b.begin, b.size), b, f.outer_step, c);
   };
@@ -293,22 +344,35 @@ void PeriodicAveraging::reduce(Fragment& f) {
 }
 
 void PeriodicAveraging::drain() {
-  for (auto& f : fragments_)
+  for (auto& f : fragments_) {
     if (f->in_flight >= 0) merge(*f, false);
+    if (opts_.eager) {  // waited for, not applied (periodic.h)
+      f->wait();
+      account(*f);
+    }
+  }
 }
 
 void PeriodicAveraging::wait_in_flight() {
   for (auto& f : fragments_) f->wait();
 }
 
-void PeriodicAveraging::merge(Fragment& f, bool adopt) {
-  f.wait();
+void PeriodicAveraging::account(Fragment& f) {
   comm_s_ += f.comm_s;
   f.comm_s = 0;
   if (std::none_of(fragments_.begin(), fragments_.end(), [](const auto& g) { return g->queued; }))
     stats_ = reducer_->stats();  // no reduction running: safe to read
+}
+
+void PeriodicAveraging::merge(Fragment& f, bool adopt) {
+  f.wait();
+  account(f);
+  outer_update(f, adopt);
+}
+
+void PeriodicAveraging::outer_update(Fragment& f, bool adopt) {
   // Every rank holds the same anchor and (the reducer guarantees) the same averaged Delta, so the
-  // outer step gives every rank the same bits.
+  // outer step gives every rank the same bits (eager: each its own, periodic.h).
   f.outer.step(f.shadow, opts_.outer_lr);
   ParamStore& store = this->store();
   float* params = store.params().data() + f.begin;
@@ -339,6 +403,10 @@ std::vector<StateTensor> PeriodicAveraging::state() {
       out.push_back({std::move(name), s.data, s.device});
     }
     if (opts_.overlap_steps > 0) out.push_back({"periodic.delta" + suffix, f.shadow.grads(), f.shadow.device()});
+    if (opts_.eager) {
+      out.push_back({"periodic.eager.global" + suffix, f.eager.params(), f.eager.device()});
+      out.push_back({"periodic.eager.local" + suffix, f.eager.grads(), f.eager.device()});
+    }
   }
   for (StateTensor& s : reducer_->state()) out.push_back(std::move(s));
   return out;
@@ -363,6 +431,7 @@ std::string PeriodicAveraging::describe() const {
   if (opts_.fragments > 1) os << ", " << opts_.fragments << " staggered fragments";
   if (opts_.overlap_steps > 0) os << ", each overlapping " << opts_.overlap_steps << " inner steps";
   if (opts_.mixing > 0) os << ", mixing " << opts_.mixing;
+  if (opts_.eager) os << ", eager outer steps (each all-reduce overlaps the next period)";
   if (!plain) {
     os << ", outer SGD lr " << opts_.outer_lr;
     if (opts_.outer_momentum > 0)

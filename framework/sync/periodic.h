@@ -36,6 +36,21 @@
 // (mixing = alpha = 0: the replica adopts the new anchor, DiLoCo's rule). F = 1, tau = 0, alpha = 0
 // is DiLoCo: the same code path and bits.
 //
+// Eager updates (Kale et al. 2025, arXiv 2502.12996), `eager`: a sync's all-reduce runs on the
+// communication thread through the whole next period, and the outer step does not wait for it.
+// At sync t replica m computes its own pseudo-gradient d_m^t = anchor_m - theta_m, queues its
+// reduction, and steps with the paper's stand-in for the global mean
+//   Delta~_m^t = G^(t-1) + (d_m^t - d_m^(t-1)) / M      (M replicas, G^(t-1) = mean_m d_m^(t-1))
+// = its own fresh share d_m^t / M plus the others' shares of the previous sync, where G^(t-1) is
+// the reduction launched at the previous sync, waited for only now (G^-1 = d^-1 = 0). The replica
+// then restarts from its own anchor: anchors and outer momenta differ between replicas (they see
+// different Delta~). One replica (M = 1) is DiLoCo exactly; with outer SGD without momentum the
+// anchors telescope to anchor^0 - lr (sum_(s<t) G^s + d_m^t / M). Per fragment with streaming
+// DiLoCo (each fragment's reduction overlaps until its own next sync); overlap_steps must be 0.
+// The run's end waits for the last reduction (its bytes count) without applying it, so a stopped
+// run resumes bit for bit; finish() (handing over to another strategy) averages the replicas'
+// parameters once, dense fp32, so the next strategy starts from identical replicas.
+//
 // A period schedule (PeriodSegment list) replaces the single H: segment j runs `steps` local steps
 // with period H_j (a multiple of H_j, so every fragment syncs as often in it; the last may run to
 // the end), and each segment restarts the staggered schedule at its first step.
@@ -75,6 +90,7 @@ struct PeriodicOptions {
   int fragments = 1;              // F (streaming DiLoCo), at most the number of tensors
   std::int64_t overlap_steps = 0; // tau: inner steps a fragment's reduction overlaps (< every period)
   double mixing = 0.0;            // alpha in [0, 1): the local parameters' share after the merge
+  bool eager = false;             // Kale et al.'s eager outer step (above); needs overlap_steps = 0
   std::vector<PeriodSegment> schedule;  // empty: `period` throughout
   // What describe() calls the algorithm; empty: local SGD (outer_lr 1, no momentum), streaming
   // DiLoCo or DiLoCo, by the options.
@@ -137,15 +153,18 @@ class PeriodicAveraging final : public SyncStrategy {
   double comm_seconds() const override { return comm_s_; }
   // Per fragment (F = 1: no ".<f>"): "periodic.global[.<f>]" (the anchor),
   // "periodic.outer.momentum[.<f>]" (when momentum > 0), "periodic.delta[.<f>]" (the averaged
-  // pseudo-gradient of a fragment in flight: with tau > 0 only), then the reducer's buffers.
+  // pseudo-gradient of a fragment in flight: with tau > 0 only), "periodic.eager.global[.<f>]"
+  // and "periodic.eager.local[.<f>]" (eager: G and d_m of the last sync), then the reducer's
+  // buffers.
   // Waits for fragments in flight first, so a checkpoint holds their reduced pseudo-gradient and
   // a resumed run merges it at the same step. Valid after start(); a loader writes them after.
   std::vector<StateTensor> state() override;
 
   // Elastic training: every sync's pseudo-gradient is also reduced across the replicas of
   // `group` (replica_group.h); null: the strategy's communicator is the whole world. Set before
-  // the first step; the group must outlive the strategy's steps.
-  void set_replica_group(ReplicaGroup* group) { replicas_ = group; }
+  // the first step; the group must outlive the strategy's steps. Not with `eager` (the group's
+  // quorum shares one anchor, which eager replicas do not have).
+  void set_replica_group(ReplicaGroup* group);
 
   const PeriodicOptions& options() const { return opts_; }
   // Every fragment's buckets, ids unique across fragments, `begin` relative to the fragment.
@@ -154,6 +173,7 @@ class PeriodicAveraging final : public SyncStrategy {
   // ("streaming DiLoCo" with fragments or overlap).
   bool is_local_sgd() const { return opts_.outer_lr == 1.0 && opts_.outer_momentum == 0.0; }
   bool is_streaming() const { return opts_.fragments > 1 || opts_.overlap_steps > 0 || opts_.mixing > 0; }
+  bool reduces_async() const { return opts_.overlap_steps > 0 || opts_.eager; }
   // The schedule: how many syncs fragment f has launched up to and including local step count c
   // (c = step + 1 - warmup_steps), and whether it launches one at `step`.
   std::int64_t syncs_through(std::int64_t c, int fragment) const;
@@ -168,6 +188,12 @@ class PeriodicAveraging final : public SyncStrategy {
   void launch(Fragment& f, std::int64_t step);
   // Waits for the reduction, takes the outer step, mixes (or, `adopt`, copies) the anchor in.
   void merge(Fragment& f, bool adopt);
+  // The outer step on the fragment's anchor with shadow.grads(), then the mix (or copy) into the
+  // parameters.
+  void outer_update(Fragment& f, bool adopt);
+  // An eager sync at `step`: G of the previous sync, this one's d_m queued, the outer step now.
+  void eager_sync(Fragment& f);
+  void account(Fragment& f);  // a finished reduction's seconds and the reducer's statistics
   void reduce(Fragment& f);  // the reducer over the fragment's buckets (at outer step f.outer_step)
   void wait_in_flight();
   // theta_global = the replica's parameters.

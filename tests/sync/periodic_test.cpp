@@ -737,5 +737,173 @@ TEST(PeriodicAveraging, SparseLocoMovesASmallTensorBesideLargeOnes) {
       << described[0];
 }
 
+
+// ---- eager DiLoCo (Kale et al. 2025): the outer all-reduce overlaps the next period ----
+
+PeriodicOptions eager_options(std::int64_t period, int fragments = 1) {
+  PeriodicOptions o = diloco_options(period);
+  o.eager = true;
+  o.fragments = fragments;
+  return o;
+}
+
+// The paper's rule written out here, over an instant network (threads): at each sync replica r
+// steps with G^(t-1) + (d_r^t - d_r^(t-1)) / M, its own fresh pseudo-gradient standing in for its
+// share of a mean that arrives one period late; the anchors, momenta and parameters are each
+// replica's own. Against the strategy on the quadratic, with outer Nesterov.
+TEST(EagerDiloco, FollowsThePapersRuleOnAQuadratic) {
+  const int world = 4, steps = 17;
+  const std::int64_t h = 4;
+  const auto tr = train(world, steps, periodic(eager_options(h)));
+  const double olr = 0.7, mu = 0.9;
+  const float lr = 0.05f;
+  std::vector<ParamStore> rep;
+  for (int r = 0; r < world; ++r) {
+    rep.push_back(small_store());
+    init_params(rep.back(), 0);  // start() gives every rank rank 0's parameters
+  }
+  const std::vector<double> w0(rep[0].params().begin(), rep[0].params().end()), zero(kSize, 0.0);
+  std::vector<std::vector<double>> anchor(world, w0), mom(world, zero), own(world, zero);
+  std::vector<double> global = zero;  // G^(t-1)
+  double worst = 0;
+  for (int step = 0; step < steps; ++step) {
+    for (int r = 0; r < world; ++r) {
+      quadratic_grads(rep[r], r, step);
+      for (std::size_t i = 0; i < kSize; ++i) rep[r].params()[i] -= lr * rep[r].grads()[i];
+    }
+    if ((step + 1) % h == 0) {
+      std::vector<double> next = zero;
+      for (int r = 0; r < world; ++r)
+        for (std::size_t i = 0; i < kSize; ++i) {
+          const double d = anchor[r][i] - rep[r].params()[i];
+          next[i] += d / world;
+          const double delta = global[i] + (d - own[r][i]) / world;
+          own[r][i] = d;
+          mom[r][i] = mu * mom[r][i] + delta;
+          anchor[r][i] -= olr * (delta + mu * mom[r][i]);
+          rep[r].params()[i] = static_cast<float>(anchor[r][i]);
+        }
+      global = next;
+    }
+    for (int r = 0; r < world; ++r)
+      for (std::size_t i = 0; i < kSize; ++i) {
+        const double want = rep[r].params()[i], got = tr[r].params[step][i];
+        const double rel = std::abs(got - want) / std::max(1.0, std::abs(want));
+        worst = std::max(worst, rel);
+        ASSERT_LT(rel, 1e-5) << "rank " << r << ", step " << step << ", element " << i;
+      }
+  }
+  // Each replica stepped with its own pseudo-gradient: no two agree after a sync.
+  for (int r = 1; r < world; ++r) EXPECT_FALSE(same_bits(tr[r].params[7], tr[0].params[7])) << "rank " << r;
+  std::cout << "eager DiLoCo vs the paper's rule in double: max relative diff " << worst << "\n";
+}
+
+// One replica: G^(t-1) = d^(t-1), so its stand-in is its own pseudo-gradient, DiLoCo's step (up to
+// the rounding of (G + d) - d).
+TEST(EagerDiloco, OneReplicaIsDiloco) {
+  const int steps = 13;
+  const auto eager = train(1, steps, periodic(eager_options(3)));
+  const auto plain = train(1, steps, periodic(diloco_options(3)));
+  for (int t = 0; t < steps; ++t)
+    for (std::size_t i = 0; i < kSize; ++i)
+      ASSERT_NEAR(eager[0].params[t][i], plain[0].params[t][i], 1e-5 * std::max(1.0f, std::abs(plain[0].params[t][i])))
+          << "step " << t << ", element " << i;
+}
+
+// Each sync's reduction is the same as DiLoCo's (the same buckets and collectives), run while the
+// next period's steps are: after drain() the same bytes, and steps between syncs send nothing on
+// the step loop's thread of their own.
+TEST(EagerDiloco, SendsDilocosBytesAndDrainWaitsForTheLast) {
+  const int world = 3, steps = 12;
+  std::vector<std::uint64_t> sent[2];
+  for (const bool eager : {false, true}) {
+    sent[eager].assign(world, 0);
+    run_threads(world, [&](Communicator& comm) {
+      ParamStore s = small_store();
+      init_params(s, comm.rank());
+      PeriodicOptions o = eager ? eager_options(4, 2) : diloco_options(4);
+      o.fragments = 2;
+      o.bucket_mb = mib(12);
+      PeriodicAveraging sync(o, std::make_unique<DenseReducer>());
+      Sgd opt({});
+      sync.start(s, comm);
+      const std::uint64_t before = comm.bytes().sent;
+      for (std::int64_t step = 0; step < steps; ++step) step_once(sync, s, opt, comm, step);
+      sync.drain();
+      sent[eager][static_cast<std::size_t>(comm.rank())] = comm.bytes().sent - before;
+      if (eager) {
+        EXPECT_FALSE(sync.replicas_agree_after(steps - 1));
+      }
+    });
+  }
+  for (int r = 0; r < world; ++r) {
+    EXPECT_GT(sent[0][r], 0u);
+    EXPECT_EQ(sent[1][r], sent[0][r]) << "rank " << r;
+  }
+}
+
+// A checkpoint mid-period, the previous sync's reduction in flight: state() waits for it and saves
+// G and the replica's own d, and the resumed run continues bit for bit (one and two fragments,
+// top-k's residuals too).
+TEST(EagerDiloco, ResumingWithAReductionInFlightContinuesBitForBit) {
+  for (const int fragments : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << fragments << " fragments");
+    const std::set<std::string> names = expect_resume_bit_for_bit(2, 14, 6, [fragments] {
+      return std::make_unique<PeriodicAveraging>(eager_options(4, fragments),
+                                                 std::make_unique<TopKReducer>(TopKOptions{0.5}));
+    });
+    const std::string suffix = fragments == 1 ? "" : ".1";
+    EXPECT_TRUE(names.count("periodic.eager.global" + suffix) && names.count("periodic.eager.local" + suffix));
+  }
+}
+
+// finish() (handing over to another strategy) leaves identical replicas: the average of theirs.
+TEST(EagerDiloco, FinishAveragesTheReplicas) {
+  const int world = 3;
+  std::vector<std::vector<float>> before(world), last(world);
+  run_threads(world, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    init_params(s, comm.rank());
+    PeriodicAveraging sync(eager_options(4), std::make_unique<DenseReducer>());
+    Sgd opt({});
+    sync.start(s, comm);
+    for (std::int64_t step = 0; step < 6; ++step) step_once(sync, s, opt, comm, step);
+    EXPECT_FALSE(sync.replicas_agree_after(5));
+    before[static_cast<std::size_t>(comm.rank())].assign(s.params().begin(), s.params().end());
+    sync.finish(5);
+    last[static_cast<std::size_t>(comm.rank())].assign(s.params().begin(), s.params().end());
+    EXPECT_TRUE(same_bits(find_state(sync, "periodic.global"), s.params()));
+  });
+  for (int r = 1; r < world; ++r) EXPECT_TRUE(same_bits(last[r], last[0])) << "rank " << r;
+  for (std::size_t i = 0; i < kSize; ++i)
+    EXPECT_NEAR(last[0][i], (before[0][i] + before[1][i] + before[2][i]) / 3.0f, 1e-6) << "element " << i;
+}
+
+TEST(EagerDiloco, NoAllocationInTheSteps) {
+  if (!new_counter::in_use()) GTEST_SKIP() << "another operator new replacement is linked in";
+  std::vector<long> news(2, -1);
+  run_threads(2, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    PeriodicAveraging sync(eager_options(2, 2), std::make_unique<DenseReducer>());
+    Sgd opt({0.9, true, 0.0});
+    sync.start(s, comm);
+    for (std::int64_t step = 0; step < 8; ++step) step_once(sync, s, opt, comm, step);
+    news[static_cast<std::size_t>(comm.rank())] = new_counter::during([&] {
+      for (std::int64_t step = 8; step < 16; ++step) step_once(sync, s, opt, comm, step);
+    });
+    sync.drain();
+  });
+  EXPECT_EQ(news[0], 0);
+  EXPECT_EQ(news[1], 0);
+}
+
+TEST(EagerDiloco, RejectsOverlapStepsAndDescribesItself) {
+  PeriodicOptions o = eager_options(4, 2);
+  o.overlap_steps = 1;
+  EXPECT_THROW(PeriodicAveraging(o, std::make_unique<DenseReducer>()), Error);
+  PeriodicAveraging eager(eager_options(4), std::make_unique<DenseReducer>());
+  EXPECT_NE(eager.describe().find("eager outer steps"), std::string::npos) << eager.describe();
+}
+
 }  // namespace
 }  // namespace laconic
