@@ -64,7 +64,7 @@ std::vector<T> host(const DeviceArray<T>& d) {
 
 // Positions whose bit patterns differ (-0 vs +0 and NaN payloads count), printed under `what`.
 // `arithmetic_nans`: a NaN meets any NaN. For values computed from a NaN (top-k's acc = x +
-// residual): x86 returns the NaN operand's payload, the GPU its canonical NaN (0x7fffffff), a
+// residual, and the residual it leaves): x86 returns the NaN operand's payload, the GPU its canonical NaN (0x7fffffff), a
 // difference of the hardware that no consumer reads (the non-finite guard sees a NaN either way).
 // Copies and casts keep payloads on both and are compared with them.
 std::size_t bit_mismatches(const std::string& what, const std::vector<float>& got, const std::vector<float>& want,
@@ -234,7 +234,7 @@ TEST(CudaReducers, TopKExactSelectionMatchesCpuBitForBit) {
                                    /*arithmetic_nans=*/ef),
                     0u);
           if (ef) {
-            EXPECT_EQ(bit_mismatches(what + " residual", host(dr), residual), 0u);
+            EXPECT_EQ(bit_mismatches(what + " residual", host(dr), residual, /*arithmetic_nans=*/true), 0u);
           }
         }
 }
