@@ -29,8 +29,7 @@ void make_chunks(std::span<const ParamView> views, std::vector<Chunk>& chunks, s
 
 }  // namespace fused
 
-bool FusedLayout::describes(const ParamStore& store) const {
-  const auto& views = store.views();
+bool FusedLayout::describes(const ParamStore& store, std::span<const ParamView> views) const {
   if (chunks_.device() != store.device() || key_.size() != views.size()) return false;
   for (std::size_t t = 0; t < views.size(); ++t)
     if (key_[t].offset != views[t].offset || key_[t].numel != views[t].numel || key_[t].group != views[t].group)
@@ -38,11 +37,11 @@ bool FusedLayout::describes(const ParamStore& store) const {
   return true;
 }
 
-void FusedLayout::prepare(const ParamStore& store) {
-  if (describes(store)) return;
+void FusedLayout::prepare(const ParamStore& store, std::span<const ParamView> views) {
+  if (describes(store, views)) return;
   std::vector<fused::Chunk> chunks;
   std::vector<fused::Segment> segments;
-  fused::make_chunks(store.views(), chunks, segments);
+  fused::make_chunks(views, chunks, segments);
   const Device d = store.device();
   chunks_ = DeviceArray<fused::Chunk>(d, chunks.size());
   chunks_.upload(chunks);
@@ -51,7 +50,7 @@ void FusedLayout::prepare(const ParamStore& store) {
   partials_ = DeviceArray<double>(d, 2 * chunks.size());
   scales_ = DeviceArray<float>(d, segments.size());
   key_.clear();
-  for (const ParamView& v : store.views()) key_.push_back({v.offset, v.numel, v.group});
+  for (const ParamView& v : views) key_.push_back({v.offset, v.numel, v.group});
 }
 
 }  // namespace laconic

@@ -55,7 +55,10 @@ class FusedLayout {
  public:
   // Builds and uploads the tables for `store` unless they already describe its layout on its
   // device; only then allocates (so a step after the first allocates nothing).
-  void prepare(const ParamStore& store);
+  void prepare(const ParamStore& store) { prepare(store, store.views()); }
+  // The same over some of its views (Muon's AdamW group): the other tensors' elements are in no
+  // chunk, so a fused step leaves them alone.
+  void prepare(const ParamStore& store, std::span<const ParamView> views);
 
   std::size_t num_chunks() const { return chunks_.size(); }
   std::size_t num_tensors() const { return segments_.size(); }
@@ -69,7 +72,7 @@ class FusedLayout {
     std::size_t offset, numel;
     ParamGroup group;
   };
-  bool describes(const ParamStore& store) const;
+  bool describes(const ParamStore& store, std::span<const ParamView> views) const;
 
   std::vector<Key> key_;  // the layout the tables were built for (host), to notice a change
   DeviceArray<fused::Chunk> chunks_;

@@ -11,6 +11,11 @@
 #include "optimizers/device_state.h"
 #include "optimizers/norms.h"
 
+#if defined(LACONIC_HAVE_CUDA)
+#include "core/ops/cuda/ops_cuda.h"
+#include "optimizers/cuda/fused.h"
+#endif
+
 namespace laconic {
 
 float* newton_schulz(float* x, float* next, float* a, float* b, int s, int l, int steps) {
@@ -29,6 +34,29 @@ float* newton_schulz(float* x, float* next, float* a, float* b, int s, int l, in
   return x;
 }
 
+#if defined(LACONIC_HAVE_CUDA)
+float* newton_schulz_cuda(float* x, float* next, float* a, float* b, int s, int l, int steps) {
+  const std::size_t sl = static_cast<std::size_t>(s) * static_cast<std::size_t>(l);
+  const std::size_t ss = static_cast<std::size_t>(s) * static_cast<std::size_t>(s);
+  const float inv_norm = static_cast<float>(1.0 / (std::sqrt(optim_cuda::sum_squares(x, sl)) + 1e-7));
+  optim_cuda::scale(x, inv_norm, sl);
+  for (int k = 0; k < steps; ++k) {
+    ops::cuda::gemm(a, x, x, s, s, l, false, true, 1.0f, 0.0f);                 // A = X X^T
+    ops::cuda::gemm(b, a, a, s, s, s, false, false, kNewtonSchulzC, 0.0f);      // c A A
+    ops::cuda::axpy(b, kNewtonSchulzB, a, ss);                                  //   + b A
+    copy_bytes(next, Device::cuda, x, Device::cuda, sl * sizeof(float));
+    ops::cuda::gemm(next, b, x, s, l, s, false, false, 1.0f, kNewtonSchulzA);   // a X + B X
+    std::swap(x, next);
+  }
+  return x;
+}
+#else
+float* newton_schulz_cuda(float*, float*, float*, float*, int, int, int) {
+  LC_CHECK(false, "newton_schulz_cuda in a build without CUDA");
+  return nullptr;
+}
+#endif
+
 Muon::Muon(MuonOptions opts, AdamWOptions adamw) : opts_(opts), adamw_(adamw) {
   LC_CHECK(opts_.momentum >= 0.0 && opts_.momentum < 1.0, "momentum ", opts_.momentum);
   LC_CHECK(opts_.ns_steps >= 1, "ns_steps ", opts_.ns_steps);
@@ -36,22 +64,56 @@ Muon::Muon(MuonOptions opts, AdamWOptions adamw) : opts_(opts), adamw_(adamw) {
 }
 
 void Muon::prepare(const ParamStore& store) {
-  if (store.device() != Device::cpu)
-    LC_INPUT_ERROR("optimizer.name = \"muon\" runs on the host only (no CUDA kernels yet): use device = \"cpu\"");
-  m_.prepare(store);
-  std::size_t sl = 0, ss = 0;
+  prepare_state(m_.exp_avg, store);
+  prepare_state(m_.exp_avg_sq, store);
+  std::size_t sl = 0, ss = 0, adam = 0;
   for (const auto& view : store.views()) {
-    if (view.kind != ParamKind::hidden_matrix) continue;
+    if (view.kind != ParamKind::hidden_matrix) {
+      ++adam;
+      continue;
+    }
     const auto s = static_cast<std::size_t>(std::min(view.shape[0], view.shape[1]));
     sl = std::max(sl, view.numel);
     ss = std::max(ss, s * s);
   }
-  if (x_.size() < sl) x_.resize(sl), next_.resize(sl);
-  if (a_.size() < ss) a_.resize(ss), b_.resize(ss);
+  if (adam_views_.size() != adam) {  // the first step (a store's layout never changes after)
+    adam_views_.clear();
+    for (const auto& view : store.views())
+      if (view.kind != ParamKind::hidden_matrix) adam_views_.push_back(view);
+  }
+  if (on_cuda(store)) m_.layout.prepare(store, adam_views_);
+  const auto sized = [&](DeviceArray<float>& buf, std::size_t n) {
+    if (buf.size() < n || buf.device() != store.device()) buf = DeviceArray<float>(store.device(), n);
+  };
+  sized(x_, sl), sized(next_, sl), sized(a_, ss), sized(b_, ss);
+}
+
+void Muon::step_cuda(ParamStore& store, double lr) {
+#if defined(LACONIC_HAVE_CUDA)
+  const AdamWStep c(adamw_, lr, m_.steps.next());
+  optim_cuda::adamw_step(store.params().data(), m_.exp_avg.data(), m_.exp_avg_sq.data(), store.grads().data(), m_.layout,
+                         {c.b1, c.one_minus_b1, c.b2, c.one_minus_b2, c.step_size, c.bc2_sqrt, c.eps, c.decay});
+  const float mu = static_cast<float>(opts_.momentum), one_minus_mu = static_cast<float>(1.0 - opts_.momentum);
+  for (const auto& view : store.views()) {
+    if (view.kind != ParamKind::hidden_matrix) continue;
+    const int rows = static_cast<int>(view.shape[0]), cols = static_cast<int>(view.shape[1]);
+    const bool tall = rows > cols;
+    optim_cuda::muon_momentum(m_.exp_avg.data() + view.offset, x_.data(), store.grads().data() + view.offset, rows, cols,
+                              mu, one_minus_mu, opts_.nesterov, tall);
+    const float* o = newton_schulz_cuda(x_.data(), next_.data(), a_.data(), b_.data(), std::min(rows, cols),
+                                        std::max(rows, cols), opts_.ns_steps);
+    const float decay = view.group == ParamGroup::decay ? static_cast<float>(1.0 - lr * adamw_.weight_decay) : 1.0f;
+    const float step = static_cast<float>(lr * 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols))));
+    optim_cuda::muon_apply(store.params().data() + view.offset, o, rows, cols, decay, step, tall);
+  }
+#else
+  (void)store, (void)lr;
+#endif
 }
 
 void Muon::step(ParamStore& store, double lr) {
   prepare(store);
+  if (on_cuda(store)) return step_cuda(store, lr);
   const AdamWStep adam(adamw_, lr, m_.steps.next());
   const float mu = static_cast<float>(opts_.momentum), one_minus_mu = static_cast<float>(1.0 - opts_.momentum);
   for (const auto& view : store.views()) {
@@ -71,7 +133,7 @@ void Muon::step(ParamStore& store, double lr) {
         const std::size_t i = static_cast<std::size_t>(r) * cols + c;
         m[i] = mu * m[i] + one_minus_mu * g[i];
         const float u = opts_.nesterov ? one_minus_mu * g[i] + mu * m[i] : m[i];
-        x_[tall ? static_cast<std::size_t>(c) * rows + r : i] = u;
+        x_.data()[tall ? static_cast<std::size_t>(c) * rows + r : i] = u;
       }
     const float* o = newton_schulz(x_.data(), next_.data(), a_.data(), b_.data(), std::min(rows, cols),
                                    std::max(rows, cols), opts_.ns_steps);

@@ -24,13 +24,15 @@
 // so the update's RMS is about 0.2, AdamW's typical update RMS, and the same lr and weight decay
 // serve both groups. (Jordan's reference scales by sqrt(max(1, rows / cols)) instead and needs
 // an lr of its own for the matrices.)
-// The reference iterates in bf16 on the GPU; this runs in fp32 on the host (the project's CPU
-// GEMM, ops::cpu::gemm), with ||U||_F^2 summed in double.
+// The reference iterates in bf16 on the GPU; this runs in fp32, with ||U||_F^2 summed in double:
+// on the host through the project's CPU GEMM (ops::cpu::gemm), on the GPU (a store on cuda)
+// through cuBLAS (ops::cuda::gemm) with the momentum and the update as kernels of
+// optimizers/cuda/fused.h and the AdamW group as AdamW's fused kernel over the other tensors. The
+// two agree to the GEMMs' rounding (tests/cuda/test_optimizers_cuda.cpp, MuonMatchesCpu).
 //
 // State: "exp_avg" (Adam's m, and Muon's B at hidden matrices), "exp_avg_sq" (Adam's v; zero at
-// hidden matrices) and "step" (Adam's bias correction), laid out like the parameters: the state
-// of AdamW, so checkpoints save and restore it the same way. Host stores only: a store on the GPU
-// is refused with an InputError (no CUDA kernels yet).
+// hidden matrices) and "step" (Adam's bias correction), laid out like the parameters on the
+// store's device: the state of AdamW, so checkpoints save and restore it the same way.
 #pragma once
 
 #include <string>
@@ -58,6 +60,9 @@ inline constexpr float kNewtonSchulzA = 3.4445f, kNewtonSchulzB = -4.7750f, kNew
 // ping-ponging between x and next [s, l]; a and b are [s, s] scratch. Returns whichever of x and
 // next holds the result. Allocates nothing.
 float* newton_schulz(float* x, float* next, float* a, float* b, int s, int l, int steps);
+// The same on the GPU (device pointers; cuBLAS's GEMMs, the norm summed in double on the device).
+// Builds with CUDA only; synchronises once per call (the norm comes back to the host).
+float* newton_schulz_cuda(float* x, float* next, float* a, float* b, int s, int l, int steps);
 
 class Muon final : public Optimizer {
  public:
@@ -72,8 +77,11 @@ class Muon final : public Optimizer {
   MuonOptions opts_;
   AdamWOptions adamw_;
   AdamMoments m_;
-  // NS5's buffers, sized in prepare() for the largest hidden matrix: x, next [s*l], a, b [s*s].
-  std::vector<float> x_, next_, a_, b_;
+  // NS5's buffers on the store's device, sized in prepare() for the largest hidden matrix:
+  // x, next [s*l], a, b [s*s].
+  DeviceArray<float> x_, next_, a_, b_;
+  std::vector<ParamView> adam_views_;  // the AdamW group (cuda: its fused layout is m_.layout)
+  void step_cuda(ParamStore& store, double lr);
 };
 
 }  // namespace laconic

@@ -349,6 +349,33 @@ __global__ void __launch_bounds__(kThreads) scale_kernel(float* __restrict__ x, 
   }
 }
 
+// ---- Muon (muon.cpp): per hidden matrix, elementwise with an optional transpose ----
+__global__ void __launch_bounds__(kThreads)
+    muon_momentum_kernel(float* __restrict__ m, float* __restrict__ x, const float* __restrict__ g, int rows, int cols,
+                         float mu, float one_minus_mu, bool nesterov, bool transpose) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * kThreads) {
+    const float b = __fadd_rn(__fmul_rn(mu, m[i]), __fmul_rn(one_minus_mu, g[i]));
+    m[i] = b;
+    const float u = nesterov ? __fadd_rn(__fmul_rn(one_minus_mu, g[i]), __fmul_rn(mu, b)) : b;
+    const std::size_t r = i / static_cast<std::size_t>(cols), c = i % static_cast<std::size_t>(cols);
+    x[transpose ? c * static_cast<std::size_t>(rows) + r : i] = u;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    muon_apply_kernel(float* __restrict__ w, const float* __restrict__ o, int rows, int cols, float decay, float step,
+                      bool transpose) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * kThreads) {
+    const std::size_t r = i / static_cast<std::size_t>(cols), c = i % static_cast<std::size_t>(cols);
+    const float oi = o[transpose ? c * static_cast<std::size_t>(rows) + r : i];
+    w[i] = __fsub_rn(__fmul_rn(w[i], decay), __fmul_rn(step, oi));
+  }
+}
+
 // ---- launching ----
 void check_launch() { LC_CUDA_CHECK(cudaGetLastError()); }
 
@@ -426,6 +453,22 @@ double sum_squares(const float* x, std::size_t n) {
 void scale(float* x, float c, std::size_t n) {
   if (n == 0) return;
   scale_kernel<<<grid_for(n, 4 * kThreads, 4096), kThreads>>>(x, c, n);
+  check_launch();
+}
+
+void muon_momentum(float* m, float* x, const float* g, int rows, int cols, float mu, float one_minus_mu, bool nesterov,
+                   bool transpose) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  if (n == 0) return;
+  muon_momentum_kernel<<<grid_for(n, 4 * kThreads, 4096), kThreads>>>(m, x, g, rows, cols, mu, one_minus_mu, nesterov,
+                                                                       transpose);
+  check_launch();
+}
+
+void muon_apply(float* w, const float* o, int rows, int cols, float decay, float step, bool transpose) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  if (n == 0) return;
+  muon_apply_kernel<<<grid_for(n, 4 * kThreads, 4096), kThreads>>>(w, o, rows, cols, decay, step, transpose);
   check_launch();
 }
 

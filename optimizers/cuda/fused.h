@@ -62,4 +62,12 @@ double sum_squares(const float* x, std::size_t n);
 // x: [n] *= c (any float alignment).
 void scale(float* x, float c, std::size_t n);
 
+// muon.cpp, one hidden matrix [rows, cols] (row-major) with momentum m and gradient g:
+// m = mu m + (1 - mu) g; u = nesterov ? (1 - mu) g + mu m : m, written to x as [rows, cols], or as
+// its transpose [cols, rows] when `transpose`.
+void muon_momentum(float* m, float* x, const float* g, int rows, int cols, float mu, float one_minus_mu, bool nesterov,
+                   bool transpose);
+// w = w decay - step o, o read as [rows, cols] or, `transpose`, from its transpose [cols, rows].
+void muon_apply(float* w, const float* o, int rows, int cols, float decay, float step, bool transpose);
+
 }  // namespace laconic::optim_cuda
