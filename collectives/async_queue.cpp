@@ -108,6 +108,13 @@ void AsyncQueue::enqueue(std::function<void()> op, Work& work, std::shared_ptr<W
   if (tracer_) work.trace(tracer_, tracer_->issue());
   {
     std::lock_guard lock(mu_);
+    // Items before head_ were run (moved out). A queue that never empties (eager DiLoCo's
+    // fragments: each one's reduction queued for a whole period, another's queued before it ends)
+    // would otherwise grow at every push: drop them first, in place, so reserve() bounds it.
+    if (ops_.size() == ops_.capacity() && head_ > 0) {
+      ops_.erase(ops_.begin(), ops_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
     ops_.push_back({std::move(op), &work, std::move(owned)});
   }
   wake_.notify_one();
