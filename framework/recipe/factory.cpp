@@ -13,6 +13,7 @@
 #include "compression/sparse.h"
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
+#include "framework/sync/desloc.h"
 #include "framework/sync/sparta.h"
 #include "core/check.h"
 #include "framework/data/text_corpus.h"
@@ -421,6 +422,26 @@ Registry::Registry() {
   }, Section<SpartaOptions>()
          .add<&SpartaOptions::fraction>("fraction", Bound{.lo = 0, .hi = 1, .lo_open = true})
          .add<&SpartaOptions::period>("period", at_least(1)));
+  StrategyTraits desloc;  // host only; averages the optimizer's own moments, so every rank must hold them
+  desloc.conflicts = [](const Recipe& r) -> std::optional<RecipeConflict> {
+    if (r.sync.intra == IntraKind::allreduce)
+      return RecipeConflict{{"sync.intra", "sync.strategy"},
+                            "sync.intra: expected \"none\" for sync.strategy = \"desloc\" (a datacenter's other ranks "
+                            "would keep moments their leader's averaging never reaches), got \"allreduce\""};
+    if (r.optimizer.name != "adamw" && r.optimizer.name != "lamb" && r.optimizer.name != "muon")
+      return RecipeConflict{{"optimizer.name", "sync.strategy"},
+                            detail::concat("optimizer.name: expected \"adamw\", \"lamb\" or \"muon\" for "
+                                           "sync.strategy = \"desloc\" (it averages Adam's moments), got \"",
+                                           r.optimizer.name.value, "\"")};
+    return std::nullopt;
+  };
+  add_strategy("desloc", [](const Recipe& r, const StrategyContext&) -> std::unique_ptr<SyncStrategy> {
+    return std::make_unique<Desloc>(r.section<DeslocOptions>("sync.desloc"));
+  }, Section<DeslocOptions>()
+         .add<&DeslocOptions::param_period>("param_period", at_least(1))
+         .add<&DeslocOptions::m_period>("m_period", at_least(1))
+         .add<&DeslocOptions::v_period>("v_period", at_least(1)),
+     std::move(desloc));
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {

@@ -67,6 +67,9 @@ class Phased final : public SyncStrategy {
   ReducerStats reducer_stats() const override;
   double comm_seconds() const override;
   void drain() override;
+  void set_optimizer_state(std::span<const StateTensor> state) override {
+    for (Phase& p : phases_) p.strategy->set_optimizer_state(state);
+  }
   // The state of the phases bound so far ("phase<i>.<name>").
   std::vector<StateTensor> state() override;
 

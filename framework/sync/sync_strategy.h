@@ -52,6 +52,10 @@ class SyncStrategy {
   // whose merge was due after the last step), so nothing runs after the step loop and the trace
   // holds every operation it issued.
   virtual void drain() {}
+  // The optimizer's state buffers (Optimizer::state(), sized by its prepare()), handed over once
+  // after start(), for a strategy that synchronises them (DES-LOC averages Adam's moments). The
+  // spans stay valid for the run.
+  virtual void set_optimizer_state(std::span<const StateTensor> /*state*/) {}
   virtual std::string describe() const = 0;
   // What the strategy's reducers were handed and what they put on the wire (compression ratio).
   virtual ReducerStats reducer_stats() const { return {}; }

@@ -113,6 +113,8 @@ std::int64_t Session::start() {
   check_same_recipe();
   start_trace();
   sync_->start(loop_.store(), data_comm(), resume_ ? resume_->step : 0);
+  loop_.optimizer.prepare(loop_.store());  // sizes the state a strategy may synchronise (DES-LOC)
+  sync_->set_optimizer_state(loop_.optimizer.state());
   inter_at_start_ = comm_.tier_bytes(1).sent;
   ready_ = std::make_unique<GradsReady>(loop_.store(), *sync_);
   make_hooks();
