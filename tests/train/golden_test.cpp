@@ -43,7 +43,7 @@ const std::vector<std::string> kShorten = {
     "train.steps=24",          "train.log_every=4",          "train.eval_every=12",
     "sync.powersgd.start_iter=6", "sync.onebit.warmup_steps=6", "sync.topk.warmup_steps=6",
     "sync.local_sgd.period=5", "sync.diloco.period=5",  "sync.streaming_diloco.period=6",
-    "sync.sparseloco.period=5",
+    "sync.sparseloco.period=5", "sync.noloco.period=5",
 };
 
 // What does not measure time: these fields must agree record for record.
