@@ -313,6 +313,32 @@ TEST(NoLoco, NoAllocationInTheStepAfterTheFirstSync) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(news[static_cast<std::size_t>(r)], 0) << "rank " << r;
 }
 
+// In a schedule of strategies: finish() leaves identical replicas (their average), begin() takes
+// the parameters as the anchor with zero momentum.
+TEST(NoLoco, FinishAveragesTheReplicasAndBeginReanchors) {
+  constexpr int kWorld = 3;
+  std::vector<std::vector<float>> before(kWorld), last(kWorld);
+  run_threads(kWorld, [&](Communicator& comm) {
+    ParamStore s = small_store();
+    for (std::size_t i = 0; i < s.size(); ++i) s.params()[i] = value(0, i, 0);
+    NoLoco sync({2, 0.7, 0.5, 0.7, 8, 0});
+    Sgd opt({});
+    sync.start(s, comm);
+    for (std::int64_t step = 0; step < 5; ++step) step_once(sync, s, opt, comm.rank(), step);
+    const auto r = static_cast<std::size_t>(comm.rank());
+    before[r].assign(s.params().begin(), s.params().end());
+    sync.finish(4);
+    last[r].assign(s.params().begin(), s.params().end());
+    sync.begin(5);
+    EXPECT_TRUE(same_bits(find_state(sync, "noloco.anchor"), last[r]));
+    for (const float m : find_state(sync, "noloco.momentum")) ASSERT_EQ(m, 0.0f);
+  });
+  EXPECT_NE(before[0], before[1]);
+  for (int r = 1; r < kWorld; ++r) EXPECT_TRUE(same_bits(last[r], last[0])) << "rank " << r;
+  for (std::size_t i = 0; i < kSmallStoreSize; ++i)
+    EXPECT_NEAR(last[0][i], (before[0][i] + before[1][i] + before[2][i]) / 3.0f, 1e-6) << "element " << i;
+}
+
 TEST(NoLoco, ScheduleDescriptionAndBadOptions) {
   NoLoco a({50, 0.7, 0.5, 0.7, 0, 0});
   EXPECT_EQ(a.describe(), "NoLoCo (every 50 steps, pairwise averaging with a random peer, outer heavy-ball lr 0.7 "
