@@ -14,6 +14,7 @@
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
 #include "framework/sync/desloc.h"
+#include "framework/sync/noloco.h"
 #include "framework/sync/sparta.h"
 #include "core/check.h"
 #include "framework/data/text_corpus.h"
@@ -442,6 +443,18 @@ Registry::Registry() {
          .add<&DeslocOptions::m_period>("m_period", at_least(1))
          .add<&DeslocOptions::v_period>("v_period", at_least(1)),
      std::move(desloc));
+  // No `periodic` trait: its replicas never share an anchor, so elastic replicas and simulate
+  // --failures (which run a PeriodicAveraging's quorum) do not apply.
+  add_strategy("noloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+    NoLocoOptions o = r.section<NoLocoOptions>("sync.noloco");
+    o.seed = r.run.seed;
+    o.first_step = c.first_step;
+    return std::make_unique<NoLoco>(o);
+  }, Section<NoLocoOptions>()
+         .add<&NoLocoOptions::period>("period", at_least(1))
+         .add<&NoLocoOptions::outer_lr>("outer_lr", above(0))
+         .add<&NoLocoOptions::momentum>("momentum", half_open(0, 1))
+         .add<&NoLocoOptions::pull>("pull", at_least(0)));
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {
