@@ -16,7 +16,8 @@
 # Environment: WORLD (default 8), STEPS (default 300), OUT (run directories; default a temp dir),
 # TRAINER (the trainer binary, instead of BUILD_DIR/trainer),
 # CHECK=1: exit 1 unless every strategy's held-out loss is within MAX_LOSS_PCT (default 2) % of
-# all-reduce's (eager DiLoCo: 8%, a guard on the +5.6% measured, issue 30's 3% being missed),
+# all-reduce's (eager DiLoCo: 8%, a guard on the +5.6% measured; DES-LOC 12% of AdamW all-reduce's,
+# a guard on +8.2%: issue 30's 3% is missed by both),
 # eager DiLoCo sends exactly DiLoCo's inter-datacenter bytes, int8 DiLoCo sends >= 3.9x and
 # SparseLoCo >= 20x fewer inter-datacenter bytes than fp32 DiLoCo, and streaming DiLoCo's peak rate is >= F / 1.2 = 1.67x lower (cli test).
 set -euo pipefail
@@ -38,6 +39,8 @@ common=(--recipe "$repo/recipes/mlp_fmnist.toml" --distributed.world_size="$worl
         --sync.streaming_diloco.period=10 --sync.streaming_diloco.outer_momentum=0.5
         --sync.sparseloco.period=10 --sync.sparseloco.chunk=1024 --sync.sparseloco.ratio=0.03125
         --sync.sparseloco.outer_lr=2.0)
+# DES-LOC averages Adam's moments: it and its baseline run AdamW.
+adamw="--optimizer.name=adamw --optimizer.lr=0.001 --optimizer.weight_decay=0.01"
 declare -A extra=(
   [allreduce]="--sync.strategy=allreduce"
   [diloco]="--sync.strategy=diloco"
@@ -46,8 +49,11 @@ declare -A extra=(
   [streaming_diloco]="--sync.strategy=streaming_diloco"
   [sparseloco]="--sync.strategy=sparseloco"
   [demo]="--sync.strategy=demo --optimizer.momentum=0 --optimizer.lr=0.002 --optimizer.weight_decay=0"
+  [noloco]="--sync.strategy=noloco --sync.noloco.period=10"
+  [allreduce_adamw]="--sync.strategy=allreduce $adamw"
+  [desloc]="--sync.strategy=desloc --sync.intra=none $adamw --sync.desloc.param_period=5 --sync.desloc.m_period=15 --sync.desloc.v_period=30"
 )
-names=(allreduce diloco diloco_int8 diloco_eager streaming_diloco sparseloco demo)
+names=(allreduce diloco diloco_int8 diloco_eager streaming_diloco sparseloco demo noloco allreduce_adamw desloc)
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores; $world workers in 2 groups, $steps steps of Fashion-MNIST"
 for s in "${names[@]}"; do
@@ -64,12 +70,25 @@ def inter(s):
     return last["bytes_inter"] - runs[s]["bytes_inter_start"]
 base, dil = runs["allreduce"], runs["diloco"]
 EAGER_MAX_PCT = 8.0
+DESLOC_MAX_PCT = 12.0
 print("| strategy | held-out loss | vs all-reduce | inter-DC bytes (training) | fewer than DiLoCo | peak inter-DC rate | lower than DiLoCo |")
 print("|---|---|---|---|---|---|---|")
 failures = []
 for s in names:
     r = runs[s]
-    pct = 100 * (r["eval_loss"] - base["eval_loss"]) / base["eval_loss"]
+    ref = runs["allreduce_adamw"] if s == "desloc" else base  # the same inner optimizer
+    pct = 100 * (r["eval_loss"] - ref["eval_loss"]) / ref["eval_loss"]
+    if s == "desloc":
+        # Flat (no sync.intra): rank 0's ring neighbours are in its own datacenter, so its
+        # inter-datacenter counter says nothing; every rank's total is the figure (desloc.h).
+        print(f"| {s} (vs allreduce_adamw) | {r['eval_loss']:.4f} | {pct:+.2f}% | flat: {r['bytes_sent'] / 1e6:.2f} MB "
+              f"sent per rank in all | | | |")
+        if pct > DESLOC_MAX_PCT:
+            failures.append(f"{s}: held-out loss {pct:+.2f}% from AdamW all-reduce's (measured +8.2%; at most {DESLOC_MAX_PCT}%)")
+        elif pct > 3:
+            print(f"note: {s}: held-out loss {pct:+.2f}% from AdamW all-reduce's: issue 30's 3% missed "
+                  "(Local Adam at K = 10 ends +9.2% here too; docs/outer_loop.md)", file=sys.stderr)
+        continue
     fewer = inter("diloco") / max(1, inter(s))
     lower = dil["peak_inter_bytes_per_s"] / r["peak_inter_bytes_per_s"] if r.get("peak_inter_bytes_per_s") else float("nan")
     print(f"| {s} | {r['eval_loss']:.4f} | {pct:+.2f}% | {inter(s) / 1e6:.2f} MB | {fewer:.1f}x | "
@@ -83,7 +102,7 @@ for s in names:
         elif pct > 3:
             print(f"note: {s}: held-out loss {pct:+.2f}% from all-reduce's: issue 30's 3% missed "
                   "(the one-period-stale outer step; docs/outer_loop.md)", file=sys.stderr)
-    elif s != "allreduce" and s != "diloco" and pct > max_pct:
+    elif s not in ("allreduce", "diloco", "allreduce_adamw") and pct > max_pct:
         failures.append(f"{s}: held-out loss {pct:+.2f}% from all-reduce's (at most {max_pct}%)")
     need = {"diloco_int8": 3.9, "sparseloco": 20.0}.get(s)
     if need and fewer < need:

@@ -157,6 +157,29 @@ TEST_F(Resume, EagerDilocoResumesBitForBit) {
   }
 }
 
+// DES-LOC: the checkpoint of step 8 falls between syncs of all three states (periods 3, 5, 6), and
+// the strategy keeps nothing: AdamW's moments in the checkpoint carry what it averaged.
+TEST_F(Resume, DeslocResumesBitForBit) {
+  const TrainData data = synthetic();
+  Recipe r = small("desloc");
+  r.optimizer.name = "adamw";
+  r.optimizer.lr = 0.01;
+  r.optimizer.weight_decay = 0.01;
+  r = parse_recipe(to_toml(r), "desloc.toml",
+                   {"sync.desloc.param_period=3", "sync.desloc.m_period=5", "sync.desloc.v_period=6"});
+  TrainOptions whole;
+  whole.run_dir = run_dir("whole");
+  const TrainSummary a = train(r, data, whole);
+  TrainOptions resumed;
+  resumed.run_dir = run_dir("resumed");
+  resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
+  const TrainSummary b = train(r, data, resumed);
+  EXPECT_EQ(b.first_step, 8);
+  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  EXPECT_EQ(a.eval_loss, b.eval_loss);
+}
+
 // TrainOptions::run_dir = "": nothing is written, the last step's checkpoint included (it once
 // went to checkpoints/ in the working directory, where parallel tests raced over it).
 TEST_F(Resume, ARunWithoutARunDirectoryWritesNothing) {
