@@ -44,6 +44,7 @@ Builder&& add_diloco_keys(Builder&& b) {
       .template add<&DilocoConfig::block>("block", at_least(1))
       .template add<&DilocoConfig::error_feedback>("error_feedback")
       .template add<&DilocoConfig::eager>("eager")
+      .template add<&DilocoConfig::sparta>("sparta")
       .template add<&DilocoConfig::period_schedule>("period_schedule");
   return std::forward<Builder>(b);
 }

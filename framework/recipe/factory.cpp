@@ -188,11 +188,16 @@ std::unique_ptr<Reducer> make_outer_reducer(const OuterCodecConfig& o, const Red
 }
 
 // DiLoCo's options from its section (and streaming DiLoCo's, which extends it).
-PeriodicOptions diloco(const DilocoConfig& d, const SyncConfig& c, std::int64_t first_step) {
+PeriodicOptions diloco(const DilocoConfig& d, const Recipe& r, std::int64_t first_step) {
+  const SyncConfig& c = r.sync;
   PeriodicOptions o = diloco_options(d.period, d.outer_lr, d.outer_momentum, d.nesterov, c.bucket_mb);
   o.warmup_steps = first_step + d.warmup_steps;
   o.schedule = d.period_schedule.segments;
   o.eager = d.eager;
+  if (d.sparta) {
+    o.sparta = r.section<SpartaOptions>("sync.sparta");
+    o.sparta->seed = r.run.seed;
+  }
   return o;
 }
 
@@ -242,7 +247,10 @@ StrategyTraits periodic_traits(const Config SyncConfig::*section, const char* ke
   };
   t.cuda = true;
   t.host_only = [section, key](const Recipe& r) {
-    return (r.sync.*section).dtype == Codec::fp32 ? std::string() : detail::concat("sync.", key, ".dtype other than fp32");
+    if ((r.sync.*section).dtype != Codec::fp32) return detail::concat("sync.", key, ".dtype other than fp32");
+    if constexpr (requires { (r.sync.*section).sparta; })
+      if ((r.sync.*section).sparta) return detail::concat("sync.", key, ".sparta = true");
+    return std::string();
   };
   return t;
 }
@@ -370,7 +378,7 @@ Registry::Registry() {
       "diloco",
       [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
         const DilocoConfig& d = r.sync.diloco;
-        return std::make_unique<PeriodicAveraging>(diloco(d, r.sync, c.first_step),
+        return std::make_unique<PeriodicAveraging>(diloco(d, r, c.first_step),
                                                    make_outer_reducer(d, d.reducer, r, c.device));
       },
       {}, periodic_traits(&SyncConfig::diloco, "diloco"));
@@ -378,7 +386,7 @@ Registry::Registry() {
       "streaming_diloco",
       [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
         const StreamingDilocoConfig& s = r.sync.streaming_diloco;
-        PeriodicOptions o = diloco(s, r.sync, c.first_step);
+        PeriodicOptions o = diloco(s, r, c.first_step);
         o.fragments = s.fragments;
         o.overlap_steps = s.overlap_steps;
         o.mixing = s.mixing;

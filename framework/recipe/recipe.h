@@ -191,6 +191,7 @@ struct DilocoConfig : OuterCodecConfig {
   bool nesterov = true;
   ReducerName reducer = "allreduce";
   bool eager = false;                 // Kale et al. 2025: the all-reduce overlaps the next period (periodic.h)
+  bool sparta = false;                // SPARTA between syncs, with [sync.sparta]'s fraction and period
   bool operator==(const DilocoConfig&) const = default;
 };
 

@@ -86,6 +86,7 @@ PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reduc
              " must be below every period (", seg.period, ")");
   }
   LC_CHECK(reducer_ != nullptr, "PeriodicAveraging needs a reducer");
+  if (opts_.sparta) sparta_ = std::make_unique<Sparta>(*opts_.sparta);
   // weight decay 0 in the outer step: the inner optimizer already decays; Sgd checks momentum
   // and Nesterov.
   Sgd check(SgdOptions{opts_.outer_momentum, opts_.nesterov, 0.0});
@@ -121,6 +122,7 @@ bool PeriodicAveraging::launches(std::int64_t step, int fragment) const {
 }
 
 bool PeriodicAveraging::averages_params(std::int64_t step) const {
+  if (sparta_ && step >= opts_.warmup_steps && sparta_->syncs(step)) return true;
   for (int f = 0; f < opts_.fragments; ++f)
     if (launches(step - opts_.overlap_steps, f)) return true;
   return false;
@@ -177,6 +179,7 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
   }
   LC_CHECK(fragments_.back()->begin + fragments_.back()->size == store.size(), "fragments do not cover the parameters");
   anchor(store);
+  if (sparta_) sparta_->bind(this->store(), comm(), first_step);
   reducer_->prepare(all);
   stats_ = reducer_->stats();
   if (reduces_async()) comm().reserve_async(fragments_.size());
@@ -200,7 +203,7 @@ bool PeriodicAveraging::after_update(std::int64_t step) {
     anchor(store());
     return false;
   }
-  bool changed = false;
+  bool changed = sparta_ && sparta_->after_update(step);  // before the step's outer sync, as the paper
   // Due merges (at or, after a step the non-finite guard skipped on every rank, past their step).
   for (auto& f : fragments_)
     if (f->in_flight >= 0 && f->in_flight + opts_.overlap_steps <= step) {
@@ -432,6 +435,9 @@ std::string PeriodicAveraging::describe() const {
   if (opts_.overlap_steps > 0) os << ", each overlapping " << opts_.overlap_steps << " inner steps";
   if (opts_.mixing > 0) os << ", mixing " << opts_.mixing;
   if (opts_.eager) os << ", eager outer steps (each all-reduce overlaps the next period)";
+  if (opts_.sparta)
+    os << ", SPARTA between syncs (each parameter averaged with chance " << opts_.sparta->fraction << " every "
+       << opts_.sparta->period << " steps)";
   if (!plain) {
     os << ", outer SGD lr " << opts_.outer_lr;
     if (opts_.outer_momentum > 0)

@@ -64,10 +64,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "framework/sync/replica_group.h"
+#include "framework/sync/sparta.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/sgd.h"
 
@@ -91,6 +93,11 @@ struct PeriodicOptions {
   std::int64_t overlap_steps = 0; // tau: inner steps a fragment's reduction overlaps (< every period)
   double mixing = 0.0;            // alpha in [0, 1): the local parameters' share after the merge
   bool eager = false;             // Kale et al.'s eager outer step (above); needs overlap_steps = 0
+  // SPARTA between the outer steps (Exo Labs' SPARTA-DiLoCo, sparta.h): after every local step
+  // (warm-up steps excepted; before the step's outer sync) the chosen elements of the parameters
+  // are averaged over the ranks. The replicas' mean is unchanged, so the pseudo-gradient is the
+  // one without it; SPARTA only pulls the replicas together between syncs. Host buffers.
+  std::optional<SpartaOptions> sparta;
   std::vector<PeriodSegment> schedule;  // empty: `period` throughout
   // What describe() calls the algorithm; empty: local SGD (outer_lr 1, no momentum), streaming
   // DiLoCo or DiLoCo, by the options.
@@ -150,7 +157,7 @@ class PeriodicAveraging final : public SyncStrategy {
   // What the reducer did up to the last merge (read on the step loop's thread while a fragment
   // may be reducing on the communication thread).
   ReducerStats reducer_stats() const override { return stats_; }
-  double comm_seconds() const override { return comm_s_; }
+  double comm_seconds() const override { return comm_s_ + (sparta_ ? sparta_->comm_seconds() : 0.0); }
   // Per fragment (F = 1: no ".<f>"): "periodic.global[.<f>]" (the anchor),
   // "periodic.outer.momentum[.<f>]" (when momentum > 0), "periodic.delta[.<f>]" (the averaged
   // pseudo-gradient of a fragment in flight: with tau > 0 only), "periodic.eager.global[.<f>]"
@@ -202,6 +209,7 @@ class PeriodicAveraging final : public SyncStrategy {
   PeriodicOptions opts_;
   std::unique_ptr<Reducer> reducer_;
   ReplicaGroup* replicas_ = nullptr;
+  std::unique_ptr<Sparta> sparta_;  // opts_.sparta
   std::vector<std::unique_ptr<Fragment>> fragments_;
   ReducerStats stats_;
   double comm_s_ = 0;

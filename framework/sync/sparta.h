@@ -6,8 +6,8 @@
 //   theta_r[i] <- mean_r' theta_r'[i]   for the chosen i
 // so the replicas' mean is unchanged and the replicas are pulled together a few elements at a
 // time. The reference (exo-explore's SPARTA) draws a Bernoulli mask per tensor per step the same
-// way; the fractions it studies are 0.0005 to 0.005. Not here yet: SPARTA under DiLoCo's outer
-// step (the paper's combination).
+// way; the fractions it studies are 0.0005 to 0.005. Under DiLoCo's outer step (the paper's
+// combination): PeriodicOptions::sparta (periodic.h), which runs this class between the syncs.
 //
 // Bytes: the chosen values only (the indices follow from the seed and the step), about
 // fraction x n floats per sync through one all-reduce: with a ring, 2(N-1)/N x 4 x fraction x n

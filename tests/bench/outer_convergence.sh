@@ -50,10 +50,11 @@ declare -A extra=(
   [sparseloco]="--sync.strategy=sparseloco"
   [demo]="--sync.strategy=demo --optimizer.momentum=0 --optimizer.lr=0.002 --optimizer.weight_decay=0"
   [noloco]="--sync.strategy=noloco --sync.noloco.period=10"
+  [diloco_sparta]="--sync.strategy=diloco --sync.diloco.period=40 --sync.diloco.sparta=true --sync.sparta.fraction=0.005"
   [allreduce_adamw]="--sync.strategy=allreduce $adamw"
   [desloc]="--sync.strategy=desloc --sync.intra=none $adamw --sync.desloc.param_period=5 --sync.desloc.m_period=15 --sync.desloc.v_period=30"
 )
-names=(allreduce diloco diloco_int8 diloco_eager streaming_diloco sparseloco demo noloco allreduce_adamw desloc)
+names=(allreduce diloco diloco_int8 diloco_eager streaming_diloco sparseloco demo noloco diloco_sparta allreduce_adamw desloc)
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores; $world workers in 2 groups, $steps steps of Fashion-MNIST"
 for s in "${names[@]}"; do

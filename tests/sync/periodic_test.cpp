@@ -24,6 +24,7 @@
 #include "compression/topk.h"
 #include "core/check.h"
 #include "framework/sync/periodic.h"
+#include "framework/sync/sparta.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/sgd.h"
 #include "tests/support/new_counter.h"
@@ -903,6 +904,63 @@ TEST(EagerDiloco, RejectsOverlapStepsAndDescribesItself) {
   EXPECT_THROW(PeriodicAveraging(o, std::make_unique<DenseReducer>()), Error);
   PeriodicAveraging eager(eager_options(4), std::make_unique<DenseReducer>());
   EXPECT_NE(eager.describe().find("eager outer steps"), std::string::npos) << eager.describe();
+}
+
+// ---- SPARTA between DiLoCo's syncs (Exo Labs' SPARTA-DiLoCo) ----
+
+// Fraction 1 every step averages every parameter after every step: with local SGD's outer step
+// (lr 1, no momentum) at H = 4, data parallelism up to the rounding of the parameter average.
+TEST(SpartaDiloco, EveryElementEveryStepIsDataParallel) {
+  const int world = 3, steps = 12;
+  PeriodicOptions o = local_sgd_options(4);
+  o.sparta = SpartaOptions{1.0, 1, 7};
+  const auto sd = train(world, steps, periodic(o));
+  const auto dp = train(world, steps, data_parallel());
+  for (int r = 0; r < world; ++r)
+    for (int t = 0; t < steps; ++t) {
+      EXPECT_TRUE(sd[r].changed[t]);
+      for (std::size_t i = 0; i < kSize; ++i)
+        ASSERT_NEAR(sd[r].params[t][i], dp[r].params[t][i], 2e-6 * std::max(1.0f, std::abs(dp[r].params[t][i])))
+            << "rank " << r << ", step " << t;
+    }
+}
+
+// Between syncs the chosen elements agree across the ranks after each step; a local step's bytes
+// are SPARTA's all-reduce of the chosen values (plain DiLoCo's: none), a sync step's SPARTA's plus
+// DiLoCo's, exactly.
+TEST(SpartaDiloco, ChosenElementsAgreeBetweenSyncsAndBytesAdd) {
+  const int world = 3, steps = 8;
+  PeriodicOptions o = diloco_options(4);
+  o.sparta = SpartaOptions{0.3, 1, 7};
+  const auto sd = train(world, steps, periodic(o));
+  const auto plain = train(world, steps, periodic(diloco_options(4)));
+  const Sparta probe(*o.sparta);
+  for (int t : {0, 1, 2}) {
+    std::size_t chosen = 0;
+    for (std::size_t i = 0; i < kSize; ++i) {
+      const bool c = probe.chosen(t, i);
+      chosen += c;
+      bool agree = true;
+      for (int r = 1; r < world; ++r) agree = agree && sd[r].params[t][i] == sd[0].params[t][i];
+      if (c) EXPECT_TRUE(agree) << "step " << t << ", element " << i;
+    }
+    EXPECT_GT(chosen, 0u);
+    EXPECT_GT(sd[0].step_sent[t], 0u);
+    EXPECT_EQ(plain[0].step_sent[t], 0u);
+  }
+  // Step 3 syncs: SPARTA's values, then DiLoCo's all-reduce of the same size as plain DiLoCo's.
+  std::vector<std::uint64_t> sparta_bytes(world);
+  std::size_t chosen3 = 0;
+  for (std::size_t i = 0; i < kSize; ++i) chosen3 += probe.chosen(3, i);
+  run_threads(world, [&](Communicator& comm) {
+    std::vector<float> x(chosen3, 1.0f);
+    const std::uint64_t b0 = comm.bytes().sent;
+    comm.all_reduce(std::span<float>(x), ReduceOp::avg);
+    sparta_bytes[static_cast<std::size_t>(comm.rank())] = comm.bytes().sent - b0;
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(sd[r].step_sent[3], plain[r].step_sent[3] + sparta_bytes[r]) << "rank " << r;
+  PeriodicAveraging d(o, std::make_unique<DenseReducer>());
+  EXPECT_NE(d.describe().find("SPARTA between syncs"), std::string::npos) << d.describe();
 }
 
 }  // namespace
