@@ -32,6 +32,22 @@ class Resume : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string run_dir(const std::string& name) const { return (dir_ / name).string(); }
+  // `r` trained whole, and resumed from its checkpoint of step 8 (run directories tag_whole and
+  // tag_resumed): the same final parameters, losses (the mean over steps 9..16) and held-out
+  // loss, bit for bit.
+  void expect_resume_from_step_8(const Recipe& r, const TrainData& data, const std::string& tag) const {
+    TrainOptions whole;
+    whole.run_dir = run_dir(tag + "_whole");
+    const TrainSummary a = train(r, data, whole);
+    TrainOptions resumed;
+    resumed.run_dir = run_dir(tag + "_resumed");
+    resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
+    const TrainSummary b = train(r, data, resumed);
+    EXPECT_EQ(b.first_step, 8);
+    EXPECT_TRUE(same_bits(a.final_params, b.final_params));
+    EXPECT_EQ(a.final_loss, b.final_loss);
+    EXPECT_EQ(a.eval_loss, b.eval_loss);
+  }
 
   std::filesystem::path dir_;
 };
@@ -89,18 +105,7 @@ TEST_F(Resume, EveryStrategyResumesBitForBit) {
         r.sync.momentum = 0.9;
         r.optimizer.momentum = 0;
       }
-      const std::string tag = std::string(kind.c_str()) + (momentum_correction ? "_mc" : "");
-      TrainOptions whole;
-      whole.run_dir = run_dir(tag + "_whole");
-      const TrainSummary a = train(r, data, whole);
-      TrainOptions resumed;
-      resumed.run_dir = run_dir(tag + "_resumed");
-      resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
-      const TrainSummary b = train(r, data, resumed);
-      EXPECT_EQ(b.first_step, 8);
-      EXPECT_TRUE(same_bits(a.final_params, b.final_params));
-      EXPECT_EQ(a.final_loss, b.final_loss);  // the mean over steps 9..16, bit for bit
-      EXPECT_EQ(a.eval_loss, b.eval_loss);
+      expect_resume_from_step_8(r, data, std::string(kind.c_str()) + (momentum_correction ? "_mc" : ""));
     }
   }
 }
@@ -118,17 +123,7 @@ TEST_F(Resume, MuLoCoResumesBitForBit) {
   r.sync.diloco.dtype = Codec::int2;
   r.sync.diloco.error_feedback = true;
   r.sync.diloco.block = 16;
-  TrainOptions whole;
-  whole.run_dir = run_dir("whole");
-  const TrainSummary a = train(r, data, whole);
-  TrainOptions resumed;
-  resumed.run_dir = run_dir("resumed");
-  resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
-  const TrainSummary b = train(r, data, resumed);
-  EXPECT_EQ(b.first_step, 8);
-  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
-  EXPECT_EQ(a.final_loss, b.final_loss);
-  EXPECT_EQ(a.eval_loss, b.eval_loss);
+  expect_resume_from_step_8(r, data, "muloco");
 }
 
 // Eager DiLoCo and eager streaming DiLoCo (the all-reduce overlapping the next period): the
@@ -142,18 +137,7 @@ TEST_F(Resume, EagerDilocoResumesBitForBit) {
     r.sync.diloco.eager = true;
     r.sync.streaming_diloco.eager = true;
     r.sync.streaming_diloco.overlap_steps = 0;
-    const std::string tag(kind.c_str());
-    TrainOptions whole;
-    whole.run_dir = run_dir(tag + "_whole");
-    const TrainSummary a = train(r, data, whole);
-    TrainOptions resumed;
-    resumed.run_dir = run_dir(tag + "_resumed");
-    resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
-    const TrainSummary b = train(r, data, resumed);
-    EXPECT_EQ(b.first_step, 8);
-    EXPECT_TRUE(same_bits(a.final_params, b.final_params));
-    EXPECT_EQ(a.final_loss, b.final_loss);
-    EXPECT_EQ(a.eval_loss, b.eval_loss);
+    expect_resume_from_step_8(r, data, kind.c_str());
   }
 }
 
@@ -167,17 +151,7 @@ TEST_F(Resume, DeslocResumesBitForBit) {
   r.optimizer.weight_decay = 0.01;
   r = parse_recipe(to_toml(r), "desloc.toml",
                    {"sync.desloc.param_period=3", "sync.desloc.m_period=5", "sync.desloc.v_period=6"});
-  TrainOptions whole;
-  whole.run_dir = run_dir("whole");
-  const TrainSummary a = train(r, data, whole);
-  TrainOptions resumed;
-  resumed.run_dir = run_dir("resumed");
-  resumed.resume = whole.run_dir + "/checkpoints/step-000000008";
-  const TrainSummary b = train(r, data, resumed);
-  EXPECT_EQ(b.first_step, 8);
-  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
-  EXPECT_EQ(a.final_loss, b.final_loss);
-  EXPECT_EQ(a.eval_loss, b.eval_loss);
+  expect_resume_from_step_8(r, data, "desloc");
 }
 
 // TrainOptions::run_dir = "": nothing is written, the last step's checkpoint included (it once
