@@ -39,6 +39,9 @@ struct OuterPeriod {
   std::int64_t period = 0;
   std::int64_t warmup_steps = 0;
   std::int64_t longest = 0;
+  // Why its replicas cannot run as elastic replicas, whose quorum shares one anchor ("" they can):
+  // "sync.diloco.eager = true: ..." (eager replicas keep anchors of their own).
+  std::string not_elastic;
 };
 
 // A recipe value that cannot go with another: the keys to point at (the latest one set is named

@@ -237,9 +237,14 @@ std::int64_t longest_period(std::int64_t period, const PeriodSchedule& schedule)
 template <typename Config>
 StrategyTraits periodic_traits(const Config SyncConfig::*section, const char* key) {
   StrategyTraits t;
-  t.periodic = [section](const Recipe& r) {
+  t.periodic = [section, key](const Recipe& r) {
     const Config& c = r.sync.*section;
-    return OuterPeriod{c.period, c.warmup_steps, longest_period(c.period, c.period_schedule)};
+    OuterPeriod p{c.period, c.warmup_steps, longest_period(c.period, c.period_schedule), {}};
+    if constexpr (requires { c.eager; })
+      if (c.eager)
+        p.not_elastic = detail::concat("sync.", key, ".eager = true: elastic replicas share one anchor in their quorum, "
+                                       "eager replicas each keep their own; use eager = false");
+    return p;
   };
   t.reducer = [section](const Recipe& r) {
     const Config& c = r.sync.*section;
@@ -396,7 +401,7 @@ Registry::Registry() {
   StrategyTraits sparseloco;  // host only; its own sparse reducer
   sparseloco.periodic = [](const Recipe& r) {
     const SparseLocoConfig& c = r.sync.sparseloco;
-    return OuterPeriod{c.period, c.warmup_steps, longest_period(c.period, c.period_schedule)};
+    return OuterPeriod{c.period, c.warmup_steps, longest_period(c.period, c.period_schedule), {}};
   };
   add_strategy("sparseloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
     const SparseLocoConfig& s = r.sync.sparseloco;

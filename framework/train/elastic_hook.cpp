@@ -109,10 +109,9 @@ void check_elastic_strategy(const Recipe& recipe) {
     LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", s, "\"", recipe.sync.phases.phases.empty() ? "" : " with sync.phases",
                    ": elastic training needs one periodic strategy (", periodic_strategy_names(), "): "
                    "only its outer syncs cross replicas");
-  if ((s == "diloco" && recipe.sync.diloco.eager) || (s == "streaming_diloco" && recipe.sync.streaming_diloco.eager))
-    LC_INPUT_ERROR(recipe.path, ": sync.", s, ".eager = true: elastic replicas share one anchor in their quorum, "
-                   "eager replicas each keep their own; use eager = false");
-  const std::int64_t warmup = traits.periodic(recipe).warmup_steps;
+  const OuterPeriod period = traits.periodic(recipe);
+  if (!period.not_elastic.empty()) LC_INPUT_ERROR(recipe.path, ": ", period.not_elastic);
+  const std::int64_t warmup = period.warmup_steps;
   if (warmup > 0)
     LC_INPUT_ERROR(recipe.path, ": sync.", s, ".warmup_steps = ", warmup, ": an elastic run's synchronous warm-up would "
                    "average gradients within each replica only; start the replicas periodic (warmup_steps = 0)");

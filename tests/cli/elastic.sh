@@ -148,6 +148,13 @@ set -e
 [ "$rc" -eq 2 ] || { echo "expected exit 2 for a synchronous warm-up, got $rc"; cat "$tmp/bad2.out"; exit 1; }
 grep -q "sync.diloco.warmup_steps = 10: an elastic run's synchronous warm-up" "$tmp/bad2.out"
 [ ! -e "$tmp/bad2/replica-0" ] || { echo "a replica was started for a refused recipe"; exit 1; }
+set +e
+"$trainer" elastic --replicas 2 --recipe "$recipe" --out "$tmp/bad3" --sync.diloco.eager=true > "$tmp/bad3.out" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || { echo "expected exit 2 for eager DiLoCo, got $rc"; cat "$tmp/bad3.out"; exit 1; }
+grep -q "sync.diloco.eager = true: elastic replicas share one anchor" "$tmp/bad3.out"
+[ ! -e "$tmp/bad3/replica-0" ] || { echo "a replica was started for a refused recipe"; exit 1; }
 # ---- goodput under simulated failures: the cross-datacenter DiLoCo run replayed with hosts failing ----
 "$trainer" --recipe "$src/recipes/cross_dc_diloco.toml" --train.steps=20 --train.eval_every=0 --sync.diloco.period=10 \
   --out "$tmp/cross_dc" > "$tmp/cross_dc.out" 2>&1 || { cat "$tmp/cross_dc.out"; exit 1; }

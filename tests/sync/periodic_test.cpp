@@ -942,7 +942,9 @@ TEST(SpartaDiloco, ChosenElementsAgreeBetweenSyncsAndBytesAdd) {
       chosen += c;
       bool agree = true;
       for (int r = 1; r < world; ++r) agree = agree && sd[r].params[t][i] == sd[0].params[t][i];
-      if (c) EXPECT_TRUE(agree) << "step " << t << ", element " << i;
+      if (c) {
+        EXPECT_TRUE(agree) << "step " << t << ", element " << i;
+      }
     }
     EXPECT_GT(chosen, 0u);
     EXPECT_GT(sd[0].step_sent[t], 0u);
