@@ -255,8 +255,7 @@ void PeriodicAveraging::finish(std::int64_t step) {
   if (step < opts_.warmup_steps || replicas_agree_after(step)) return;
   if (opts_.eager) {  // the replicas' parameters averaged once; the next strategy starts from them
     for (auto& f : fragments_) {
-      f->wait();
-      account(*f);
+      collect(*f);
     }
     Stopwatch t;
     comm().all_reduce(store().params(), ReduceOp::avg);
@@ -282,17 +281,14 @@ void PeriodicAveraging::finish(std::int64_t step) {
 }
 
 void PeriodicAveraging::eager_sync(Fragment& f) {
-  f.wait();  // the previous sync's reduction: eager.params() = G^(t-1)
-  account(f);
+  collect(f);  // the previous sync's reduction: eager.params() = G^(t-1)
   const ops::Kernels& k = ops::kernels(store().device());
-  const std::span<const float> params = store().params().subspan(f.begin, f.size);
   const std::span<float> step_delta = f.shadow.grads(), sent = f.eager.params(), own = f.eager.grads();
   const Device dev = f.shadow.device();
   const auto bytes = step_delta.size_bytes();
   const float inv_m = 1.0f / static_cast<float>(comm().size());
   copy_bytes(step_delta.data(), dev, sent.data(), dev, bytes);                  // G^(t-1)
-  copy_bytes(sent.data(), dev, f.shadow.params().data(), dev, bytes);          // d_m^t = anchor - theta
-  k.axpy(sent.data(), -1.0f, params.data(), f.size);
+  pseudo_gradient(f, sent);                                                     // d_m^t
   k.axpy(step_delta.data(), inv_m, sent.data(), f.size);                       // + d_m^t / M
   k.axpy(step_delta.data(), -inv_m, own.data(), f.size);                       // - d_m^(t-1) / M
   copy_bytes(own.data(), dev, sent.data(), dev, bytes);
@@ -301,15 +297,16 @@ void PeriodicAveraging::eager_sync(Fragment& f) {
   outer_update(f, false);
 }
 
+void PeriodicAveraging::pseudo_gradient(const Fragment& f, std::span<float> out) {
+  // theta_global - theta_local, as a copy and an axpy with -1 (g + (-1)p rounds exactly like
+  // g - p, fused or not), on whichever device the parameters are.
+  const ParamStore& store = this->store();
+  copy_bytes(out.data(), f.shadow.device(), f.shadow.params().data(), f.shadow.device(), out.size_bytes());
+  ops::kernels(store.device()).axpy(out.data(), -1.0f, store.params().data() + f.begin, f.size);
+}
+
 void PeriodicAveraging::launch(Fragment& f, std::int64_t step) {
-  ParamStore& store = this->store();
-  const std::span<const float> params = store.params().subspan(f.begin, f.size);
-  const std::span<float> delta = f.shadow.grads();
-  // Delta = theta_global - theta_local, as a copy and an axpy with -1 (g + (-1)p rounds exactly
-  // like g - p, fused or not), on whichever device the parameters are.
-  const ops::Kernels& k = ops::kernels(store.device());
-  copy_bytes(delta.data(), f.shadow.device(), f.shadow.params().data(), f.shadow.device(), delta.size_bytes());
-  k.axpy(delta.data(), -1.0f, params.data(), delta.size());
+  pseudo_gradient(f, f.shadow.grads());
   if (opts_.overlap_steps == 0 || step < 0) return reduce(f);
   f.in_flight = step;
   f.queued = true;
@@ -350,8 +347,7 @@ void PeriodicAveraging::drain() {
   for (auto& f : fragments_) {
     if (f->in_flight >= 0) merge(*f, false);
     if (opts_.eager) {  // waited for, not applied (periodic.h)
-      f->wait();
-      account(*f);
+      collect(*f);
     }
   }
 }
@@ -360,7 +356,8 @@ void PeriodicAveraging::wait_in_flight() {
   for (auto& f : fragments_) f->wait();
 }
 
-void PeriodicAveraging::account(Fragment& f) {
+void PeriodicAveraging::collect(Fragment& f) {
+  f.wait();
   comm_s_ += f.comm_s;
   f.comm_s = 0;
   if (std::none_of(fragments_.begin(), fragments_.end(), [](const auto& g) { return g->queued; }))
@@ -368,8 +365,7 @@ void PeriodicAveraging::account(Fragment& f) {
 }
 
 void PeriodicAveraging::merge(Fragment& f, bool adopt) {
-  f.wait();
-  account(f);
+  collect(f);
   outer_update(f, adopt);
 }
 

@@ -200,7 +200,11 @@ class PeriodicAveraging final : public SyncStrategy {
   void outer_update(Fragment& f, bool adopt);
   // An eager sync at `step`: G of the previous sync, this one's d_m queued, the outer step now.
   void eager_sync(Fragment& f);
-  void account(Fragment& f);  // a finished reduction's seconds and the reducer's statistics
+  // Waits for the fragment's reduction, if queued, then takes its seconds and the reducer's
+  // statistics.
+  void collect(Fragment& f);
+  // out = the fragment's anchor - its parameters (out: the fragment's size, on its device).
+  void pseudo_gradient(const Fragment& f, std::span<float> out);
   void reduce(Fragment& f);  // the reducer over the fragment's buckets (at outer step f.outer_step)
   void wait_in_flight();
   // theta_global = the replica's parameters.
