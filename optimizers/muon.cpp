@@ -7,55 +7,37 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/ops.h"
 #include "optimizers/device_state.h"
 #include "optimizers/norms.h"
 
 #if defined(LACONIC_HAVE_CUDA)
-#include "core/ops/cuda/ops_cuda.h"
 #include "optimizers/cuda/fused.h"
 #endif
 
 namespace laconic {
 
-float* newton_schulz(float* x, float* next, float* a, float* b, int s, int l, int steps) {
+float* newton_schulz(float* x, float* next, float* a, float* b, int s, int l, int steps, Device device) {
   const std::size_t sl = static_cast<std::size_t>(s) * static_cast<std::size_t>(l);
   const std::size_t ss = static_cast<std::size_t>(s) * static_cast<std::size_t>(s);
-  const float inv_norm = static_cast<float>(1.0 / (std::sqrt(sum_squares({x, sl})) + 1e-7));
-  for (std::size_t i = 0; i < sl; ++i) x[i] *= inv_norm;
-  for (int k = 0; k < steps; ++k) {
-    ops::cpu::gemm(a, x, x, s, s, l, false, true, 1.0f, 0.0f);                 // A = X X^T
-    ops::cpu::gemm(b, a, a, s, s, s, false, false, kNewtonSchulzC, 0.0f);      // c A A
-    for (std::size_t i = 0; i < ss; ++i) b[i] += kNewtonSchulzB * a[i];        //   + b A
-    std::copy(x, x + sl, next);
-    ops::cpu::gemm(next, b, x, s, l, s, false, false, 1.0f, kNewtonSchulzA);   // a X + B X
-    std::swap(x, next);
-  }
-  return x;
-}
-
+  const ops::Kernels& k = ops::kernels(device);
+  double sq = 0;
+  if (device == Device::cpu) sq = sum_squares({x, sl});
 #if defined(LACONIC_HAVE_CUDA)
-float* newton_schulz_cuda(float* x, float* next, float* a, float* b, int s, int l, int steps) {
-  const std::size_t sl = static_cast<std::size_t>(s) * static_cast<std::size_t>(l);
-  const std::size_t ss = static_cast<std::size_t>(s) * static_cast<std::size_t>(s);
-  const float inv_norm = static_cast<float>(1.0 / (std::sqrt(optim_cuda::sum_squares(x, sl)) + 1e-7));
-  optim_cuda::scale(x, inv_norm, sl);
-  for (int k = 0; k < steps; ++k) {
-    ops::cuda::gemm(a, x, x, s, s, l, false, true, 1.0f, 0.0f);                 // A = X X^T
-    ops::cuda::gemm(b, a, a, s, s, s, false, false, kNewtonSchulzC, 0.0f);      // c A A
-    ops::cuda::axpy(b, kNewtonSchulzB, a, ss);                                  //   + b A
-    copy_bytes(next, Device::cuda, x, Device::cuda, sl * sizeof(float));
-    ops::cuda::gemm(next, b, x, s, l, s, false, false, 1.0f, kNewtonSchulzA);   // a X + B X
+  else sq = optim_cuda::sum_squares(x, sl);
+#endif
+  k.scale(x, static_cast<float>(1.0 / (std::sqrt(sq) + 1e-7)), sl);
+  for (int it = 0; it < steps; ++it) {
+    k.gemm(a, x, x, s, s, l, false, true, 1.0f, 0.0f);                 // A = X X^T
+    k.gemm(b, a, a, s, s, s, false, false, kNewtonSchulzC, 0.0f);      // c A A
+    k.axpy(b, kNewtonSchulzB, a, ss);                                  //   + b A
+    copy_bytes(next, device, x, device, sl * sizeof(float));
+    k.gemm(next, b, x, s, l, s, false, false, 1.0f, kNewtonSchulzA);   // a X + B X
     std::swap(x, next);
   }
   return x;
 }
-#else
-float* newton_schulz_cuda(float*, float*, float*, float*, int, int, int) {
-  LC_CHECK(false, "newton_schulz_cuda in a build without CUDA");
-  return nullptr;
-}
-#endif
 
 Muon::Muon(MuonOptions opts, AdamWOptions adamw) : opts_(opts), adamw_(adamw) {
   LC_CHECK(opts_.momentum >= 0.0 && opts_.momentum < 1.0, "momentum ", opts_.momentum);
@@ -66,22 +48,19 @@ Muon::Muon(MuonOptions opts, AdamWOptions adamw) : opts_(opts), adamw_(adamw) {
 void Muon::prepare(const ParamStore& store) {
   prepare_state(m_.exp_avg, store);
   prepare_state(m_.exp_avg_sq, store);
-  std::size_t sl = 0, ss = 0, adam = 0;
+  std::size_t sl = 0, ss = 0;
   for (const auto& view : store.views()) {
-    if (view.kind != ParamKind::hidden_matrix) {
-      ++adam;
-      continue;
-    }
+    if (view.kind != ParamKind::hidden_matrix) continue;
     const auto s = static_cast<std::size_t>(std::min(view.shape[0], view.shape[1]));
     sl = std::max(sl, view.numel);
     ss = std::max(ss, s * s);
   }
-  if (adam_views_.size() != adam) {  // the first step (a store's layout never changes after)
-    adam_views_.clear();
-    for (const auto& view : store.views())
-      if (view.kind != ParamKind::hidden_matrix) adam_views_.push_back(view);
+  if (on_cuda(store)) {
+    if (adam_views_.empty())  // the first step on the device (a store's layout never changes)
+      for (const auto& view : store.views())
+        if (view.kind != ParamKind::hidden_matrix) adam_views_.push_back(view);
+    m_.layout.prepare(store, adam_views_);
   }
-  if (on_cuda(store)) m_.layout.prepare(store, adam_views_);
   const auto sized = [&](DeviceArray<float>& buf, std::size_t n) {
     if (buf.size() < n || buf.device() != store.device()) buf = DeviceArray<float>(store.device(), n);
   };
@@ -100,8 +79,8 @@ void Muon::step_cuda(ParamStore& store, double lr) {
     const bool tall = rows > cols;
     optim_cuda::muon_momentum(m_.exp_avg.data() + view.offset, x_.data(), store.grads().data() + view.offset, rows, cols,
                               mu, one_minus_mu, opts_.nesterov, tall);
-    const float* o = newton_schulz_cuda(x_.data(), next_.data(), a_.data(), b_.data(), std::min(rows, cols),
-                                        std::max(rows, cols), opts_.ns_steps);
+    const float* o = newton_schulz(x_.data(), next_.data(), a_.data(), b_.data(), std::min(rows, cols),
+                                   std::max(rows, cols), opts_.ns_steps, Device::cuda);
     const float decay = view.group == ParamGroup::decay ? static_cast<float>(1.0 - lr * adamw_.weight_decay) : 1.0f;
     const float step = static_cast<float>(lr * 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols))));
     optim_cuda::muon_apply(store.params().data() + view.offset, o, rows, cols, decay, step, tall);

@@ -57,12 +57,10 @@ struct MuonOptions {
 inline constexpr float kNewtonSchulzA = 3.4445f, kNewtonSchulzB = -4.7750f, kNewtonSchulzC = 2.0315f;
 
 // NS5 of x [s, l] (row-major, s <= l): normalises x by ||x||_F + 1e-7, then `steps` iterations,
-// ping-ponging between x and next [s, l]; a and b are [s, s] scratch. Returns whichever of x and
-// next holds the result. Allocates nothing.
-float* newton_schulz(float* x, float* next, float* a, float* b, int s, int l, int steps);
-// The same on the GPU (device pointers; cuBLAS's GEMMs, the norm summed in double on the device).
-// Builds with CUDA only; synchronises once per call (the norm comes back to the host).
-float* newton_schulz_cuda(float* x, float* next, float* a, float* b, int s, int l, int steps);
+// ping-ponging between x and next [s, l]; a and b are [s, s] scratch, all on `device` (the GPU:
+// cuBLAS's GEMMs, the norm summed in double there and brought back, one synchronisation).
+// Returns whichever of x and next holds the result. Allocates nothing.
+float* newton_schulz(float* x, float* next, float* a, float* b, int s, int l, int steps, Device device = Device::cpu);
 
 class Muon final : public Optimizer {
  public:
@@ -80,7 +78,7 @@ class Muon final : public Optimizer {
   // NS5's buffers on the store's device, sized in prepare() for the largest hidden matrix:
   // x, next [s*l], a, b [s*s].
   DeviceArray<float> x_, next_, a_, b_;
-  std::vector<ParamView> adam_views_;  // the AdamW group (cuda: its fused layout is m_.layout)
+  std::vector<ParamView> adam_views_;  // the AdamW group on the device (its fused layout: m_.layout)
   void step_cuda(ParamStore& store, double lr);
 };
 
