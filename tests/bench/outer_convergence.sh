@@ -62,7 +62,7 @@ for s in "${names[@]}"; do
   "$trainer" "${common[@]}" ${extra[$s]} --out "$out/$s" >"$out/$s.log" 2>&1 || { cat "$out/$s.log" >&2; exit 1; }
 done
 
-python3 - "$out" "${CHECK:-0}" "${MAX_LOSS_PCT:-2}" "${names[@]}" <<'PY'
+/usr/bin/python3 - "$out" "${CHECK:-0}" "${MAX_LOSS_PCT:-2}" "${names[@]}" <<'PY'
 import json, sys
 out, check, max_pct, names = sys.argv[1], sys.argv[2] == "1", float(sys.argv[3]), sys.argv[4:]
 runs = {s: json.load(open(f"{out}/{s}/summary.json")) for s in names}
