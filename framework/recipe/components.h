@@ -67,6 +67,9 @@ struct StrategyTraits {
   bool cuda = false;
   // ... except with this recipe: what keeps it on the host ("sync.diloco.dtype other than fp32"), "" none.
   std::function<std::string(const Recipe&)> host_only;
+  // Its replicas skip steps (SyncStrategy::computes; asynchronous replicas of different speeds):
+  // only a driver that asks, the trainer's, runs it.
+  bool idles = false;
   // What it cannot go with in the rest of the recipe when it is used (DeMo: anything but plain
   // SGD); nullopt: nothing.
   std::function<std::optional<RecipeConflict>(const Recipe&)> conflicts;

@@ -13,6 +13,7 @@
 #include "compression/sparse.h"
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
+#include "framework/sync/async_diloco.h"
 #include "framework/sync/desloc.h"
 #include "framework/sync/noloco.h"
 #include "framework/sync/sparta.h"
@@ -468,6 +469,48 @@ Registry::Registry() {
          .add<&NoLocoOptions::outer_lr>("outer_lr", above(0))
          .add<&NoLocoOptions::momentum>("momentum", half_open(0, 1))
          .add<&NoLocoOptions::pull>("pull", at_least(0)));
+  // No `periodic` trait either: its replicas never wait for one another, so there is no quorum.
+  StrategyTraits async_diloco;  // host only
+  async_diloco.idles = true;
+  async_diloco.conflicts = [](const Recipe& r) -> std::optional<RecipeConflict> {
+    if (r.sync.intra == IntraKind::allreduce)
+      return RecipeConflict{{"sync.intra", "sync.strategy"},
+                            "sync.intra: expected \"none\" for sync.strategy = \"async_diloco\" (each rank is a replica "
+                            "of its own speed), got \"allreduce\""};
+    if (!r.sync.phases.phases.empty())
+      return RecipeConflict{{"sync.phases", "sync.strategy"},
+                            "sync.phases: expected none with \"async_diloco\" (its replicas run on their own "
+                            "schedules, with no step where they all agree to hand over)"};
+    const AsyncDilocoOptions& a = r.section<AsyncDilocoOptions>("sync.async_diloco");
+    const std::int64_t window = a.window > 0 ? a.window : r.distributed.world_size;
+    if (a.activation > 1.0 / static_cast<double>(window))
+      return RecipeConflict{{"sync.async_diloco.activation", "sync.async_diloco.window", "distributed.world_size"},
+                            detail::concat("sync.async_diloco.activation: expected at most 1/window = ",
+                                           recipe_float(1.0 / static_cast<double>(window)), " (window ", window,
+                                           " arrivals; the momentum's shares over a window sum to 1), got ",
+                                           recipe_float(a.activation))};
+    return std::nullopt;
+  };
+  add_strategy("async_diloco", [](const Recipe& r, const StrategyContext& c) -> std::unique_ptr<SyncStrategy> {
+    AsyncDilocoOptions o = r.section<AsyncDilocoOptions>("sync.async_diloco");
+    o.first_step = c.first_step;
+    o.last_step = r.train.steps - 1;
+    const NetworkConfig& n = r.network;
+    if (n.groups > 0 && !n.stragglers.ranks.empty()) {
+      o.slowdown.assign(static_cast<std::size_t>(r.distributed.world_size), 1.0);
+      for (const int s : n.stragglers.ranks) o.slowdown[static_cast<std::size_t>(s)] = n.straggler_slowdown;
+    }
+    return std::make_unique<AsyncDiloco>(o);
+  }, Section<AsyncDilocoOptions>()
+         .add<&AsyncDilocoOptions::period>("period", at_least(1))
+         .add<&AsyncDilocoOptions::outer_lr>("outer_lr", above(0))
+         .add<&AsyncDilocoOptions::momentum>("momentum", half_open(0, 1))
+         .add<&AsyncDilocoOptions::delayed_nesterov>("delayed_nesterov")
+         .add<&AsyncDilocoOptions::window>("window", at_least(0))
+         .add<&AsyncDilocoOptions::activation>("activation", closed(0, 1))
+         .add<&AsyncDilocoOptions::dylu>("dylu")
+         .add<&AsyncDilocoOptions::speeds>("speeds"),
+     std::move(async_diloco));
 }
 
 ScaledLr resolve_lr(const Recipe& r, std::int64_t global_batch) {

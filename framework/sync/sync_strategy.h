@@ -7,6 +7,7 @@
 //                    works on those (a strategy never sees another store or communicator).
 //   grads_ready()    during the last backward of a step: gradients at [from, size) are final
 //                    (already averaged over micro-batches), so reducing them may start now.
+//   step_computed()  forward and backward are done, with how long they took.
 //   after_backward() gradients of the step are complete: e.g. finish averaging them.
 //   after_update()   the optimizer has stepped: e.g. average parameters every H steps (local SGD);
 //                    returns true when it changed the parameters (a wrapper spreading them to
@@ -56,6 +57,15 @@ class SyncStrategy {
   // after start(), for a strategy that synchronises them (DES-LOC averages Adam's moments). The
   // spans stay valid for the run.
   virtual void set_optimizer_state(std::span<const StateTensor> /*state*/) {}
+  // Whether this rank takes step `step` at all: false, the step loop skips its forward, backward
+  // and optimizer step (its batch of the data order too) and calls the rest as usual, the
+  // strategy's after_update included. Asynchronous replicas slower than the fastest compute on
+  // a share of the steps only (async_diloco.h). A strategy that can answer false has the
+  // `idles` trait (framework/recipe/components.h).
+  virtual bool computes(std::int64_t /*step*/) const { return true; }
+  // This rank's forward and backward of `step` took `seconds` (measured; about 0 for a step it
+  // skipped): asynchronous replicas time their speeds with it.
+  virtual void step_computed(std::int64_t /*step*/, double /*seconds*/) {}
   virtual std::string describe() const = 0;
   // What the strategy's reducers were handed and what they put on the wire (compression ratio).
   virtual ReducerStats reducer_stats() const { return {}; }

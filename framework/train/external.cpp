@@ -1,5 +1,7 @@
 #include "framework/train/external.h"
 
+#include "framework/recipe/components.h"
+
 #include <ostream>
 
 #include "core/check.h"
@@ -28,6 +30,9 @@ Recipe on_device(const Recipe& recipe, Device device) {
   if (device == Device::cpu && recipe.distributed.device == DeviceKind::cuda)
     LC_INPUT_ERROR(recipe.path, ": distributed.device = \"cuda\" but the model's parameters are on the CPU: move "
                                 "the model to its GPU (model.cuda()) before lt.Sync, or set device = \"cpu\"");
+  if (strategy_traits(recipe.sync.strategy.value).idles)
+    LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", recipe.sync.strategy.value,
+                   "\": its slower replicas skip steps, which laconic.torch's step loop does not do: run it with the trainer");
   Recipe r = recipe;
   r.distributed.device = device == Device::cuda ? DeviceKind::cuda : DeviceKind::cpu;
   return r;

@@ -135,10 +135,13 @@ void Session::begin_step(StepState& s, float grad_scale) {
 
 GradsReadyListener& Session::ready() { return *ready_; }
 
+bool Session::computes(std::int64_t step) const { return sync_->computes(step); }
+
 bool Session::reduce(StepState& s, double compute_s) {
   ready_->grads_ready(0);  // whatever backward did not report (the scale over micro-batches)
   s.local_sq = ready_->local_sq();
   loop_.compute_s += charge_compute(compute_s, /*backward=*/true);
+  sync_->step_computed(s.step, compute_s);
   Stopwatch t;
   bool admitted = true;
   for (auto& h : hooks_) admitted = admitted && h->admit(s);

@@ -73,6 +73,9 @@ class Session {
   void begin_step(StepState& s, float grad_scale);
   // Whom backward tells about final gradients during the step's last backward.
   GradsReadyListener& ready();
+  // Whether this rank computes step `step` (the strategy's computes(): false, the driver skips
+  // forward, backward and the optimizer, and still calls reduce() and updated()).
+  bool computes(std::int64_t step) const;
   // Backward done after `compute_s` seconds of this rank's work. Sets s.local_sq and s.lr.
   bool reduce(StepState& s, double compute_s);
   // The driver's optimizer stepped in `optimizer_s` seconds.

@@ -75,11 +75,18 @@ class Worker {
     StepState s;
     s.step = step;
     session_->begin_step(s, 1.0f / static_cast<float>(r_.train.grad_accum));
+    // A replica slower than the fastest (asynchronous strategies) skips the step's work; its
+    // batch of the data order goes unseen.
+    const bool computes = session_->computes(step);
     Stopwatch t;
-    forward_backward(s);
+    if (computes) {
+      forward_backward(s);
+    } else {
+      sampler_.next();
+    }
     if (!session_->reduce(s, t.seconds())) return;
     t.reset();
-    {
+    if (computes) {
       TraceSpan span(session_->tracer(), SpanKind::optimizer);
       optimizer_->step(model_->params(), s.lr);
       synchronize_kernels(spec_.device);

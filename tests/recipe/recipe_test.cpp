@@ -165,7 +165,7 @@ TEST_F(RecipeTest, UnknownSection) {
                                    "sections: run, model, data, train, optimizer, schedule, "
                                    "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, "
                          "sync.streaming_diloco, sync.sparseloco, sync.demo, network, checkpoint, guards, elastic, fault, "
-                         "optimizer.muon, sync.sparta, sync.desloc, sync.noloco)");
+                         "optimizer.muon, sync.sparta, sync.desloc, sync.noloco, sync.async_diloco)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
   EXPECT_NE(msg.find(top + ":1:1: unknown key 'steps' (did you mean 'train.steps'?"), std::string::npos)
@@ -194,7 +194,7 @@ TEST_F(RecipeTest, IntegerWhereNumberExpectedIsAccepted) {
 
 TEST_F(RecipeTest, BadEnumListsTheChoices) {
   const std::string path = write("[train]\nsteps = 1\n[sync]\nstrategy = \"allreduc\"\n");
-  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", \"sparta\", \"desloc\", \"noloco\", got \"allreduc\"");
+  EXPECT_EQ(error_of(path), path + ":4:1: sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", \"sparta\", \"desloc\", \"noloco\", \"async_diloco\", got \"allreduc\"");
   const std::string b = write("[train]\nsteps = 1\n[distributed]\nbackend = \"nccl\"\n", "b.toml");
   EXPECT_EQ(error_of(b),
             b + ":4:1: distributed.backend: expected one of \"auto\", \"threads\", \"mpi\", \"gloo\", got \"nccl\"");
@@ -230,7 +230,7 @@ TEST_F(RecipeTest, OutOfRangeValuesAreRejected) {
       {"schedule", "min_lr_ratio = 1.5", "schedule.min_lr_ratio: expected a number in [0, 1], got 1.5"},
       {"sync", "bucket_mb = 0", "sync.bucket_mb: expected a number > 0, got 0"},
       {"sync", "strategy = \"dgc\"",
-       "sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", \"sparta\", \"desloc\", \"noloco\", got \"dgc\""},
+       "sync.strategy: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", \"sparta\", \"desloc\", \"noloco\", \"async_diloco\", got \"dgc\""},
       {"sync.diloco", "period = 0", "sync.diloco.period: expected an integer >= 1, got 0"},
       {"sync.diloco", "reducer = \"diloco\"",
        "sync.diloco.reducer: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", got \"diloco\""},
@@ -341,7 +341,7 @@ TEST_F(RecipeTest, BadOverrides) {
   EXPECT_EQ(error_of(path, {"train.micro_batch=1.5"}),
             "--train.micro_batch=1.5: expected an integer >= 1, got 1.5");
   EXPECT_EQ(error_of(path, {"sync.strategy=allreduc"}),
-            "--sync.strategy=allreduc: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", \"sparta\", \"desloc\", \"noloco\", got \"allreduc\"");
+            "--sync.strategy=allreduc: expected one of \"allreduce\", \"topk\", \"powersgd\", \"onebit\", \"local_sgd\", \"diloco\", \"streaming_diloco\", \"sparseloco\", \"demo\", \"sparta\", \"desloc\", \"noloco\", \"async_diloco\", got \"allreduc\"");
   EXPECT_EQ(error_of(path, {"train.nosuch=1"}),
             std::string("--train.nosuch=1: unknown key 'train.nosuch' (valid keys in [train]: ") +
                 kTrainKeys + ")");

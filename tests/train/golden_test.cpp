@@ -44,7 +44,7 @@ const std::vector<std::string> kShorten = {
     "sync.powersgd.start_iter=6", "sync.onebit.warmup_steps=6", "sync.topk.warmup_steps=6",
     "sync.local_sgd.period=5", "sync.diloco.period=5",  "sync.streaming_diloco.period=6",
     "sync.sparseloco.period=5", "sync.desloc.param_period=4", "sync.desloc.m_period=6", "sync.desloc.v_period=12",
-    "sync.noloco.period=5",
+    "sync.noloco.period=5",    "sync.async_diloco.period=5",
 };
 
 // What does not measure time: these fields must agree record for record.

@@ -148,7 +148,7 @@ TEST_F(Registered, SectionsParsePrintAndRoundTrip) {
 TEST_F(Registered, NamesAreListedInMessagesAndChecked) {
   EXPECT_EQ(error_of("[model]\nname = \"test_wid\"\n"),
             "r.toml:2:1: model.name: expected one of \"mlp\", \"bert\", \"gpt\", \"test_wide\", got \"test_wid\"");
-  EXPECT_NE(error_of("[sync]\nstrategy = \"nope\"\n").find("\"demo\", \"sparta\", \"desloc\", \"noloco\", \"test_exact\", \"test_every\", got \"nope\""),
+  EXPECT_NE(error_of("[sync]\nstrategy = \"nope\"\n").find("\"demo\", \"sparta\", \"desloc\", \"noloco\", \"async_diloco\", \"test_exact\", \"test_every\", got \"nope\""),
             std::string::npos);
   EXPECT_THROW(registry().add_model("test_wide", nullptr), Error);        // taken
   EXPECT_THROW(registry().add_reducer("Bad-Name", nullptr), Error);       // not [a-z0-9_]

@@ -154,6 +154,24 @@ TEST_F(Resume, DeslocResumesBitForBit) {
   expect_resume_from_step_8(r, data, "desloc");
 }
 
+// A 2x slower replica (simulated, DyLU) with rounds in progress and a window part-filled at the
+// checkpoint; and speeds measured over the first round (a run's own timing: the checkpoint
+// carries them).
+TEST_F(Resume, AsyncDilocoResumesBitForBit) {
+  const TrainData data = synthetic();
+  for (const char* speeds : {"network", "measured"}) {
+    SCOPED_TRACE(speeds);
+    Recipe r = small("async_diloco");
+    r.network.groups = 3;
+    r.network.stragglers.ranks = {2};
+    r.network.straggler_slowdown = 2;
+    r = parse_recipe(to_toml(r), "async.toml",
+                     {"sync.async_diloco.period=3", "sync.async_diloco.window=2", "sync.async_diloco.activation=0.2",
+                      "sync.async_diloco.dylu=true", std::string("sync.async_diloco.speeds=") + speeds});
+    expect_resume_from_step_8(r, data, std::string("async_") + speeds);
+  }
+}
+
 // TrainOptions::run_dir = "": nothing is written, the last step's checkpoint included (it once
 // went to checkpoints/ in the working directory, where parallel tests raced over it).
 TEST_F(Resume, ARunWithoutARunDirectoryWritesNothing) {
