@@ -41,6 +41,8 @@ CASES = [
     ("more fragments than tensors", "", {"sync.strategy": "streaming_diloco", "sync.streaming_diloco.fragments": 8},
      {}, "sync.streaming_diloco.fragments: expected at most 4"),
     ("an unknown key", "", {"sync.no_such_key": 1}, {}, "no_such_key"),
+    ("a strategy whose slower replicas skip steps", "", {"sync.strategy": "async_diloco"}, {},
+     "sync.strategy = \"async_diloco\": its slower replicas skip steps"),
     ("a bad LACONIC_RANK", "", {"distributed.world_size": 2},
      {"LACONIC_WORLD_SIZE": "2", "LACONIC_RANK": "two", "LACONIC_STORE": "file:STORE"}, "LACONIC_RANK"),
 ]
