@@ -173,6 +173,7 @@ const char* span_name(SpanKind k) {
     case SpanKind::forward_backward: return "forward/backward";
     case SpanKind::optimizer: return "optimizer";
     case SpanKind::sync: return "sync (host)";
+    case SpanKind::outer_sync: return "outer sync (host)";
   }
   return "compute";
 }

@@ -44,7 +44,9 @@ enum class TraceKind : std::uint8_t {
 };
 
 // What a compute span is (TraceKind::span_begin's sub).
-enum class SpanKind : std::uint8_t { forward_backward, optimizer, sync };
+// sync: the strategy's calls that reduce gradients or wait; outer_sync: an after_update in which it
+// averages parameters (an outer step: DiLoCo's, NoLoCo's, ...), so a timeline names those syncs.
+enum class SpanKind : std::uint8_t { forward_backward, optimizer, sync, outer_sync };
 
 struct TraceEvent {
   double t0 = 0, t1 = 0;       // seconds since the tracer's origin

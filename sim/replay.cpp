@@ -260,7 +260,15 @@ class Engine {
     return sums;
   }
 
-  void span(int r, int track, const char* name, double t0, double t1) {
+  // A lane-0 message inside the strategy's sync span: "<strategy> sync: <message>" (gradients or
+  // waits), "<strategy> outer sync: <message>" (an after_update that averages parameters).
+  std::string sync_message_name(const TraceEvent& e, int span_kind) const {
+    const bool outer = span_kind == static_cast<int>(SpanKind::outer_sync);
+    if (opts_.strategy.empty() || (!outer && span_kind != static_cast<int>(SpanKind::sync))) return message_name(e);
+    return opts_.strategy + (outer ? " outer sync: " : " sync: ") + message_name(e);
+  }
+
+  void span(int r, int track, const std::string& name, double t0, double t1) {
     if (!opts_.timeline || t1 <= t0) return;
     // Consecutive pieces of one activity (compute split by an instant event) make one span.
     for (auto it = timeline_.rbegin(); it != timeline_.rend() && it - timeline_.rbegin() < 4; ++it)
@@ -361,7 +369,7 @@ class Engine {
       const double t0 = sg4::Engine::get_clock();
       if (message(r, 0, e)) {
         k.out.exposed_s += sg4::Engine::get_clock() - t0;
-        span(r, 1, message_name(e), t0, sg4::Engine::get_clock());
+        span(r, 1, sync_message_name(e, span_kind), t0, sg4::Engine::get_clock());
         continue;
       }
       switch (e.kind) {

@@ -45,6 +45,9 @@ struct ReplayOptions {
   double modeled_step_s = 0;   // modeled forward/backward time of one step
   double scale = 1;            // --as-params: message bytes and compute times this factor
   bool timeline = false;       // keep the spans for a timeline (sim/timeline.h)
+  // The run's sync.strategy: a timeline names the messages of its syncs after it ("diloco outer
+  // sync: sendrecv"); empty: the messages' own names.
+  std::string strategy;
 };
 
 // One span of the replay's timeline: track 0 compute, track 1 communication.

@@ -165,7 +165,7 @@ void Session::updated(StepState& s, double optimizer_s) {
   loop_.compute_s += charge_compute(after_reduce_s_ + optimizer_s, /*backward=*/false);
   Stopwatch t;
   {
-    TraceSpan span(tracer_.get(), SpanKind::sync);
+    TraceSpan span(tracer_.get(), sync_->averages_params(s.step) ? SpanKind::outer_sync : SpanKind::sync);
     sync_->after_update(s.step);
   }
   loop_.exposed_comm_s += t.seconds();

@@ -133,6 +133,7 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   ro.modeled_step_s = flops * static_cast<double>(examples) / (r.network.device_tflops * 1e12 * r.network.mfu);
   ro.scale = opts.as_params > 0 ? static_cast<double>(opts.as_params) / static_cast<double>(parameters) : 1.0;
   ro.timeline = true;
+  if (r.sync.phases.phases.empty()) ro.strategy = r.sync.strategy.value;  // phases: the messages' own names
 
   Simulation s;
   s.replay = replay(trace, net, ro);

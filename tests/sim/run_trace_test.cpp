@@ -182,6 +182,36 @@ TEST(RunTrace, OverlapIsCreditedAsTheRunDidIt) {
   EXPECT_LT(hidden.time_s, serial.time_s);
 }
 
+// The timeline names the strategy's syncs: DiLoCo's parameter averaging as "diloco outer sync: ..."
+// in exactly the sync steps' after_update, and gradient all-reduce as "allreduce sync: ...".
+TEST(RunTrace, TheTimelineNamesTheStrategysSyncs) {
+  TempDir dir;
+  std::map<std::string, int> names[2];
+  for (const bool diloco : {true, false}) {
+    Recipe r = traced_recipe(2);
+    r.network.groups = 2;
+    r.sync.overlap = false;  // the gradients' reduction on lane 0, inside the sync span
+    if (diloco) {
+      r.sync.strategy = "diloco";
+      r.sync.diloco.period = 3;
+    }
+    TrainOptions o;
+    o.run_dir = dir.str(diloco ? "diloco" : "allreduce");
+    train(r, data(), o);
+    SimulateOptions so;
+    so.out_dir = o.run_dir + "/sim";
+    for (const TimelineSpan& t : simulate_run(o.run_dir, so).replay.timeline)
+      if (t.rank == 0 && t.track == 1) ++names[diloco ? 0 : 1][t.name.substr(0, t.name.find(':'))];
+  }
+  for (const auto& [name, n] : names[0]) std::printf("diloco: %s x%d\n", name.c_str(), n);
+  for (const auto& [name, n] : names[1]) std::printf("allreduce: %s x%d\n", name.c_str(), n);
+  // 12 steps, H = 3: 4 outer syncs of a 2-rank all-reduce each (one sendrecv per ring step).
+  EXPECT_GE(names[0]["diloco outer sync"], 4);
+  EXPECT_EQ(names[0].count("diloco sync"), 0u);  // no gradient reduction between syncs
+  EXPECT_GE(names[1]["allreduce sync"], 12);
+  EXPECT_EQ(names[1].count("allreduce outer sync"), 0u);
+}
+
 TEST(RunTrace, ATruncatedTraceFileIsAnInputErrorNamingIt) {
   TempDir dir;
   TrainOptions o;
