@@ -60,14 +60,14 @@ void AsyncDiloco::prepare(std::int64_t /*first_step*/) {
   count_ = -1;
 }
 
-bool AsyncDiloco::calibrating(std::int64_t u) const {
-  return opts_.speeds == ReplicaSpeeds::measured && u < opts_.period;
-}
+// Measured speeds start after the first round, which every replica computes whole.
+std::int64_t AsyncDiloco::origin() const { return opts_.speeds == ReplicaSpeeds::measured ? opts_.period : 0; }
+
+bool AsyncDiloco::calibrating(std::int64_t u) const { return u < origin(); }
 
 std::int64_t AsyncDiloco::local_steps(int r, std::int64_t u) const {
   if (u < 0) return 0;
-  // Measured speeds start after the first round, which every replica computes whole.
-  const std::int64_t origin = opts_.speeds == ReplicaSpeeds::measured ? opts_.period : 0;
+  const std::int64_t origin = this->origin();
   if (u + 1 <= origin) return u + 1;
   const auto q = static_cast<std::int64_t>(q_[static_cast<std::size_t>(r)]);
   LC_CHECK(q >= 100, "async_diloco: replica ", r, "'s speed is not known at tick ", u);
@@ -84,14 +84,14 @@ std::int64_t AsyncDiloco::round(int r) const {
 bool AsyncDiloco::arrives(int r, std::int64_t u) const {
   const std::int64_t l = local_steps(r, u);
   if (u < 0 || l == local_steps(r, u - 1)) return false;
-  const std::int64_t origin = opts_.speeds == ReplicaSpeeds::measured ? opts_.period : 0;
+  const std::int64_t origin = this->origin();
   if (l <= origin) return l == origin;  // the timed first round ends
   return (l - origin) % round(r) == 0;
 }
 
 // The arrivals of ticks [0, u): each replica's finished rounds.
 std::int64_t AsyncDiloco::arrivals_before(std::int64_t u) const {
-  const std::int64_t origin = opts_.speeds == ReplicaSpeeds::measured ? opts_.period : 0;
+  const std::int64_t origin = this->origin();
   std::int64_t n = 0;
   for (int r = 0; r < world_; ++r) {
     const std::int64_t l = local_steps(r, u - 1);

@@ -113,6 +113,7 @@ class AsyncDiloco final : public SyncStrategy {
     std::int64_t finished;  // L_r q_r: when its last step finished, in hundredths of a tick
     int rank;
   };
+  std::int64_t origin() const;  // the tick where speeds take effect (measured: after the first round)
   bool calibrating(std::int64_t u) const;
   void calibrate();
   std::int64_t arrivals_before(std::int64_t u) const;
