@@ -40,9 +40,9 @@ void Hierarchical::prepare(std::int64_t first_step) {
     // Async work between leaders (streaming DiLoCo's overlapped syncs) is traced like the
     // world's: its messages are the world communicator's, its operations on this one's queue.
     across_->set_tracer(comm.tracer());
-    // start, not bind: its broadcast among the leaders repeats the world's (kept so that the
-    // goldens' byte counts stand; see issue 13's note).
-    inter_->start(store, *across_, first_step);
+    // bind, not start: the world's broadcast already gave every leader rank 0's parameters; a
+    // second one among the leaders would send them across the uplink again.
+    inter_->bind(store, *across_, first_step);
   }
 }
 
