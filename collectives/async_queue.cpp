@@ -94,9 +94,9 @@ std::shared_ptr<Work> AsyncQueue::submit(std::function<void()> op) {
   return work;
 }
 
-void AsyncQueue::run(Work& work, std::function<void()> op) {
+void AsyncQueue::run(Work& work, std::function<void()> op, OpLabel label) {
   work.reset();
-  enqueue(std::move(op), work, nullptr);
+  enqueue(std::move(op), work, nullptr, label);
 }
 
 void AsyncQueue::reserve(std::size_t ops) {
@@ -104,8 +104,8 @@ void AsyncQueue::reserve(std::size_t ops) {
   ops_.reserve(head_ + ops);
 }
 
-void AsyncQueue::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned) {
-  if (tracer_) work.trace(tracer_, tracer_->issue());
+void AsyncQueue::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned, OpLabel label) {
+  if (tracer_) work.trace(tracer_, tracer_->issue(label));
   {
     std::lock_guard lock(mu_);
     // Items before head_ were run (moved out). A queue that never empties (eager DiLoCo's

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-namespace laconic {
+#include "collectives/trace.h"
 
-class Tracer;
+namespace laconic {
 
 // Completion handle of an async operation.
 class Work {
@@ -56,7 +56,7 @@ class AsyncQueue {
   // Queues `op`; `work` is reset here and finished when op returns or throws, and must outlive
   // that. Allocates nothing once reserve() made room, if op's captures fit std::function's inline
   // storage (two pointers).
-  void run(Work& work, std::function<void()> op);
+  void run(Work& work, std::function<void()> op, OpLabel label = {});
   // The same with a Work of its own, kept alive until finished.
   std::shared_ptr<Work> submit(std::function<void()> op);
   // Room for `ops` queued operations at once.
@@ -67,7 +67,7 @@ class AsyncQueue {
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
-  void enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned);
+  void enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned, OpLabel label = {});
   void loop(const std::function<void()>& on_thread_start);
 
   struct Item {

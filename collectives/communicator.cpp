@@ -35,7 +35,9 @@ void Communicator::set_tracer(Tracer* t) {
   if (async_) async_->set_tracer(t);
 }
 
-void Communicator::run_async(Work& work, std::function<void()> op) { async().run(work, std::move(op)); }
+void Communicator::run_async(Work& work, std::function<void()> op, OpLabel label) {
+  async().run(work, std::move(op), label);
+}
 
 void Communicator::reserve_async(std::size_t ops) { async().reserve(ops); }
 

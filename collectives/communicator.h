@@ -74,7 +74,8 @@ class Communicator : public Transport {
   // nothing once the queue has room (reserve_async), if op's captures fit std::function's inline storage (two
   // pointers): strategies reuse one Work per bucket every step. Collectives called inside op
   // run directly (they do not wait for the queue they are running on).
-  void run_async(Work& work, std::function<void()> op);
+  // `label` names it in the trace's timeline (a strategy's bucket or fragment).
+  void run_async(Work& work, std::function<void()> op, OpLabel label = {});
   // Room for `ops` queued operations at once (starting the communication thread), so that
   // run_async() never grows the queue later, whatever the timing.
   void reserve_async(std::size_t ops);

@@ -100,10 +100,24 @@ void Tracer::step(std::int64_t step) { instant(TraceKind::step, static_cast<std:
 void Tracer::span_begin(SpanKind k) { instant(TraceKind::span_begin, 0, static_cast<std::uint8_t>(k)); }
 void Tracer::span_end(SpanKind k) { instant(TraceKind::span_end, 0, static_cast<std::uint8_t>(k)); }
 
-std::int32_t Tracer::issue() {
+std::int32_t Tracer::issue(OpLabel label) {
   const std::int32_t op = issued_.fetch_add(1, std::memory_order_relaxed);
-  instant(TraceKind::issue, op);
+  TraceEvent e;
+  e.t0 = e.t1 = now();
+  e.kind = TraceKind::issue;
+  e.a = op;
+  e.sub = label.kind;
+  e.b = label.index;
+  record(e);
   return op;
+}
+
+const char* op_label_name(OpLabel::Kind k) {
+  switch (k) {
+    case OpLabel::bucket: return "bucket";
+    case OpLabel::fragment: return "fragment";
+    default: return "";
+  }
 }
 
 void Tracer::begin() { instant(TraceKind::begin, begun_); }

@@ -37,7 +37,7 @@ enum class TraceKind : std::uint8_t {
   recv,        // from peer a, `bytes`
   sendrecv,    // to a `bytes`, from b `bytes2`
   native,      // a native collective: sub = Collective, `bytes` (its buffer), a = root, b = ranks
-  issue,       // lane 0: async operation `a` queued (instant)
+  issue,       // lane 0: async operation `a` queued (instant); sub, b: its OpLabel
   begin,       // lane 1: async operation `a` starts
   end,         // lane 1: it ends
   wait,        // lane 0: waited for operation `a` (from t0 to t1)
@@ -47,6 +47,15 @@ enum class TraceKind : std::uint8_t {
 // sync: the strategy's calls that reduce gradients or wait; outer_sync: an after_update in which it
 // averages parameters (an outer step: DiLoCo's, NoLoCo's, ...), so a timeline names those syncs.
 enum class SpanKind : std::uint8_t { forward_backward, optimizer, sync, outer_sync };
+
+// What an async operation is for, recorded in its issue event (sub = kind, b = index) so that a
+// timeline names it ("allreduce bucket 3", "streaming_diloco fragment 1"); none: unlabelled.
+struct OpLabel {
+  enum Kind : std::uint8_t { none, bucket, fragment };
+  Kind kind = none;
+  std::int32_t index = 0;
+};
+const char* op_label_name(OpLabel::Kind k);  // "", "bucket", "fragment"
 
 struct TraceEvent {
   double t0 = 0, t1 = 0;       // seconds since the tracer's origin
@@ -92,7 +101,7 @@ class Tracer {
   void span_begin(SpanKind k);
   void span_end(SpanKind k);
   // Async operations: issue() returns its number; begin/end on the communication thread.
-  std::int32_t issue();
+  std::int32_t issue(OpLabel label = {});
   void begin();
   void end();
   void wait(std::int32_t op, double t0);

@@ -41,6 +41,12 @@ std::vector<RankTrace> read_run_trace(const std::string& dir) {
   return out;
 }
 
+std::string async_op_name(const TraceEvent& issue, const std::string& strategy) {
+  const auto kind = static_cast<OpLabel::Kind>(issue.sub);
+  if (kind == OpLabel::none) return "async op " + std::to_string(issue.a);
+  return (strategy.empty() ? "" : strategy + " ") + op_label_name(kind) + " " + std::to_string(issue.b);
+}
+
 namespace {
 
 constexpr double kSpeed = 1e9;  // flop/s of an unslowed host: compute of s seconds is s·1e9 flops
@@ -152,6 +158,9 @@ class Engine {
     bool done[2] = {false, false};
     std::size_t at[2] = {0, 0};
     std::vector<double> factor;  // modeled: per step segment, forward/backward scale
+    std::int64_t step = -1;      // lane 0's current step
+    std::vector<std::int64_t> issue_step;  // the step at each async operation's issue
+    std::vector<std::string> issue_op;     // and its name (async_op_name)
     RankReplay out;
   };
 
@@ -260,26 +269,57 @@ class Engine {
     return sums;
   }
 
-  // A lane-0 message inside the strategy's sync span: "<strategy> sync: <message>" (gradients or
-  // waits), "<strategy> outer sync: <message>" (an after_update that averages parameters).
-  std::string sync_message_name(const TraceEvent& e, int span_kind) const {
+  // The operation a lane-0 message inside the strategy's sync span belongs to: "<strategy> sync"
+  // (gradients or waits), "<strategy> outer sync" (an after_update that averages parameters);
+  // empty outside them or without a strategy name. Its span is named "<op>: <message>".
+  std::string sync_op(int span_kind) const {
     const bool outer = span_kind == static_cast<int>(SpanKind::outer_sync);
-    if (opts_.strategy.empty() || (!outer && span_kind != static_cast<int>(SpanKind::sync))) return message_name(e);
-    return opts_.strategy + (outer ? " outer sync: " : " sync: ") + message_name(e);
+    if (opts_.strategy.empty() || (!outer && span_kind != static_cast<int>(SpanKind::sync))) return {};
+    return opts_.strategy + (outer ? " outer sync" : " sync");
   }
 
-  void span(int r, int track, const std::string& name, double t0, double t1) {
-    if (!opts_.timeline || t1 <= t0) return;
-    // Consecutive pieces of one activity (compute split by an instant event) make one span.
+  void span(TimelineSpan s) {
+    if (!opts_.timeline || s.t1 <= s.t0) return;
+    // Consecutive pieces of one activity (compute split by an instant event, a ring's steps) make
+    // one span; their bytes add, and a peer that differs becomes -1 (several).
     for (auto it = timeline_.rbegin(); it != timeline_.rend() && it - timeline_.rbegin() < 4; ++it)
-      if (it->rank == r && it->track == track) {
-        if (it->name == name && std::abs(it->t1 - t0) < 1e-12) {
-          it->t1 = t1;
+      if (it->rank == s.rank && it->track == s.track) {
+        if (it->name == s.name && it->step == s.step && std::abs(it->t1 - s.t0) < 1e-12) {
+          it->t1 = s.t1;
+          it->bytes += s.bytes;
+          if (it->peer != s.peer) it->peer = -1;
+          if (it->tier != s.tier) it->tier = std::max(it->tier, s.tier);
           return;
         }
         break;
       }
-    timeline_.push_back({r, track, name, t0, t1});
+    timeline_.push_back(std::move(s));
+  }
+  void span(int r, int track, const std::string& name, double t0, double t1) {
+    span(TimelineSpan{r, track, name, t0, t1});
+  }
+  // The span of message event e of rank r, which took t0..now, in operation `op` of `step`.
+  void message_span(int r, const TraceEvent& e, const std::string& op, std::int64_t step, double t0) {
+    if (!opts_.timeline) return;
+    TimelineSpan s{r, 1, op.empty() ? message_name(e) : op + ": " + message_name(e), t0, sg4::Engine::get_clock()};
+    s.step = step;
+    s.op = op.empty() ? message_name(e) : op;
+    s.bytes = scaled(e.bytes);
+    if (e.kind == TraceKind::native) {
+      s.bytes = scaled(nominal_sent(e, r));
+    } else {
+      s.peer = e.a;
+      s.tier = tier(r, e.a);
+    }
+    span(std::move(s));
+  }
+  // Bytes rank r sends in native collective e (by the algorithm the replay expands it into).
+  std::uint64_t nominal_sent(const TraceEvent& e, int r) const {
+    std::uint64_t sent = 0;
+    Expansion::run(
+        static_cast<Collective>(e.sub), e.bytes, e.a, n_, r, [&](int, std::uint64_t o, int, std::uint64_t) { sent += o; },
+        [&](int, std::uint64_t b) { sent += b; }, [&](int, std::uint64_t) {});
+    return sent;
   }
 
   // `seconds` of compute of the given span kind (-1: inside an async operation) on rank r.
@@ -369,11 +409,12 @@ class Engine {
       const double t0 = sg4::Engine::get_clock();
       if (message(r, 0, e)) {
         k.out.exposed_s += sg4::Engine::get_clock() - t0;
-        span(r, 1, sync_message_name(e, span_kind), t0, sg4::Engine::get_clock());
+        message_span(r, e, sync_op(span_kind), k.step, t0);
         continue;
       }
       switch (e.kind) {
         case TraceKind::step:
+          k.step = e.a;
           k.out.step_begin.push_back(t0);
           k.out.step_exposed.push_back(k.out.exposed_s);
           k.out.step_inter_sent.push_back(k.out.tiers[1].sent);
@@ -383,6 +424,8 @@ class Engine {
         case TraceKind::span_end: span_kind = -1; break;
         case TraceKind::issue: {
           std::unique_lock lock(*k.mu);
+          k.issue_step.push_back(k.step);
+          k.issue_op.push_back(async_op_name(e, opts_.strategy));
           ++k.issued;
           k.cv->notify_all();
           break;
@@ -424,7 +467,8 @@ class Engine {
         compute(r, e.t0 - prev, -1, 0);
         prev = e.t1;
         const double t0 = sg4::Engine::get_clock();
-        if (message(r, 1, e)) span(r, 1, message_name(e), t0, sg4::Engine::get_clock());
+        const auto o = static_cast<std::size_t>(op);
+        if (message(r, 1, e)) message_span(r, e, k.issue_op[o], k.issue_step[o], t0);
       }
       LC_CHECK(i < ev.size(), "replay: rank ", r, " lane 1 ends inside async operation ", op);
       compute(r, ev[i].t0 - prev, -1, 0);
@@ -465,7 +509,8 @@ std::string serialise(const ReplayResult& r) {
                           {"tiers", {to_json(k.tiers[0]), to_json(k.tiers[1])}}, {"step_begin", k.step_begin}, {"step_exposed", k.step_exposed},
                           {"step_inter_sent", k.step_inter_sent}});
   j["timeline"] = nlohmann::json::array();
-  for (const TimelineSpan& s : r.timeline) j["timeline"].push_back({s.rank, s.track, s.name, s.t0, s.t1});
+  for (const TimelineSpan& s : r.timeline)
+    j["timeline"].push_back({s.rank, s.track, s.name, s.t0, s.t1, s.step, s.bytes, s.peer, s.tier, s.op});
   return j.dump();
 }
 
@@ -488,7 +533,7 @@ ReplayResult deserialise(const std::string& text) {
     x.step_inter_sent = k["step_inter_sent"].get<std::vector<std::uint64_t>>();
     r.ranks.push_back(std::move(x));
   }
-  for (const auto& s : j["timeline"]) r.timeline.push_back({s[0], s[1], s[2], s[3], s[4]});
+  for (const auto& s : j["timeline"]) r.timeline.push_back({s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9]});
   return r;
 }
 

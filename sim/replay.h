@@ -50,12 +50,18 @@ struct ReplayOptions {
   std::string strategy;
 };
 
-// One span of the replay's timeline: track 0 compute, track 1 communication.
+// One span of the replay's timeline: track 0 compute, track 1 communication. A message span also
+// says what crossed which link and why (Perfetto shows them as the event's arguments).
 struct TimelineSpan {
   int rank = 0;
   int track = 0;
   std::string name;
   double t0 = 0, t1 = 0;
+  std::int64_t step = -1;       // the step it belongs to (an async operation: the step that issued it)
+  std::uint64_t bytes = 0;      // message spans: bytes sent (scaled by --as-params)
+  int peer = -1;                // the peer sent to (-1: several, as in a native collective)
+  int tier = -1;                // link tier of that send: 0 inside a group, 1 between groups
+  std::string op;               // the operation: "diloco outer sync", "async op 3", "all_reduce" ...
 };
 
 struct RankReplay {
@@ -75,6 +81,10 @@ struct ReplayResult {
   std::vector<TimelineSpan> timeline;
   std::string engine;               // e.g. "SimGrid 3.32, CM02, shared uplinks"
 };
+
+// The name of the async operation an issue event queued: "<strategy> bucket 3" or "<strategy>
+// fragment 1" by its label (strategy empty: "bucket 3"), else "async op <number>".
+std::string async_op_name(const TraceEvent& issue, const std::string& strategy);
 
 // One rank's two lanes.
 struct RankTrace {

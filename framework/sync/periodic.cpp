@@ -293,7 +293,7 @@ void PeriodicAveraging::eager_sync(Fragment& f) {
   k.axpy(step_delta.data(), -inv_m, own.data(), f.size);                       // - d_m^(t-1) / M
   copy_bytes(own.data(), dev, sent.data(), dev, bytes);
   f.queued = true;  // G^t = mean_m d_m^t, ready by the next sync
-  comm().run_async(f.work, [this, &f] { reduce(f); });
+  comm().run_async(f.work, [this, &f] { reduce(f); }, OpLabel{OpLabel::fragment, f.index});
   outer_update(f, false);
 }
 
@@ -310,7 +310,7 @@ void PeriodicAveraging::launch(Fragment& f, std::int64_t step) {
   if (opts_.overlap_steps == 0 || step < 0) return reduce(f);
   f.in_flight = step;
   f.queued = true;
-  comm().run_async(f.work, [this, &f] { reduce(f); });
+  comm().run_async(f.work, [this, &f] { reduce(f); }, OpLabel{OpLabel::fragment, f.index});
 }
 
 void PeriodicAveraging::reduce(Fragment& f) {

@@ -103,7 +103,8 @@ void DataParallel::launch(std::int64_t step) {
     reduce_bucket(i);
     return;
   }
-  comm().run_async(*work_[i], [this, i] { reduce_bucket(i); });  // two words: no allocation
+  comm().run_async(*work_[i], [this, i] { reduce_bucket(i); },  // two words: no allocation
+                   OpLabel{OpLabel::bucket, static_cast<std::int32_t>(i)});
 }
 
 void DataParallel::wait_launched() {

@@ -180,6 +180,15 @@ TEST(RunTrace, OverlapIsCreditedAsTheRunDidIt) {
   EXPECT_NEAR(hidden.time_s, compute + hidden.exposed_s, 0.02 * hidden.time_s);
   EXPECT_LT(hidden.exposed_s, 0.9 * serial.exposed_s);
   EXPECT_LT(hidden.time_s, serial.time_s);
+  // The overlapped buckets' messages name the bucket they reduce and the step that issued it.
+  std::set<std::string> buckets;
+  for (const TimelineSpan& c : hidden.replay.timeline)
+    if (c.rank == 0 && c.op.rfind("allreduce bucket ", 0) == 0) {
+      buckets.insert(c.op);
+      EXPECT_GE(c.step, 0) << c.name;
+      EXPECT_GT(c.bytes, 0u) << c.name;
+    }
+  EXPECT_GE(buckets.size(), 2u) << "the ~1 KB buckets of a 2-layer MLP";
 }
 
 // The timeline names the strategy's syncs: DiLoCo's parameter averaging as "diloco outer sync: ..."
@@ -200,8 +209,22 @@ TEST(RunTrace, TheTimelineNamesTheStrategysSyncs) {
     train(r, data(), o);
     SimulateOptions so;
     so.out_dir = o.run_dir + "/sim";
-    for (const TimelineSpan& t : simulate_run(o.run_dir, so).replay.timeline)
+    const Simulation sim = simulate_run(o.run_dir, so);
+    std::uint64_t timeline_bytes = 0;
+    for (const TimelineSpan& t : sim.replay.timeline) {
       if (t.rank == 0 && t.track == 1) ++names[diloco ? 0 : 1][t.name.substr(0, t.name.find(':'))];
+      if (t.rank != 0 || t.op.empty()) continue;
+      timeline_bytes += t.bytes;
+      // Each message says what crossed which link for which operation: two ranks in two groups,
+      // so rank 0's every message goes to rank 1 across the uplink.
+      EXPECT_EQ(t.peer, 1) << t.name;
+      EXPECT_EQ(t.tier, 1) << t.name;
+      // Step -1: before the first step (the start broadcast).
+      if (t.step < 0) EXPECT_LE(t.t1, sim.replay.ranks[0].step_begin.at(0)) << t.name;
+      if (diloco && t.op == "diloco outer sync") EXPECT_EQ(t.step % 3, 2) << "an outer sync at step " << t.step;
+    }
+    // The spans' bytes are the replay's own count of what rank 0 sent.
+    EXPECT_EQ(timeline_bytes, sim.replay.ranks[0].tiers[0].sent + sim.replay.ranks[0].tiers[1].sent);
   }
   for (const auto& [name, n] : names[0]) std::printf("diloco: %s x%d\n", name.c_str(), n);
   for (const auto& [name, n] : names[1]) std::printf("allreduce: %s x%d\n", name.c_str(), n);
@@ -210,6 +233,30 @@ TEST(RunTrace, TheTimelineNamesTheStrategysSyncs) {
   EXPECT_EQ(names[0].count("diloco sync"), 0u);  // no gradient reduction between syncs
   EXPECT_GE(names[1]["allreduce sync"], 12);
   EXPECT_EQ(names[1].count("allreduce outer sync"), 0u);
+}
+
+// The start broadcast of rank 0's parameters crosses the uplink once per other datacenter: the
+// group leaders of a hierarchical strategy do not repeat it among themselves (they did: issue 31's
+// 10.4 of DiLoCo's 26 GB between datacenters in a 1.3e9-parameter projection).
+TEST(RunTrace, TheStartBroadcastCrossesTheUplinkOncePerDatacenter) {
+  TempDir dir;
+  for (const int groups : {2, 4}) {
+    Recipe r = traced_recipe(8);
+    r.network.groups = groups;
+    r.sync.strategy = "diloco";
+    r.sync.diloco.period = 4;
+    r.sync.intra = IntraKind::allreduce;
+    TrainOptions o;
+    o.run_dir = dir.str(groups == 2 ? "g2" : "g4");
+    const TrainSummary t = train(r, data(), o);
+    SimulateOptions so;
+    so.out_dir = o.run_dir + "/sim";
+    const Simulation sim = simulate_run(o.run_dir, so);
+    std::uint64_t start = 0;  // every rank's inter-tier bytes sent before its first step
+    for (const RankReplay& k : sim.replay.ranks) start += k.step_inter_sent.at(0);
+    const std::uint64_t params = t.final_params.size() * sizeof(float);
+    EXPECT_EQ(start, params * static_cast<std::uint64_t>(groups - 1)) << groups << " datacenters";
+  }
 }
 
 TEST(RunTrace, ATruncatedTraceFileIsAnInputErrorNamingIt) {
