@@ -296,12 +296,12 @@ class Engine {
     timeline_.push_back(std::move(s));
   }
   void span(int r, int track, const std::string& name, double t0, double t1) {
-    span(TimelineSpan{r, track, name, t0, t1});
+    span(TimelineSpan{.rank = r, .track = track, .name = name, .t0 = t0, .t1 = t1, .op = {}});
   }
   // The span of message event e of rank r, which took t0..now, in operation `op` of `step`.
   void message_span(int r, const TraceEvent& e, const std::string& op, std::int64_t step, double t0) {
     if (!opts_.timeline) return;
-    TimelineSpan s{r, 1, op.empty() ? message_name(e) : op + ": " + message_name(e), t0, sg4::Engine::get_clock()};
+    TimelineSpan s{.rank = r, .track = 1, .name = op.empty() ? message_name(e) : op + ": " + message_name(e), .t0 = t0, .t1 = sg4::Engine::get_clock(), .op = {}};
     s.step = step;
     s.op = op.empty() ? message_name(e) : op;
     s.bytes = scaled(e.bytes);
@@ -350,8 +350,18 @@ class Engine {
   void count_recv(int r, int from, std::uint64_t bytes) {
     ranks_[static_cast<std::size_t>(r)].out.tiers[tier(from, r)].recv += bytes;
   }
+  // A message above the eager limit waits for the rendezvous's round trips of its route first.
+  void handshake(int r, int to, std::uint64_t bytes) const {
+    const MessageProtocol& m = net_.protocol;
+    if (m.rendezvous_round_trips <= 0 || bytes <= m.eager_limit_bytes) return;
+    std::vector<sg4::Link*> links;
+    double one_way = 0;
+    hosts_[static_cast<std::size_t>(r)]->route_to(hosts_[static_cast<std::size_t>(to)], links, &one_way);
+    sg4::this_actor::sleep_for(m.rendezvous_round_trips * 2 * one_way);
+  }
   void send(int r, int l, int to, std::uint64_t bytes) {
     bytes = scaled(bytes);
+    handshake(r, to, bytes);
     boxes_[index(l, r, to)]->put(&token, bytes);
     count_send(r, to, bytes);
   }
@@ -364,8 +374,9 @@ class Engine {
     out = scaled(out);
     in = scaled(in);
     int* got = nullptr;
-    sg4::CommPtr s = boxes_[index(l, r, to)]->put_async(&token, out);
     sg4::CommPtr g = boxes_[index(l, from, r)]->get_async<int>(&got);
+    handshake(r, to, out);
+    sg4::CommPtr s = boxes_[index(l, r, to)]->put_async(&token, out);
     g->wait();
     s->wait();
     count_send(r, to, out);

@@ -19,7 +19,10 @@
 //
 // Network model: SimGrid's CM02 with no latency or bandwidth factors, no cross traffic and no TCP
 // window bound, so a lone message of S bytes on one link takes exactly latency + S / bandwidth
-// (the alpha-beta closed form the old clock used) and what differs is sharing and overlap.
+// (the alpha-beta closed form the old clock used) and what differs is sharing and overlap. An MPI
+// library's rendezvous protocol can be described (ReplayNetwork::protocol): a message above the
+// eager limit first waits that many round trips of its route (request to send, clear to send),
+// then flows; below it, it flows when sent.
 // docs/simulation.md says why (LV08's factors were fit to wide-area TCP flows; the real-link
 // test checks the choice).
 #pragma once
@@ -34,7 +37,14 @@
 
 namespace laconic {
 
+// How a message library starts a message: eagerly, or after a rendezvous handshake.
+struct MessageProtocol {
+  std::uint64_t eager_limit_bytes = 0;  // messages of more bytes use the rendezvous
+  double rendezvous_round_trips = 0;    // round trips of the route before such a message flows (0: eager)
+};
+
 struct ReplayNetwork {
+  MessageProtocol protocol;
   Topology topo;                       // groups, links, slowdowns (ignored with a platform file)
   InterLink inter_link = InterLink::shared;
   std::string platform_file;           // a SimGrid platform (XML); its first N hosts are the ranks

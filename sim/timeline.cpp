@@ -8,7 +8,7 @@ namespace {
 
 // A recorded message's span: bytes it sent, its peer and link tier as the trace has them.
 TimelineSpan message_span(int rank, const TraceEvent& e, const char* name, std::int64_t step, std::string op) {
-  TimelineSpan s{rank, 1, op.empty() ? name : op + ": " + name, e.t0, e.t1};
+  TimelineSpan s{.rank = rank, .track = 1, .name = op.empty() ? name : op + ": " + name, .t0 = e.t0, .t1 = e.t1, .op = {}};
   s.step = step;
   s.op = op.empty() ? name : std::move(op);
   s.bytes = e.bytes;
@@ -36,8 +36,8 @@ std::vector<TimelineSpan> measured_timeline(const std::vector<RankTrace>& trace)
         issue_op.push_back(async_op_name(e, {}));
       }
       if (e.kind == TraceKind::span_begin) begun = e.t0;
-      if (e.kind == TraceKind::span_end) out.push_back({rank, 0, span_name(static_cast<SpanKind>(e.sub)), begun, e.t0, step});
-      if (e.kind == TraceKind::wait && e.t1 > e.t0) out.push_back({rank, 0, "wait", e.t0, e.t1, step});
+      if (e.kind == TraceKind::span_end) out.push_back({.rank = rank, .track = 0, .name = span_name(static_cast<SpanKind>(e.sub)), .t0 = begun, .t1 = e.t0, .step = step, .op = {}});
+      if (e.kind == TraceKind::wait && e.t1 > e.t0) out.push_back({.rank = rank, .track = 0, .name = "wait", .t0 = e.t0, .t1 = e.t1, .step = step, .op = {}});
       if (const char* m = message_name(e)) out.push_back(message_span(rank, e, m, step, {}));
     }
     std::int64_t op_step = -1;
@@ -49,7 +49,7 @@ std::vector<TimelineSpan> measured_timeline(const std::vector<RankTrace>& trace)
         op = o < issue_op.size() ? issue_op[o] : "async op " + std::to_string(e.a);
         op_step = o < issue_step.size() ? issue_step[o] : -1;
       }
-      if (e.kind == TraceKind::end) out.push_back({rank, 1, op, begun, e.t1, op_step});
+      if (e.kind == TraceKind::end) out.push_back({.rank = rank, .track = 1, .name = op, .t0 = begun, .t1 = e.t1, .step = op_step, .op = {}});
       if (const char* m = message_name(e)) out.push_back(message_span(rank, e, m, op_step, op));
     }
   }

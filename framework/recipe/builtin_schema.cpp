@@ -191,7 +191,9 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
       .add<&NetworkConfig::device_tflops>("device_tflops", above(0))
       .add<&NetworkConfig::mfu>("mfu", half_open(0, 1))
       .add<&NetworkConfig::inter_link>("inter_link")
-      .add<&NetworkConfig::platform>("platform");
+      .add<&NetworkConfig::platform>("platform")
+      .add<&NetworkConfig::eager_limit_kib>("eager_limit_kib", at_least(0))
+      .add<&NetworkConfig::rendezvous_round_trips>("rendezvous_round_trips", closed(0, 100));
   SectionBuilder<&Recipe::checkpoint>{"checkpoint", f}
       .add<&CheckpointConfig::every>("every", at_least(0))
       .add<&CheckpointConfig::keep_latest>("keep_latest", at_least(1))

@@ -290,6 +290,10 @@ struct NetworkConfig {
   double mfu = 0.4;                      // modeled: fraction of peak the model step achieves
   InterLink inter_link = InterLink::shared;  // replay: one uplink per group, or a link per rank pair
   FilePath platform;                     // replay: a SimGrid platform file instead (its first N hosts)
+  // replay: the message library's rendezvous (sim/replay.h MessageProtocol): a message above
+  // eager_limit_kib waits rendezvous_round_trips round trips of its route before it flows; 0: eager.
+  double eager_limit_kib = 64;           // OpenMPI's TCP transport's default eager limit
+  double rendezvous_round_trips = 0;
   bool operator==(const NetworkConfig&) const = default;
 };
 

@@ -56,6 +56,8 @@ std::string describe(const NetworkConfig& n) {
      << format_bandwidth(n.inter_bandwidth.bytes_per_s) << " / " << format_duration(n.inter_latency.seconds)
      << " between (" << (n.inter_link == InterLink::shared ? "one shared uplink per group" : "a link per rank pair")
      << "), compute " << name_of(n.compute);
+  if (n.rendezvous_round_trips > 0)
+    os << ", rendezvous of " << n.rendezvous_round_trips << " round trips above " << n.eager_limit_kib << " KiB";
   return os.str();
 }
 
@@ -128,6 +130,8 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   net.topo = make_topology(r);
   net.inter_link = r.network.inter_link;
   net.platform_file = r.network.platform.path;
+  net.protocol.eager_limit_bytes = static_cast<std::uint64_t>(r.network.eager_limit_kib * 1024);
+  net.protocol.rendezvous_round_trips = r.network.rendezvous_round_trips;
   ReplayOptions ro;
   ro.modeled = r.network.compute == ComputeKind::modeled;
   ro.modeled_step_s = flops * static_cast<double>(examples) / (r.network.device_tflops * 1e12 * r.network.mfu);

@@ -76,6 +76,29 @@ TEST(Replay, OneMessageTakesLatencyPlusBytesOverBandwidth) {
   EXPECT_EQ(across.ranks[0].tiers[0].sent, 0u);
 }
 
+// With a rendezvous protocol, a message above the eager limit first waits its round trips (two
+// route latencies each); one at or below the limit flows when sent. A ring all-reduce pays it on
+// every one of its 2(p-1) steps.
+TEST(Replay, ARendezvousDelaysMessagesAboveTheEagerLimitByItsRoundTrips) {
+  constexpr std::uint64_t S = 1'000'000;
+  auto t = empty_trace(2);
+  lane(t, 0, 0).push_back(ev(TraceKind::send, 0, 0, 1, S));
+  lane(t, 1, 0).push_back(ev(TraceKind::recv, 0, 0, 0, S));
+  ReplayNetwork net = network(2, 2);
+  net.protocol = {.eager_limit_bytes = S, .rendezvous_round_trips = 2};
+  EXPECT_NEAR(replay(t, net, {}).time_s, kWanLat + S / kWanBw, 1e-9);  // at the limit: eager
+  net.protocol.eager_limit_bytes = S - 1;
+  EXPECT_NEAR(replay(t, net, {}).time_s, 2 * 2 * kWanLat + kWanLat + S / kWanBw, 1e-9);
+
+  constexpr int p = 4;
+  auto ring = empty_trace(p);
+  for (int r = 0; r < p; ++r) lane(ring, r, 0).push_back(native(Collective::all_reduce, 0, 8 * S, p));
+  ReplayNetwork one_group = network(p, 1);
+  one_group.protocol = {.eager_limit_bytes = 65536, .rendezvous_round_trips = 1.5};
+  const double want = 2.0 * (p - 1) * (1.5 * 2 * kLat + kLat + 8.0 * S / p / kBw);
+  EXPECT_NEAR(replay(ring, one_group, {}).time_s, want, want * 1e-9);
+}
+
 // Ranks 0, 1 in one group each send S to ranks 2, 3 in the other: through one shared uplink they
 // take twice as long as one flow; with a private link per pair (the old clock's model), as one.
 TEST(Replay, TwoFlowsThroughOneUplinkShareItsBandwidth) {

@@ -220,8 +220,12 @@ TEST(RunTrace, TheTimelineNamesTheStrategysSyncs) {
       EXPECT_EQ(t.peer, 1) << t.name;
       EXPECT_EQ(t.tier, 1) << t.name;
       // Step -1: before the first step (the start broadcast).
-      if (t.step < 0) EXPECT_LE(t.t1, sim.replay.ranks[0].step_begin.at(0)) << t.name;
-      if (diloco && t.op == "diloco outer sync") EXPECT_EQ(t.step % 3, 2) << "an outer sync at step " << t.step;
+      if (t.step < 0) {
+        EXPECT_LE(t.t1, sim.replay.ranks[0].step_begin.at(0)) << t.name;
+      }
+      if (diloco && t.op == "diloco outer sync") {
+        EXPECT_EQ(t.step % 3, 2) << "an outer sync at step " << t.step;
+      }
     }
     // The spans' bytes are the replay's own count of what rank 0 sent.
     EXPECT_EQ(timeline_bytes, sim.replay.ranks[0].tiers[0].sent + sim.replay.ranks[0].tiers[1].sent);
