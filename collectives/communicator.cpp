@@ -160,6 +160,7 @@ void Communicator::do_collective(const CollectiveCall& call) {
                                                                                           : call.data.bytes();
   e.a = call.root;
   e.b = size();
+  e.plane = trace_plane();
   t->record(e);
 }
 

@@ -60,7 +60,7 @@ void Tracer::open(int lane) {
   LC_CHECK(l.fd >= 0, "trace: cannot create ", path, ": ", std::strerror(errno));
   TraceFileHeader h{};
   std::memcpy(h.magic, kTraceMagic, sizeof h.magic);
-  h.version = 1;
+  h.version = 2;
   h.rank = rank_;
   h.size = size_;
   h.lane = lane;
@@ -124,7 +124,7 @@ void Tracer::begin() { instant(TraceKind::begin, begun_); }
 void Tracer::end() { instant(TraceKind::end, begun_++); }
 
 void Tracer::message(TraceKind kind, double t0, std::int32_t to, std::uint64_t bytes, int tier, std::int32_t from,
-                     std::uint64_t bytes2, int tier2) {
+                     std::uint64_t bytes2, int tier2, std::uint8_t plane) {
   TraceEvent e;
   e.t0 = t0;
   e.t1 = now();
@@ -135,6 +135,7 @@ void Tracer::message(TraceKind kind, double t0, std::int32_t to, std::uint64_t b
   e.b = from;
   e.bytes2 = bytes2;
   e.tier2 = static_cast<std::uint8_t>(tier2);
+  e.plane = plane;
   record(e);
 }
 
@@ -168,7 +169,7 @@ TraceLane read_trace_lane(const std::string& path) {
   if (in.size() >= sizeof h) in.read_at(0, &h, sizeof h);
   if (in.size() < sizeof h || std::memcmp(h.magic, kTraceMagic, sizeof h.magic) != 0)
     LC_INPUT_ERROR(path, ": not a Laconic trace file (expected the magic LCTRACE1)");
-  if (h.version != 1) LC_INPUT_ERROR(path, ": trace version ", h.version, ", expected 1");
+  if (h.version != 1 && h.version != 2) LC_INPUT_ERROR(path, ": trace version ", h.version, ", expected 1 or 2");
   const std::uint64_t body = in.size() - sizeof h;
   if (body % sizeof(TraceEvent) != 0 || body / sizeof(TraceEvent) != h.events || (h.events == 0 && body != 0))
     LC_INPUT_ERROR(path, ": truncated or unfinished trace (header says ", h.events, " events, the file holds ",
@@ -179,6 +180,8 @@ TraceLane read_trace_lane(const std::string& path) {
   t.lane = h.lane;
   t.events.resize(h.events);
   in.read_at(sizeof h, t.events.data(), body);
+  if (h.version == 1)
+    for (TraceEvent& e : t.events) e.plane = 0;  // version 1 left it as padding
   return t;
 }
 

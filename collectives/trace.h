@@ -66,13 +66,16 @@ struct TraceEvent {
   std::uint8_t sub = 0;
   std::uint8_t tier = 0;       // link tier of a message (of `a` for sendrecv's send, `b` for its receive in tier2)
   std::uint8_t tier2 = 0;
+  // Messages: 0 the training's traffic; 1 the control plane's (the stop agreement, metrics,
+  // replica checks), which the replay times but does not count as training bytes. Version 2.
+  std::uint8_t plane = 0;
 };
 static_assert(sizeof(TraceEvent) == 48);
 
 inline constexpr char kTraceMagic[8] = {'L', 'C', 'T', 'R', 'A', 'C', 'E', '1'};
 struct TraceFileHeader {
   char magic[8];
-  std::uint32_t version;  // 1
+  std::uint32_t version;  // 2 (1: no TraceEvent::plane, read as the training's)
   std::int32_t rank;
   std::int32_t size;
   std::int32_t lane;
@@ -108,7 +111,7 @@ class Tracer {
   // A message event that began at t0 and ends now: to `to` (send, sendrecv's send; recv: from
   // it), `bytes`, on link tier `tier`; sendrecv's receive from `from`, `bytes2`, `tier2`.
   void message(TraceKind kind, double t0, std::int32_t to, std::uint64_t bytes, int tier, std::int32_t from = 0,
-               std::uint64_t bytes2 = 0, int tier2 = 0);
+               std::uint64_t bytes2 = 0, int tier2 = 0, std::uint8_t plane = 0);
   // The last operation issued (-1: none), and the last one lane 0 has waited for (so far): a
   // wait on everything queued is needed in the trace only when the first is beyond the second.
   std::int32_t last_issued() const { return issued_.load(std::memory_order_relaxed) - 1; }

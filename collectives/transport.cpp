@@ -54,7 +54,7 @@ void Transport::send(const void* data, std::size_t bytes, int peer) {
   const double t0 = t ? t->now() : 0;
   do_send(data, bytes, peer);
   count_sent(peer, bytes, 1);
-  if (t) t->message(TraceKind::send, t0, peer, bytes, tier_to(peer));
+  if (t) t->message(TraceKind::send, t0, peer, bytes, tier_to(peer), 0, 0, 0, trace_plane_);
 }
 
 void Transport::recv(void* data, std::size_t bytes, int peer) {
@@ -64,7 +64,7 @@ void Transport::recv(void* data, std::size_t bytes, int peer) {
   const double t0 = t ? t->now() : 0;
   do_recv(data, bytes, peer);
   count_recv(peer, bytes);
-  if (t) t->message(TraceKind::recv, t0, peer, bytes, tier_to(peer));
+  if (t) t->message(TraceKind::recv, t0, peer, bytes, tier_to(peer), 0, 0, 0, trace_plane_);
 }
 
 void Transport::sendrecv(const void* send_data, std::size_t send_bytes, int to, void* recv_data,
@@ -77,7 +77,7 @@ void Transport::sendrecv(const void* send_data, std::size_t send_bytes, int to, 
   do_sendrecv(send_data, send_bytes, to, recv_data, recv_bytes, from);
   count_sent(to, send_bytes, 1);
   count_recv(from, recv_bytes);
-  if (t) t->message(TraceKind::sendrecv, t0, to, send_bytes, tier_to(to), from, recv_bytes, tier_to(from));
+  if (t) t->message(TraceKind::sendrecv, t0, to, send_bytes, tier_to(to), from, recv_bytes, tier_to(from), trace_plane_);
 }
 
 ByteCounters total_bytes(std::initializer_list<const Transport*> transports) {

@@ -71,6 +71,9 @@ class Transport {
   // Records every message of this transport in `tracer` (collectives/trace.h; null: none). A
   // wrapper showing its inner's ledger records no messages: its inner does.
   virtual void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // Its messages are the control plane's (TraceEvent::plane 1): traced, not training traffic.
+  void trace_as_control() { trace_plane_ = 1; }
+  std::uint8_t trace_plane() const { return trace_plane_; }
   Tracer* tracer() const { return tracer_; }
 
   // Whether `other` shows this transport's ledger (a wrapper built with ShowInner, or itself).
@@ -119,6 +122,7 @@ class Transport {
   std::shared_ptr<Ledger> ledger_;
   bool counts_ = true;  // false for a wrapper showing its inner's ledger
   bool forwards_ = false;
+  std::uint8_t trace_plane_ = 0;
   Tracer* tracer_ = nullptr;
 };
 

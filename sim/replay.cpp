@@ -60,19 +60,37 @@ std::string named(const char* prefix, I... numbers) {
   return s;
 }
 
-// The messages of a native collective on rank r of p, as our algorithms send them.
+// The messages of a native collective on rank r of p, as our algorithms send them; a small
+// all-reduce or all-gather on a power-of-two world as recursive doubling (lg p exchanges), as MPI
+// libraries run latency-bound collectives (the control plane's agreements and metrics), not as a
+// ring's 2(p - 1) or p - 1 latency-bound steps.
 struct Expansion {
+  static constexpr std::uint64_t kSmall = 8192;  // bytes: at most this, recursive doubling
   template <class SendRecv, class Send, class Recv>
   static void run(Collective c, std::uint64_t bytes, int root, int p, int r, SendRecv sendrecv, Send send, Recv recv) {
     if (p <= 1) return;
     const std::uint64_t chunk = bytes / static_cast<std::uint64_t>(p);
     const int next = (r + 1) % p, prev = (r + p - 1) % p;
+    const bool doubling = bytes <= kSmall && (p & (p - 1)) == 0;
     switch (c) {
       case Collective::all_reduce:
+        if (bytes <= kSmall) {  // a reduce to rank 0 and its broadcast: 2 lg p latency-bound rounds
+          const auto from = [&](int u) { recv(u, bytes); };
+          const auto to = [&](int u) { send(u, bytes); };
+          TreeReduce::schedule(p, r, from, to);
+          BroadcastTree::schedule(p, r, from, to);
+          return;
+        }
         for (int s = 0; s < 2 * (p - 1); ++s) sendrecv(next, chunk, prev, chunk);
         return;
-      case Collective::reduce_scatter:
       case Collective::all_gather:
+        if (doubling) {
+          for (std::uint64_t k = 1, have = chunk; k < static_cast<std::uint64_t>(p); k <<= 1, have <<= 1)
+            sendrecv(r ^ static_cast<int>(k), have, r ^ static_cast<int>(k), have);
+          return;
+        }
+        [[fallthrough]];
+      case Collective::reduce_scatter:
         for (int s = 0; s < p - 1; ++s) sendrecv(next, chunk, prev, chunk);
         return;
       case Collective::all_to_all:
@@ -342,12 +360,15 @@ class Engine {
   std::uint64_t scaled(std::uint64_t bytes) const {
     return opts_.scale == 1 ? bytes : static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes) * opts_.scale));
   }
-  void count_send(int r, int to, std::uint64_t bytes) {
+  // The control plane's messages (TraceEvent::plane 1) take time but are not training bytes.
+  void count_send(int r, int to, std::uint64_t bytes, bool counted) {
+    if (!counted) return;
     ByteCounters& c = ranks_[static_cast<std::size_t>(r)].out.tiers[tier(r, to)];
     c.sent += bytes;
     ++c.messages_sent;
   }
-  void count_recv(int r, int from, std::uint64_t bytes) {
+  void count_recv(int r, int from, std::uint64_t bytes, bool counted) {
+    if (!counted) return;
     ranks_[static_cast<std::size_t>(r)].out.tiers[tier(from, r)].recv += bytes;
   }
   // A message above the eager limit waits for the rendezvous's round trips of its route first.
@@ -359,18 +380,18 @@ class Engine {
     hosts_[static_cast<std::size_t>(r)]->route_to(hosts_[static_cast<std::size_t>(to)], links, &one_way);
     sg4::this_actor::sleep_for(m.rendezvous_round_trips * 2 * one_way);
   }
-  void send(int r, int l, int to, std::uint64_t bytes) {
+  void send(int r, int l, int to, std::uint64_t bytes, bool counted) {
     bytes = scaled(bytes);
     handshake(r, to, bytes);
     boxes_[index(l, r, to)]->put(&token, bytes);
-    count_send(r, to, bytes);
+    count_send(r, to, bytes, counted);
   }
-  void recv(int r, int l, int from, std::uint64_t bytes) {
+  void recv(int r, int l, int from, std::uint64_t bytes, bool counted) {
     bytes = scaled(bytes);
     boxes_[index(l, from, r)]->get<int>();
-    count_recv(r, from, bytes);
+    count_recv(r, from, bytes, counted);
   }
-  void sendrecv(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in) {
+  void sendrecv(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in, bool counted) {
     out = scaled(out);
     in = scaled(in);
     int* got = nullptr;
@@ -379,20 +400,22 @@ class Engine {
     sg4::CommPtr s = boxes_[index(l, r, to)]->put_async(&token, out);
     g->wait();
     s->wait();
-    count_send(r, to, out);
-    count_recv(r, from, in);
+    count_send(r, to, out, counted);
+    count_recv(r, from, in, counted);
   }
   // A message event of lane l (send, recv, sendrecv or native); returns false for other kinds.
   bool message(int r, int l, const TraceEvent& e) {
+    const bool counted = e.plane == 0;
     switch (e.kind) {
-      case TraceKind::send: send(r, l, e.a, e.bytes); return true;
-      case TraceKind::recv: recv(r, l, e.a, e.bytes); return true;
-      case TraceKind::sendrecv: sendrecv(r, l, e.a, e.bytes, e.b, e.bytes2); return true;
+      case TraceKind::send: send(r, l, e.a, e.bytes, counted); return true;
+      case TraceKind::recv: recv(r, l, e.a, e.bytes, counted); return true;
+      case TraceKind::sendrecv: sendrecv(r, l, e.a, e.bytes, e.b, e.bytes2, counted); return true;
       case TraceKind::native:
         Expansion::run(
             static_cast<Collective>(e.sub), e.bytes, e.a, n_, r,
-            [&](int to, std::uint64_t o, int from, std::uint64_t i) { sendrecv(r, l, to, o, from, i); },
-            [&](int to, std::uint64_t b) { send(r, l, to, b); }, [&](int from, std::uint64_t b) { recv(r, l, from, b); });
+            [&](int to, std::uint64_t o, int from, std::uint64_t i) { sendrecv(r, l, to, o, from, i, counted); },
+            [&](int to, std::uint64_t b) { send(r, l, to, b, counted); },
+            [&](int from, std::uint64_t b) { recv(r, l, from, b, counted); });
         return true;
       default: return false;
     }
@@ -420,7 +443,7 @@ class Engine {
       const double t0 = sg4::Engine::get_clock();
       if (message(r, 0, e)) {
         k.out.exposed_s += sg4::Engine::get_clock() - t0;
-        message_span(r, e, sync_op(span_kind), k.step, t0);
+        message_span(r, e, e.plane ? "control plane" : sync_op(span_kind), k.step, t0);
         continue;
       }
       switch (e.kind) {

@@ -38,7 +38,7 @@ std::vector<TimelineSpan> measured_timeline(const std::vector<RankTrace>& trace)
       if (e.kind == TraceKind::span_begin) begun = e.t0;
       if (e.kind == TraceKind::span_end) out.push_back({.rank = rank, .track = 0, .name = span_name(static_cast<SpanKind>(e.sub)), .t0 = begun, .t1 = e.t0, .step = step, .op = {}});
       if (e.kind == TraceKind::wait && e.t1 > e.t0) out.push_back({.rank = rank, .track = 0, .name = "wait", .t0 = e.t0, .t1 = e.t1, .step = step, .op = {}});
-      if (const char* m = message_name(e)) out.push_back(message_span(rank, e, m, step, {}));
+      if (const char* m = message_name(e)) out.push_back(message_span(rank, e, m, step, e.plane ? "control plane" : ""));
     }
     std::int64_t op_step = -1;
     std::string op;

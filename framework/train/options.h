@@ -40,10 +40,13 @@ struct TrainOptions {
   // The run's evaluation when the caller computes it (laconic.torch's eval_fn), on rank 0 at
   // train.eval_every and after the last step; unset: the data's eval split, if any.
   std::function<EvalResult()> evaluate;
-  // SIGTERM, SIGINT and SIGUSR1 stop the run cleanly after the current step, with a checkpoint
-  // (framework/train/stop.h; the signal handlers are installed for the run's duration). The
-  // trainer's command line sets it; a library caller decides.
+  // SIGTERM, SIGINT and SIGUSR1 stop the run cleanly at the ranks' next agreed step, with a
+  // checkpoint (framework/train/stop.h; the signal handlers are installed for the run's duration).
+  // The trainer's command line sets it; a library caller decides.
   bool stop_on_signals = false;
+  // The ranks agree on stopping after every step instead of StopAgreement's interval (an exact
+  // stop step, at an all-reduce per step).
+  bool agree_every_step = false;
   // Elastic periodic training (framework/elastic, `trainer elastic`): this process is replica
   // `replica` of `replicas` (its shard of the data), meeting the others through the store `store`
   // ("file:DIR" or "redis:HOST:PORT") at every outer sync. replicas = 0: not elastic.

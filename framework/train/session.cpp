@@ -107,6 +107,7 @@ Session::~Session() {
   // A run that failed mid-step: the communicators outlive this rank's tracer.
   comm_.set_tracer(nullptr);
   if (device_comm_) device_comm_->set_tracer(nullptr);
+  control_.set_tracer(nullptr);
 }
 
 std::int64_t Session::start() {
@@ -180,14 +181,22 @@ int Session::agree_to_stop(std::int64_t step) {
   const double limit = r_.train.time_limit.seconds;
   // The last step ends the run anyway (every rank knows which step is last).
   if ((!opts_.stop_on_signals && limit <= 0) || step + 1 == spec_.plan.steps) return 0;
-  std::int32_t why = opts_.stop_on_signals ? SignalStop::received() : 0;
-  if (why == 0 && limit > 0 && comm_.rank() == 0) {
+  if (step < next_agreement_) return 0;  // every rank skips the same steps (StopAgreement)
+  std::int32_t msg[2] = {opts_.stop_on_signals ? SignalStop::received() : 0, 1};  // why, steps to the next
+  if (comm_.rank() == 0) {
     const double elapsed = loop_.wall.seconds();
     const double mean_step = elapsed / static_cast<double>(step + 1 - loop_.first_step);
-    if (elapsed + mean_step >= limit) why = kTimeLimit;
+    if (msg[0] == 0 && limit > 0 && elapsed + mean_step >= limit) msg[0] = kTimeLimit;
+    // Elastic replicas come and go: a newcomer must find the others agreeing every step.
+    if (!elastic_ && !opts_.agree_every_step)
+      msg[1] = static_cast<std::int32_t>(std::min<std::int64_t>(
+          StopAgreement::interval(agreement_s_, mean_step, elapsed, limit), 1 << 30));
   }
-  control_.all_reduce(Buf{&why, 1, DType::i32}, ReduceOp::max);
-  return why;
+  Stopwatch t;
+  control_.all_reduce(Buf{msg, 2, DType::i32}, ReduceOp::max);
+  agreement_s_ = t.seconds();
+  next_agreement_ = step + msg[1];
+  return msg[0];
 }
 
 TrainSummary Session::finish(std::int64_t steps, int why) {
@@ -226,6 +235,10 @@ void Session::start_trace() {
   tracer_ = std::make_unique<Tracer>(spec_.trace_dir, comm_.rank(), comm_.size(), std::chrono::steady_clock::now());
   comm_.set_tracer(tracer_.get());
   if (device_comm_) device_comm_->set_tracer(tracer_.get());
+  // The control plane's messages too (the stop agreement, metrics): on a wide-area link they
+  // take round trips the replay must see; marked, so they are not counted as training bytes.
+  control_.trace_as_control();
+  control_.set_tracer(tracer_.get());
 }
 
 // After the last step: the final mark, the files closed, and rank 0 writes trace/meta.json once
@@ -236,6 +249,7 @@ void Session::finish_trace(std::int64_t end) {
   tracer_->step(end);
   comm_.set_tracer(nullptr);
   if (device_comm_) device_comm_->set_tracer(nullptr);
+  control_.set_tracer(nullptr);
   tracer_->close();
   control_.barrier();
   if (comm_.rank() != 0) return;

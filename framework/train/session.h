@@ -83,7 +83,8 @@ class Session {
   void end_step(std::int64_t step);
   static constexpr int kTimeLimit = 1 << 20;  // beyond every signal number
   // After each step: whether to stop now, agreed by every rank (a signal any rank caught; the
-  // time limit by rank 0's clock, one mean step early). 0: go on; kTimeLimit or the signal.
+  // time limit by rank 0's clock, one mean step early), every step or every few while the
+  // agreement is costly beside a step (StopAgreement). 0: go on; kTimeLimit or the signal.
   int agree_to_stop(std::int64_t step);
   // After `steps` steps (`why`: agree_to_stop's verdict): nothing left in flight, the after_loop
   // hooks, the run's last checkpoint, the trace closed; the summary (rank 0's holds the final
@@ -131,6 +132,8 @@ class Session {
   RunCounters resumed_;   // the totals of the checkpoint resumed from (zero when fresh)
   RunCounters at_start_;  // after a resume: this process's counts when the loop started
   std::uint64_t inter_at_start_ = 0;  // inter-tier bytes sent by start()
+  std::int64_t next_agreement_ = 0;   // the next step after which the ranks agree on stopping
+  double agreement_s_ = 0;            // the last agreement's time on this rank
 };
 
 }  // namespace laconic

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 
@@ -25,7 +27,7 @@ void on_signal(int sig) {
     return;
   }
   const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGUSR1";
-  const char* rest = ": finishing this step, then a checkpoint (signal again to stop at once)\n";
+  const char* rest = ": finishing the ranks' agreed step, then a checkpoint (signal again to stop at once)\n";
   // write() is async-signal-safe; std::cerr is not.
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, "laconic: ", 9);
   n = ::write(STDERR_FILENO, name, std::strlen(name));
@@ -58,6 +60,15 @@ std::string signal_name(int sig) {
     case SIGUSR1: return "SIGUSR1";
     default: return "signal " + std::to_string(sig);
   }
+}
+
+std::int64_t StopAgreement::interval(double agree_s, double step_s, double elapsed_s, double limit_s) {
+  if (!(agree_s > 0) || !(step_s > 0)) return 1;
+  double k = std::ceil(agree_s / (kShare * step_s));
+  k = std::min(k, std::floor(kMaxGapS / step_s));
+  // The next agreement must still see the limit one mean step ahead.
+  if (limit_s > 0) k = std::min(k, std::floor((limit_s - elapsed_s) / step_s) - 1);
+  return k >= 1 ? static_cast<std::int64_t>(std::min(k, 1e9)) : 1;
 }
 
 }  // namespace laconic

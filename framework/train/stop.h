@@ -1,11 +1,12 @@
 // Stopping a run early and cleanly (preemption). While a SignalStop exists, SIGTERM (how
 // schedulers preempt), SIGINT (Ctrl-C) and SIGUSR1 only record the signal: every rank finishes the
-// step it is in, the ranks agree on the step through the control communicator (one 4-byte
-// all-reduce after each step), write a checkpoint of it, and the run ends with summary.json's
+// step it is in, the ranks agree on the step through the control communicator (an 8-byte
+// all-reduce, see StopAgreement), write a checkpoint of it, and the run ends with summary.json's
 // "stopped": "signal". A second signal ends the process at once (the signal's default action).
 // train.time_limit stops the same way on its own, by rank 0's clock, one mean step before the limit.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace laconic {
@@ -21,6 +22,20 @@ class SignalStop {
 
   // The first signal caught since construction (0: none). Async-signal-safe to read.
   static int received();
+};
+
+// How often the ranks agree on stopping. The agreement is an all-reduce of the whole world on the
+// control plane: across a wide-area link a round trip or more, which a step of DiLoCo's inner
+// loop would otherwise pay every time. So it runs every step only while it is cheap beside a step;
+// otherwise every k steps, k chosen by rank 0 (and carried by the agreement itself, so every rank
+// knows the next one) such that the agreements cost about kShare of the time between them, a
+// signal is still acted on within kMaxGapS of steps, and the time limit is not overrun.
+struct StopAgreement {
+  static constexpr double kShare = 0.02;
+  static constexpr double kMaxGapS = 1.0;
+  // Steps until the next agreement, >= 1: agree_s the last agreement's time (0: none yet), step_s
+  // the mean step, elapsed_s the loop's time so far, limit_s train.time_limit (<= 0: none).
+  static std::int64_t interval(double agree_s, double step_s, double elapsed_s, double limit_s);
 };
 
 // "SIGTERM", "SIGINT", "SIGUSR1", else "signal N".

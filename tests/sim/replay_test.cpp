@@ -128,6 +128,20 @@ TEST(Replay, RingAllReduceMatchesTheClosedForm) {
   }
 }
 
+// A small native all-reduce or all-gather (the control plane's) on a power-of-two world is replayed
+// as recursive doubling: lg p latency-bound exchanges, not the ring's 2(p - 1) or p - 1 steps.
+TEST(Replay, SmallNativeCollectivesAreRecursiveDoubling) {
+  for (int p : {2, 4, 8}) {
+    const int rounds = p == 2 ? 1 : p == 4 ? 2 : 3;
+    for (Collective c : {Collective::all_reduce, Collective::all_gather}) {
+      auto t = empty_trace(p);
+      for (int r = 0; r < p; ++r) lane(t, r, 0).push_back(native(c, 0, 8u * static_cast<unsigned>(p), p));
+      const ReplayResult res = replay(t, network(p, 1), {});
+      EXPECT_NEAR(res.time_s, rounds * kLat, kLat * 0.01) << p << " ranks, " << name_of(c);
+    }
+  }
+}
+
 // Native broadcast and reduce are replayed as the binomial trees Laconic runs: ceil(lg p) rounds.
 TEST(Replay, TreeCollectivesTakeLogPRounds) {
   constexpr std::uint64_t S = 4'000'000;

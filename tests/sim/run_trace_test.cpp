@@ -1,6 +1,8 @@
 // Traces of real runs: their size bound, their timeline, a replay that reproduces the run's own
 // simulated summary, and overlap credited (or not) as the run did it.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <filesystem>
@@ -54,7 +56,8 @@ void write(const std::string& path, const std::string& text) { std::ofstream(pat
 // docs/simulation.md's bound, per rank and step of an allreduce run with B buckets on p ranks
 // (ring): lane 0 holds the step mark, 2 marks per micro-batch's forward/backward and per strategy
 // call and the optimizer, and per bucket its issue and one wait; lane 1 per bucket its begin and
-// end and the ring's 2(p - 1) messages.
+// end and the ring's 2(p - 1) messages. The control plane adds, per logged step, the metrics'
+// all-gather (a ring: p - 1 messages), and one more at the end.
 TEST(RunTrace, StaysWithinItsDocumentedBound) {
   TempDir dir;
   const int p = 3;
@@ -81,7 +84,13 @@ TEST(RunTrace, StaysWithinItsDocumentedBound) {
     const std::size_t lane1 = static_cast<std::size_t>(buckets) * (2 + 2 * (p - 1));
     // Outside the steps: the start's broadcast (a tree of at most lg p messages and a wait) and the last mark.
     const std::size_t outside = 8;
-    EXPECT_LE(rank.lanes[0].events.size(), steps * lane0 + outside) << "rank " << rank.lanes[0].rank;
+    const auto control = static_cast<std::size_t>(std::count_if(
+        rank.lanes[0].events.begin(), rank.lanes[0].events.end(), [](const TraceEvent& e) { return e.plane == 1; }));
+    // Logged steps, and at the end one more gather (the summary's counters).
+    const std::size_t logs = steps / static_cast<std::size_t>(r.train.log_every) + 2;
+    EXPECT_GE(control, (logs - 2) * (p - 1)) << "the metrics' all-gathers are traced";
+    EXPECT_LE(control, logs * (p - 1)) << "rank " << rank.lanes[0].rank;
+    EXPECT_LE(rank.lanes[0].events.size() - control, steps * lane0 + outside) << "rank " << rank.lanes[0].rank;
     EXPECT_LE(rank.lanes[1].events.size(), steps * lane1) << "rank " << rank.lanes[0].rank;
     const auto bytes = fs::file_size(trace_lane_path(o.run_dir + "/trace", rank.lanes[0].rank, 0));
     EXPECT_EQ(bytes, sizeof(TraceFileHeader) + rank.lanes[0].events.size() * sizeof(TraceEvent));
@@ -213,7 +222,7 @@ TEST(RunTrace, TheTimelineNamesTheStrategysSyncs) {
     std::uint64_t timeline_bytes = 0;
     for (const TimelineSpan& t : sim.replay.timeline) {
       if (t.rank == 0 && t.track == 1) ++names[diloco ? 0 : 1][t.name.substr(0, t.name.find(':'))];
-      if (t.rank != 0 || t.op.empty()) continue;
+      if (t.rank != 0 || t.op.empty() || t.op == "control plane") continue;  // control: not training bytes
       timeline_bytes += t.bytes;
       // Each message says what crossed which link for which operation: two ranks in two groups,
       // so rank 0's every message goes to rank 1 across the uplink.

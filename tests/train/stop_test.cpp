@@ -10,6 +10,7 @@
 
 #include "framework/train/metrics.h"
 #include "framework/train/run_dir.h"
+#include "framework/train/stop.h"
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 
@@ -68,6 +69,7 @@ TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) 
   TrainOptions stopped;
   stopped.run_dir = run_dir("stopped");
   stopped.stop_on_signals = true;
+  stopped.agree_every_step = true;  // the stop at the very next step (StopAgreement below otherwise)
   stopped.hooks.push_back([](Loop& l) { return std::make_unique<RaiseAt>(l, SIGUSR1, 5); });  // mid-period
   const TrainSummary s = train(r, data, stopped);
   EXPECT_EQ(s.stopped, "signal");
@@ -91,6 +93,19 @@ TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) 
   EXPECT_TRUE(rest.stopped.empty());
   EXPECT_TRUE(same_bits(rest.final_params, full.final_params));
   EXPECT_EQ(rest.bytes_sent, full.bytes_sent);
+}
+
+// The agreement's interval: every step while it is cheap beside a step; else about 2% of the time
+// between agreements, at most a second of steps, and never past the time limit's lookahead.
+TEST(StopAgreement, AgreesAsOftenAsItsCostAndTheLimitsAllow) {
+  constexpr double step = 0.0625;  // 62.5 ms steps (exact in binary: a second is 16 of them)
+  EXPECT_EQ(StopAgreement::interval(0, step, 0, 0), 1);          // no agreement measured yet
+  EXPECT_EQ(StopAgreement::interval(1e-5, step, 0, 0), 1);       // 10 us beside a step
+  EXPECT_EQ(StopAgreement::interval(0.0101, step, 0, 0), 9);     // 10.1 ms: 2% of 9 steps
+  EXPECT_EQ(StopAgreement::interval(0.05, step, 0, 0), 16);      // 50 ms: capped at a second of steps
+  EXPECT_EQ(StopAgreement::interval(0.05, step, 9.0, 10.0), 15);  // 1 s left: 16 steps, one early
+  EXPECT_EQ(StopAgreement::interval(0.05, step, 9.9, 10.0), 1);   // at the limit: every step
+  EXPECT_EQ(StopAgreement::interval(0.05, step, 11.0, 10.0), 1);  // past it
 }
 
 TEST_F(Stop, TimeLimitStopsOnItsOwnAndResumesBitForBit) {
