@@ -60,10 +60,11 @@ std::string named(const char* prefix, I... numbers) {
   return s;
 }
 
-// The messages of a native collective on rank r of p, as our algorithms send them; a small
-// all-reduce or all-gather on a power-of-two world as recursive doubling (lg p exchanges), as MPI
-// libraries run latency-bound collectives (the control plane's agreements and metrics), not as a
-// ring's 2(p - 1) or p - 1 latency-bound steps.
+// The messages of a native collective on rank r of p, as our algorithms send them. Small ones (the
+// control plane's agreements and metrics) are latency-bound: an all-reduce as a reduce to rank 0
+// and its broadcast (2 lg p rounds: what the 8-byte stop agreement measures across a real link),
+// an all-gather on a power-of-two world as recursive doubling (lg p exchanges); not as a ring's
+// 2(p - 1) or p - 1 latency-bound steps.
 struct Expansion {
   static constexpr std::uint64_t kSmall = 8192;  // bytes: at most this, recursive doubling
   template <class SendRecv, class Send, class Recv>
@@ -71,7 +72,7 @@ struct Expansion {
     if (p <= 1) return;
     const std::uint64_t chunk = bytes / static_cast<std::uint64_t>(p);
     const int next = (r + 1) % p, prev = (r + p - 1) % p;
-    const bool doubling = bytes <= kSmall && (p & (p - 1)) == 0;
+    const bool doubling = bytes <= kSmall && (p & (p - 1)) == 0;  // all-gather
     switch (c) {
       case Collective::all_reduce:
         if (bytes <= kSmall) {  // a reduce to rank 0 and its broadcast: 2 lg p latency-bound rounds
