@@ -63,7 +63,7 @@ std::string signal_name(int sig) {
 }
 
 std::int64_t StopAgreement::interval(double agree_s, double step_s, double elapsed_s, double limit_s) {
-  if (!(agree_s > 0) || !(step_s > 0)) return 1;
+  if (!(agree_s >= kCheapS) || !(step_s > 0)) return 1;
   double k = std::ceil(agree_s / (kShare * step_s));
   k = std::min(k, std::floor(kMaxGapS / step_s));
   // The next agreement must still see the limit one mean step ahead.

@@ -26,11 +26,14 @@ class SignalStop {
 
 // How often the ranks agree on stopping. The agreement is an all-reduce of the whole world on the
 // control plane: across a wide-area link a round trip or more, which a step of DiLoCo's inner
-// loop would otherwise pay every time. So it runs every step only while it is cheap beside a step;
-// otherwise every k steps, k chosen by rank 0 (and carried by the agreement itself, so every rank
-// knows the next one) such that the agreements cost about kShare of the time between them, a
-// signal is still acted on within kMaxGapS of steps, and the time limit is not overrun.
+// loop would otherwise pay every time. So it runs every step while it takes under kCheapS (any
+// run inside one machine or datacenter: the stop comes at the very next step) or is cheap beside a
+// step; otherwise every k steps, k chosen by rank 0 (and carried by the agreement itself, so every
+// rank knows the next one) such that the agreements cost about kShare of the time between them, a
+// signal is still acted on within kMaxGapS of steps at their mean pace (a stalled step delays it
+// further), and the time limit is not overrun. A run whose last step comes first just ends.
 struct StopAgreement {
+  static constexpr double kCheapS = 0.01;
   static constexpr double kShare = 0.02;
   static constexpr double kMaxGapS = 1.0;
   // Steps until the next agreement, >= 1: agree_s the last agreement's time (0: none yet), step_s

@@ -101,6 +101,7 @@ TEST(StopAgreement, AgreesAsOftenAsItsCostAndTheLimitsAllow) {
   constexpr double step = 0.0625;  // 62.5 ms steps (exact in binary: a second is 16 of them)
   EXPECT_EQ(StopAgreement::interval(0, step, 0, 0), 1);          // no agreement measured yet
   EXPECT_EQ(StopAgreement::interval(1e-5, step, 0, 0), 1);       // 10 us beside a step
+  EXPECT_EQ(StopAgreement::interval(0.009, 1e-4, 0, 0), 1);      // 9 ms: cheap, whatever the step
   EXPECT_EQ(StopAgreement::interval(0.0101, step, 0, 0), 9);     // 10.1 ms: 2% of 9 steps
   EXPECT_EQ(StopAgreement::interval(0.05, step, 0, 0), 16);      // 50 ms: capped at a second of steps
   EXPECT_EQ(StopAgreement::interval(0.05, step, 9.0, 10.0), 15);  // 1 s left: 16 steps, one early
