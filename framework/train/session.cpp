@@ -1,5 +1,6 @@
 #include "framework/train/session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -194,7 +195,9 @@ int Session::agree_to_stop(std::int64_t step) {
   }
   Stopwatch t;
   control_.all_reduce(Buf{msg, 2, DType::i32}, ReduceOp::max);
-  agreement_s_ = t.seconds();
+  // The fastest agreement so far: the link's floor (a wide-area round trip), not a hiccup of a
+  // loaded machine, which must not stretch the interval.
+  agreement_s_ = agreement_s_ > 0 ? std::min(agreement_s_, t.seconds()) : t.seconds();
   next_agreement_ = step + msg[1];
   return msg[0];
 }

@@ -133,7 +133,7 @@ class Session {
   RunCounters at_start_;  // after a resume: this process's counts when the loop started
   std::uint64_t inter_at_start_ = 0;  // inter-tier bytes sent by start()
   std::int64_t next_agreement_ = 0;   // the next step after which the ranks agree on stopping
-  double agreement_s_ = 0;            // the last agreement's time on this rank
+  double agreement_s_ = 0;            // the fastest agreement so far on this rank (0: none yet)
 };
 
 }  // namespace laconic

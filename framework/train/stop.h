@@ -36,7 +36,7 @@ struct StopAgreement {
   static constexpr double kCheapS = 0.01;
   static constexpr double kShare = 0.02;
   static constexpr double kMaxGapS = 1.0;
-  // Steps until the next agreement, >= 1: agree_s the last agreement's time (0: none yet), step_s
+  // Steps until the next agreement, >= 1: agree_s the fastest agreement so far (0: none yet), step_s
   // the mean step, elapsed_s the loop's time so far, limit_s train.time_limit (<= 0: none).
   static std::int64_t interval(double agree_s, double step_s, double elapsed_s, double limit_s);
 };
