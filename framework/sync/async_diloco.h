@@ -88,6 +88,7 @@ class AsyncDiloco final : public SyncStrategy {
   bool computes(std::int64_t step) const override;
   bool reduces_gradients(std::int64_t /*step*/) const override { return false; }
   bool averages_params(std::int64_t step) const override;
+  bool ranks_meet(std::int64_t step) const override { return averages_params(step); }
   bool replicas_agree_after(std::int64_t step) const override { return step == opts_.last_step; }
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return stats_; }

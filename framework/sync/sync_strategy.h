@@ -63,6 +63,10 @@ class SyncStrategy {
   // a share of the steps only (async_diloco.h). A strategy that can answer false has the
   // `idles` trait (framework/recipe/components.h).
   virtual bool computes(std::int64_t /*step*/) const { return true; }
+  // Whether every rank meets every other at `step` anyway (known in advance on every rank): the
+  // trainer's stop agreement, a world all-reduce, runs only at such steps, so it never holds a
+  // fast replica back within its round. Asynchronous replicas meet at arrivals only.
+  virtual bool ranks_meet(std::int64_t /*step*/) const { return true; }
   // This rank's forward and backward of `step` took `seconds` (measured; about 0 for a step it
   // skipped): asynchronous replicas time their speeds with it.
   virtual void step_computed(std::int64_t /*step*/, double /*seconds*/) {}

@@ -102,6 +102,18 @@ Session::Session(const RunSpec& spec, const TrainData& data, const TrainOptions&
   // Modeled compute: training FLOPs of one step's examples at the described device's speed.
   modeled_step_s_ = model.flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
                     (r_.network.device_tflops * 1e12 * r_.network.mfu);
+  // The stop agreement on the simulated network (StopAgreement): a small native all-reduce, as
+  // the replay expands it (a reduce and a broadcast), beside the slowest rank's modeled step.
+  if (spec.simulate) {
+    const Topology topo = make_topology(r_);
+    simulated_agreement_s_ = native_cost(Collective::reduce, 8, topo).total() +
+                             native_cost(Collective::broadcast, 8, topo).total();
+    if (r_.network.compute == ComputeKind::modeled) {
+      double slowest = 1;
+      for (int q = 0; q < topo.size(); ++q) slowest = std::max(slowest, topo.slowdown_of(q));
+      simulated_step_s_ = modeled_step_s_ * slowest;
+    }
+  }
 }
 
 Session::~Session() {
@@ -182,16 +194,26 @@ int Session::agree_to_stop(std::int64_t step) {
   const double limit = r_.train.time_limit.seconds;
   // The last step ends the run anyway (every rank knows which step is last).
   if ((!opts_.stop_on_signals && limit <= 0) || step + 1 == spec_.plan.steps) return 0;
-  if (step < next_agreement_) return 0;  // every rank skips the same steps (StopAgreement)
+  // Every rank skips the same steps (StopAgreement; the strategy's meetings).
+  if (step < next_agreement_ || !sync_->ranks_meet(step)) return 0;
   std::int32_t msg[2] = {opts_.stop_on_signals ? SignalStop::received() : 0, 1};  // why, steps to the next
   if (comm_.rank() == 0) {
     const double elapsed = loop_.wall.seconds();
     const double mean_step = elapsed / static_cast<double>(step + 1 - loop_.first_step);
-    if (msg[0] == 0 && limit > 0 && elapsed + mean_step >= limit) msg[0] = kTimeLimit;
+    // Going on means running at least to the strategy's next meeting (or the last step).
+    std::int64_t ahead = 1;
+    while (step + ahead + 1 < spec_.plan.steps && !sync_->ranks_meet(step + ahead)) ++ahead;
+    if (msg[0] == 0 && limit > 0 && elapsed + static_cast<double>(ahead) * mean_step >= limit) msg[0] = kTimeLimit;
     // Elastic replicas come and go: a newcomer must find the others agreeing every step.
-    if (!elastic_ && !opts_.agree_every_step)
+    if (!elastic_ && !opts_.agree_every_step) {
+      // A simulated network: how often the ranks would agree there (a wide-area round trip
+      // beside the described device's step), so the trace and its replay hold the agreements a
+      // deployment on that network makes, not those of the machine that recorded it.
+      const double agree_s = spec_.simulate ? simulated_agreement_s_ : agreement_s_;
+      const double paced_step = simulated_step_s_ > 0 ? simulated_step_s_ : mean_step;
       msg[1] = static_cast<std::int32_t>(std::min<std::int64_t>(
-          StopAgreement::interval(agreement_s_, mean_step, elapsed, limit), 1 << 30));
+          StopAgreement::interval(agree_s, paced_step, mean_step, elapsed, limit, ahead), 1 << 30));
+    }
   }
   Stopwatch t;
   control_.all_reduce(Buf{msg, 2, DType::i32}, ReduceOp::max);

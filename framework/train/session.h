@@ -134,6 +134,8 @@ class Session {
   std::uint64_t inter_at_start_ = 0;  // inter-tier bytes sent by start()
   std::int64_t next_agreement_ = 0;   // the next step after which the ranks agree on stopping
   double agreement_s_ = 0;            // the fastest agreement so far on this rank (0: none yet)
+  double simulated_agreement_s_ = 0;  // with a [network]: an agreement there
+  double simulated_step_s_ = 0;       // with modeled compute: the slowest rank's step there (else 0)
 };
 
 }  // namespace laconic

@@ -62,12 +62,14 @@ std::string signal_name(int sig) {
   }
 }
 
-std::int64_t StopAgreement::interval(double agree_s, double step_s, double elapsed_s, double limit_s) {
+std::int64_t StopAgreement::interval(double agree_s, double step_s, double wall_step_s, double elapsed_s,
+                                     double limit_s, std::int64_t lookahead) {
   if (!(agree_s >= kCheapS) || !(step_s > 0)) return 1;
   double k = std::ceil(agree_s / (kShare * step_s));
   k = std::min(k, std::floor(kMaxGapS / step_s));
-  // The next agreement must still see the limit one mean step ahead.
-  if (limit_s > 0) k = std::min(k, std::floor((limit_s - elapsed_s) / step_s) - 1);
+  // The next agreement must still see the limit `lookahead` mean steps ahead (wall time).
+  if (limit_s > 0 && wall_step_s > 0)
+    k = std::min(k, std::floor((limit_s - elapsed_s) / wall_step_s) - static_cast<double>(lookahead));
   return k >= 1 ? static_cast<std::int64_t>(std::min(k, 1e9)) : 1;
 }
 

@@ -31,14 +31,21 @@ class SignalStop {
 // step; otherwise every k steps, k chosen by rank 0 (and carried by the agreement itself, so every
 // rank knows the next one) such that the agreements cost about kShare of the time between them, a
 // signal is still acted on within kMaxGapS of steps at their mean pace (a stalled step delays it
-// further), and the time limit is not overrun. A run whose last step comes first just ends.
+// further), and the time limit is not overrun. A run whose last step comes first just ends. A
+// simulated network ([network]) paces it by its own costs, so a recorded run agrees as a
+// deployment there would. Asynchronous replicas agree only where they meet anyway (at arrivals:
+// SyncStrategy::ranks_meet), a barrier within a round would hold the fast ones back every step.
 struct StopAgreement {
   static constexpr double kCheapS = 0.01;
   static constexpr double kShare = 0.02;
   static constexpr double kMaxGapS = 1.0;
   // Steps until the next agreement, >= 1: agree_s the fastest agreement so far (0: none yet), step_s
-  // the mean step, elapsed_s the loop's time so far, limit_s train.time_limit (<= 0: none).
-  static std::int64_t interval(double agree_s, double step_s, double elapsed_s, double limit_s);
+  // the mean step (both on the simulated network where a run simulates one), wall_step_s the mean
+  // step on this machine's clock, elapsed_s the loop's time so far by that clock, limit_s
+  // train.time_limit (<= 0: none), lookahead the steps an agreement must see the limit ahead (to
+  // the strategy's next meeting, SyncStrategy::ranks_meet).
+  static std::int64_t interval(double agree_s, double step_s, double wall_step_s, double elapsed_s, double limit_s,
+                               std::int64_t lookahead = 1);
 };
 
 // "SIGTERM", "SIGINT", "SIGUSR1", else "signal N".

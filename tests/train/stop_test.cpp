@@ -95,18 +95,60 @@ TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) 
   EXPECT_EQ(rest.bytes_sent, full.bytes_sent);
 }
 
+// Asynchronous replicas agree on stopping only where they meet anyway (SyncStrategy::ranks_meet):
+// a world all-reduce every step would hold the fast replicas back to a 2x slower one's pace
+// within each round. A signal after step 4 stops every rank after step 7, the fast replicas' next
+// arrival (period 4), with a checkpoint from which the run ends as the uninterrupted one.
+TEST_F(Stop, AsynchronousReplicasStopWhereTheyMeet) {
+  const TrainData data = image_data(testing::blobs(600, 12, 5, 1), testing::blobs(200, 12, 5, 2));
+  Recipe r = small();
+  r.sync.strategy = "async_diloco";
+  r.network.groups = 3;
+  r.network.stragglers.ranks = {2};
+  r.network.straggler_slowdown = 2;
+  r = parse_recipe(to_toml(r), "async.toml", {"sync.async_diloco.period=4"});
+  TrainOptions whole;
+  whole.run_dir = run_dir("whole");
+  const TrainSummary full = train(r, data, whole);
+
+  TrainOptions stopped;
+  stopped.run_dir = run_dir("stopped");
+  stopped.stop_on_signals = true;
+  stopped.agree_every_step = true;  // every step where the replicas meet
+  stopped.hooks.push_back([](Loop& l) { return std::make_unique<RaiseAt>(l, SIGUSR1, 4); });
+  const TrainSummary s = train(r, data, stopped);
+  EXPECT_EQ(s.stopped, "signal");
+  EXPECT_EQ(s.steps, 8);
+
+  TrainOptions resumed;
+  resumed.run_dir = run_dir("stopped");
+  resumed.resume = "auto";
+  const TrainSummary rest = train(r, data, resumed);
+  EXPECT_EQ(rest.first_step, 8);
+  EXPECT_EQ(rest.steps, 12);
+  EXPECT_TRUE(same_bits(rest.final_params, full.final_params));
+}
+
 // The agreement's interval: every step while it is cheap beside a step; else about 2% of the time
 // between agreements, at most a second of steps, and never past the time limit's lookahead.
 TEST(StopAgreement, AgreesAsOftenAsItsCostAndTheLimitsAllow) {
   constexpr double step = 0.0625;  // 62.5 ms steps (exact in binary: a second is 16 of them)
-  EXPECT_EQ(StopAgreement::interval(0, step, 0, 0), 1);          // no agreement measured yet
-  EXPECT_EQ(StopAgreement::interval(1e-5, step, 0, 0), 1);       // 10 us beside a step
-  EXPECT_EQ(StopAgreement::interval(0.009, 1e-4, 0, 0), 1);      // 9 ms: cheap, whatever the step
-  EXPECT_EQ(StopAgreement::interval(0.0101, step, 0, 0), 9);     // 10.1 ms: 2% of 9 steps
-  EXPECT_EQ(StopAgreement::interval(0.05, step, 0, 0), 16);      // 50 ms: capped at a second of steps
-  EXPECT_EQ(StopAgreement::interval(0.05, step, 9.0, 10.0), 15);  // 1 s left: 16 steps, one early
-  EXPECT_EQ(StopAgreement::interval(0.05, step, 9.9, 10.0), 1);   // at the limit: every step
-  EXPECT_EQ(StopAgreement::interval(0.05, step, 11.0, 10.0), 1);  // past it
+  EXPECT_EQ(StopAgreement::interval(0, step, step, 0, 0), 1);          // no agreement measured yet
+  EXPECT_EQ(StopAgreement::interval(1e-5, step, step, 0, 0), 1);       // 10 us beside a step
+  EXPECT_EQ(StopAgreement::interval(0.009, 1e-4, 1e-4, 0, 0), 1);      // 9 ms: cheap, whatever the step
+  EXPECT_EQ(StopAgreement::interval(0.0101, step, step, 0, 0), 9);     // 10.1 ms: 2% of 9 steps
+  EXPECT_EQ(StopAgreement::interval(0.05, step, step, 0, 0), 16);      // 50 ms: capped at a second of steps
+  EXPECT_EQ(StopAgreement::interval(0.05, step, step, 9.0, 10.0), 15);  // 1 s left: 16 steps, one early
+  EXPECT_EQ(StopAgreement::interval(0.05, step, step, 9.9, 10.0), 1);   // at the limit: every step
+  EXPECT_EQ(StopAgreement::interval(0.05, step, step, 11.0, 10.0), 1);  // past it
+  // A simulated network paces the agreements (its round trip beside its step); the time limit
+  // is this machine's: 0.25 s of ~1 ms steps left allows 255 more, not 3 of the simulated ones.
+  constexpr double wall = 1.0 / 1024;
+  EXPECT_EQ(StopAgreement::interval(0.05, step, wall, 0, 0), 16);
+  EXPECT_EQ(StopAgreement::interval(0.05, step, wall, 9.75, 10.0), 16);
+  EXPECT_EQ(StopAgreement::interval(0.05, step, wall, 10.0 - 16 * wall, 10.0), 15);
+  // Replicas that meet every 4 steps: the next agreement must see the limit 4 steps ahead.
+  EXPECT_EQ(StopAgreement::interval(0.05, step, wall, 10.0 - 16 * wall, 10.0, 4), 12);
 }
 
 TEST_F(Stop, TimeLimitStopsOnItsOwnAndResumesBitForBit) {
