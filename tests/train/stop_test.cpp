@@ -21,6 +21,17 @@ using testing::same_bits;
 
 namespace fs = std::filesystem;
 
+// Raises `sig` on one rank after step `at` (as a scheduler's SIGTERM would arrive: on one thread).
+struct RaiseAt : StepHook {
+  Loop& loop;
+  int sig;
+  std::int64_t at;
+  RaiseAt(Loop& l, int s, std::int64_t a) : loop(l), sig(s), at(a) {}
+  void after_step(StepState& s) override {
+    if (s.step == at && loop.rank() == 1) std::raise(sig);
+  }
+};
+
 class Stop : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -29,6 +40,16 @@ class Stop : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string run_dir(const std::string& name) const { return (dir_ / name).string(); }
+  // A run into run_dir("stopped") that agrees every step it may and raises SIGUSR1 on rank 1
+  // after step `at`.
+  TrainOptions signalled_after(std::int64_t at) const {
+    TrainOptions o;
+    o.run_dir = run_dir("stopped");
+    o.stop_on_signals = true;
+    o.agree_every_step = true;  // the stop at the very next agreement (StopAgreement below otherwise)
+    o.hooks.push_back([at](Loop& l) { return std::make_unique<RaiseAt>(l, SIGUSR1, at); });
+    return o;
+  }
   fs::path dir_;
 };
 
@@ -48,16 +69,6 @@ Recipe small() {
   return r;
 }
 
-// Raises `sig` on one rank after step `at` (as a scheduler's SIGTERM would arrive: on one thread).
-struct RaiseAt : StepHook {
-  Loop& loop;
-  int sig;
-  std::int64_t at;
-  RaiseAt(Loop& l, int s, std::int64_t a) : loop(l), sig(s), at(a) {}
-  void after_step(StepState& s) override {
-    if (s.step == at && loop.rank() == 1) std::raise(sig);
-  }
-};
 
 TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) {
   const TrainData data = image_data(testing::blobs(600, 12, 5, 1), testing::blobs(200, 12, 5, 2));
@@ -66,12 +77,7 @@ TEST_F(Stop, ASignalStopsEveryRankWithACheckpointAndTheResumedRunEndsBitForBit) 
   whole.run_dir = run_dir("whole");
   const TrainSummary full = train(r, data, whole);
 
-  TrainOptions stopped;
-  stopped.run_dir = run_dir("stopped");
-  stopped.stop_on_signals = true;
-  stopped.agree_every_step = true;  // the stop at the very next step (StopAgreement below otherwise)
-  stopped.hooks.push_back([](Loop& l) { return std::make_unique<RaiseAt>(l, SIGUSR1, 5); });  // mid-period
-  const TrainSummary s = train(r, data, stopped);
+  const TrainSummary s = train(r, data, signalled_after(5));  // mid-period
   EXPECT_EQ(s.stopped, "signal");
   EXPECT_EQ(s.signal, "SIGUSR1");
   EXPECT_EQ(s.steps, 6);
@@ -111,12 +117,7 @@ TEST_F(Stop, AsynchronousReplicasStopWhereTheyMeet) {
   whole.run_dir = run_dir("whole");
   const TrainSummary full = train(r, data, whole);
 
-  TrainOptions stopped;
-  stopped.run_dir = run_dir("stopped");
-  stopped.stop_on_signals = true;
-  stopped.agree_every_step = true;  // every step where the replicas meet
-  stopped.hooks.push_back([](Loop& l) { return std::make_unique<RaiseAt>(l, SIGUSR1, 4); });
-  const TrainSummary s = train(r, data, stopped);
+  const TrainSummary s = train(r, data, signalled_after(4));  // agreeing where the replicas meet
   EXPECT_EQ(s.stopped, "signal");
   EXPECT_EQ(s.steps, 8);
 
