@@ -51,6 +51,7 @@ namespace {
 
 constexpr double kSpeed = 1e9;  // flop/s of an unslowed host: compute of s seconds is s·1e9 flops
 int token = 0;                  // every message's payload (only its simulated size matters)
+int* sink = nullptr;            // where a receive puts it (unread)
 
 // "prefix" followed by the numbers, '-' between them (names of hosts, links, mailboxes).
 template <class... I>
@@ -133,7 +134,9 @@ class Engine {
     sg4::Engine e(&argc, argv);
     sg4::Engine::set_config("network/model:CM02");
     sg4::Engine::set_config("network/crosstraffic:0");
-    sg4::Engine::set_config("network/TCP-gamma:0");
+    // A stream's window (0: none): SimGrid's CM02 holds each flow to TCP-gamma / (2 · its route's
+    // latency), the window per round trip.
+    sg4::Engine::set_config("network/TCP-gamma:" + std::to_string(net_.transport.window_bytes));
     platform(e);
     ranks_.resize(static_cast<std::size_t>(n_));
     boxes_.resize(2 * static_cast<std::size_t>(n_ * n_));
@@ -381,26 +384,51 @@ class Engine {
     hosts_[static_cast<std::size_t>(r)]->route_to(hosts_[static_cast<std::size_t>(to)], links, &one_way);
     sg4::this_actor::sleep_for(m.rendezvous_round_trips * 2 * one_way);
   }
+  // The streams a message of `bytes` travels on (both ends count the same).
+  int pieces(std::uint64_t bytes) const {
+    const TransportModel& t = net_.transport;
+    return t.streams > 1 && bytes >= t.split_bytes && bytes >= static_cast<std::uint64_t>(t.streams) ? t.streams : 1;
+  }
+  // Posts a message's pieces (piece s: bytes·s/k to bytes·(s+1)/k; each a flow of its own,
+  // held to the window per round trip by the engine's TCP-gamma) into `comms`.
+  void post_send(int r, int l, int to, std::uint64_t bytes, std::vector<sg4::CommPtr>& comms) {
+    handshake(r, to, bytes);
+    const int k = pieces(bytes);
+    for (int s = 0; s < k; ++s) {
+      const std::uint64_t piece = bytes * static_cast<std::uint64_t>(s + 1) / static_cast<std::uint64_t>(k) -
+                                  bytes * static_cast<std::uint64_t>(s) / static_cast<std::uint64_t>(k);
+      comms.push_back(boxes_[index(l, r, to)]->put_async(&token, piece));
+    }
+  }
+  void post_recv(int r, int l, int from, std::uint64_t bytes, std::vector<sg4::CommPtr>& comms) {
+    for (int s = pieces(bytes); s > 0; --s) comms.push_back(boxes_[index(l, from, r)]->get_async<int>(&sink));
+  }
+  static void wait_all(std::vector<sg4::CommPtr>& comms) {
+    for (auto& c : comms) c->wait();
+    comms.clear();
+  }
   void send(int r, int l, int to, std::uint64_t bytes, bool counted) {
     bytes = scaled(bytes);
-    handshake(r, to, bytes);
-    boxes_[index(l, r, to)]->put(&token, bytes);
+    std::vector<sg4::CommPtr> comms;
+    post_send(r, l, to, bytes, comms);
+    wait_all(comms);
     count_send(r, to, bytes, counted);
   }
   void recv(int r, int l, int from, std::uint64_t bytes, bool counted) {
     bytes = scaled(bytes);
-    boxes_[index(l, from, r)]->get<int>();
+    std::vector<sg4::CommPtr> comms;
+    post_recv(r, l, from, bytes, comms);
+    wait_all(comms);
     count_recv(r, from, bytes, counted);
   }
   void sendrecv(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in, bool counted) {
     out = scaled(out);
     in = scaled(in);
-    int* got = nullptr;
-    sg4::CommPtr g = boxes_[index(l, from, r)]->get_async<int>(&got);
-    handshake(r, to, out);
-    sg4::CommPtr s = boxes_[index(l, r, to)]->put_async(&token, out);
-    g->wait();
-    s->wait();
+    std::vector<sg4::CommPtr> g, s;
+    post_recv(r, l, from, in, g);
+    post_send(r, l, to, out, s);
+    wait_all(g);
+    wait_all(s);
     count_send(r, to, out, counted);
     count_recv(r, from, in, counted);
   }

@@ -22,7 +22,8 @@
 // (the alpha-beta closed form the old clock used) and what differs is sharing and overlap. An MPI
 // library's rendezvous protocol can be described (ReplayNetwork::protocol): a message above the
 // eager limit first waits that many round trips of its route (request to send, clear to send),
-// then flows; below it, it flows when sent.
+// then flows; below it, it flows when sent. Several TCP streams per pair and a window per stream
+// can be described too (ReplayNetwork::transport).
 // docs/simulation.md says why (LV08's factors were fit to wide-area TCP flows; the real-link
 // test checks the choice).
 #pragma once
@@ -43,8 +44,20 @@ struct MessageProtocol {
   double rendezvous_round_trips = 0;    // round trips of the route before such a message flows (0: eager)
 };
 
+// How the transport carries a message: over `streams` TCP connections per pair (a message of at
+// least split_bytes in that many equal pieces at once, as GlooCommunicator does), each held to
+// window_bytes per round trip of its route (0: no bound). One stream through a long fat pipe then
+// moves at most window / RTT; k streams k times that, until they fill the link:
+//   time = latency + bytes / min(bandwidth, k · window / RTT).
+struct TransportModel {
+  int streams = 1;
+  std::uint64_t split_bytes = 64 * 1024;
+  std::uint64_t window_bytes = 0;
+};
+
 struct ReplayNetwork {
   MessageProtocol protocol;
+  TransportModel transport;
   Topology topo;                       // groups, links, slowdowns (ignored with a platform file)
   InterLink inter_link = InterLink::shared;
   std::string platform_file;           // a SimGrid platform (XML); its first N hosts are the ranks

@@ -16,7 +16,7 @@ namespace laconic {
 
 struct GlooCommunicator::Gloo {
   std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;  // one per stream
   std::chrono::milliseconds timeout;
 };
 
@@ -25,19 +25,25 @@ GlooCommunicator::GlooCommunicator(KeyStore& store, const std::string& group, in
       sent_(static_cast<std::size_t>(size), 0), received_(static_cast<std::size_t>(size), 0) {
   LC_CHECK(size >= 1 && rank >= 0 && rank < size, "gloo: rank ", rank, " of a group of ", size);
   LC_CHECK(opts_.timeout_s > 0, "gloo: timeout_s ", opts_.timeout_s);
+  LC_CHECK(opts_.streams >= 1 && opts_.streams <= kMaxStreams, "gloo: streams ", opts_.streams, ", expected 1-",
+           kMaxStreams);
+  LC_CHECK(opts_.split_bytes >= 1, "gloo: split_bytes 0");
   gloo_->timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opts_.timeout_s * 1000));
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = opts_.address;
     gloo_->device = gloo::transport::tcp::CreateDevice(attr);
-    gloo_->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    gloo_->context->setTimeout(gloo_->timeout);
-    auto prefixed = store.gloo_store(group);
-    gloo_->context->connectFullMesh(*prefixed, gloo_->device);
+    for (int s = 0; s < opts_.streams; ++s) {  // stream 0 under the group's own keys, as with one
+      auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      context->setTimeout(gloo_->timeout);
+      auto prefixed = store.gloo_store(s == 0 ? group : group + ".stream" + std::to_string(s));
+      context->connectFullMesh(*prefixed, gloo_->device);
+      gloo_->contexts.push_back(std::move(context));
+    }
     // Every rank has finished connecting before any returns: a rank that returns and exits at once
     // (a run found finished) would otherwise close a pair a slower peer is still setting up.
     // gloo's own barrier, outside this communicator's byte counts.
-    gloo::BarrierOptions barrier(gloo_->context);
+    gloo::BarrierOptions barrier(gloo_->contexts.front());
     barrier.setTimeout(gloo_->timeout);
     gloo::barrier(barrier);
   } catch (const std::exception& e) {
@@ -53,6 +59,37 @@ std::uint64_t GlooCommunicator::slot(int from, int to, std::vector<std::uint64_t
   // Message k from `from` to `to`: slot 2k, +1 when the sender has the higher rank, so the two
   // directions of a pair never share a slot and both ends count the same k.
   return 2 * seq[static_cast<std::size_t>(peer)]++ + (from > to ? 1 : 0);
+}
+
+int GlooCommunicator::pieces(std::size_t bytes) const {
+  return bytes >= opts_.split_bytes && bytes >= static_cast<std::size_t>(opts_.streams) ? opts_.streams : 1;
+}
+
+// Piece s of k: bytes [s·n/k, (s+1)·n/k), on connection s; every piece of one message in the
+// same slot (each connection numbers its own).
+GlooCommunicator::Pieces GlooCommunicator::post(bool send, void* data, std::size_t bytes, int peer,
+                                                std::uint64_t slot) {
+  const int k = pieces(bytes);
+  Pieces out;
+  out.reserve(static_cast<std::size_t>(k));
+  for (int s = 0; s < k; ++s) {
+    const std::size_t begin = bytes * static_cast<std::size_t>(s) / static_cast<std::size_t>(k);
+    const std::size_t end = bytes * static_cast<std::size_t>(s + 1) / static_cast<std::size_t>(k);
+    auto b = gloo_->contexts[static_cast<std::size_t>(s)]->createUnboundBuffer(static_cast<char*>(data) + begin,
+                                                                                end - begin);
+    if (send)
+      b->send(peer, slot);
+    else
+      b->recv(peer, slot);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+bool GlooCommunicator::wait(Pieces& pieces, bool send) {
+  for (auto& b : pieces)
+    if (!(send ? b->waitSend(gloo_->timeout) : b->waitRecv(gloo_->timeout))) return false;
+  return true;
 }
 
 void GlooCommunicator::fail(const char* what, int peer, std::size_t bytes, const std::string& why) const {
@@ -78,9 +115,8 @@ void GlooCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
   if (bytes == 0) return;
   const char* what = "send";
   guarded(what, peer, bytes, [&] {
-    auto buf = gloo_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
-    buf->send(peer, slot(rank_, peer, sent_, peer));
-    if (!buf->waitSend(gloo_->timeout)) fail(what, peer, bytes, "aborted");
+    Pieces out = post(true, const_cast<void*>(data), bytes, peer, slot(rank_, peer, sent_, peer));
+    if (!wait(out, true)) fail(what, peer, bytes, "aborted");
   });
 }
 
@@ -88,9 +124,8 @@ void GlooCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
   if (bytes == 0) return;
   const char* what = "recv";
   guarded(what, peer, bytes, [&] {
-    auto buf = gloo_->context->createUnboundBuffer(data, bytes);
-    buf->recv(peer, slot(peer, rank_, received_, peer));
-    if (!buf->waitRecv(gloo_->timeout)) fail(what, peer, bytes, "aborted");
+    Pieces in = post(false, data, bytes, peer, slot(peer, rank_, received_, peer));
+    if (!wait(in, false)) fail(what, peer, bytes, "aborted");
   });
 }
 
@@ -100,20 +135,17 @@ void GlooCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes
   int peer = from;
   std::size_t bytes = recv_bytes;
   guarded(what, peer, bytes, [&] {
-    std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
-    if (recv_bytes > 0) {  // posted first, so the peer's send always finds it
-      in = gloo_->context->createUnboundBuffer(recv_data, recv_bytes);
-      in->recv(from, slot(from, rank_, received_, from));
-    }
+    Pieces in, out;
+    if (recv_bytes > 0)  // posted first, so the peer's send always finds it
+      in = post(false, recv_data, recv_bytes, from, slot(from, rank_, received_, from));
     if (send_bytes > 0) {
       what = "send", peer = to, bytes = send_bytes;
-      out = gloo_->context->createUnboundBuffer(const_cast<void*>(send_data), send_bytes);
-      out->send(to, slot(rank_, to, sent_, to));
-      if (!out->waitSend(gloo_->timeout)) fail(what, peer, bytes, "aborted");
+      out = post(true, const_cast<void*>(send_data), send_bytes, to, slot(rank_, to, sent_, to));
+      if (!wait(out, true)) fail(what, peer, bytes, "aborted");
     }
-    if (in) {
+    if (!in.empty()) {
       what = "recv", peer = from, bytes = recv_bytes;
-      if (!in->waitRecv(gloo_->timeout)) fail(what, peer, bytes, "aborted");
+      if (!wait(in, false)) fail(what, peer, bytes, "aborted");
     }
   });
 }

@@ -12,6 +12,13 @@
 // counted exactly where it moves. Messages between a pair travel in order (each has its own gloo
 // slot, numbered per direction).
 //
+// Streams: with GlooOptions::streams = k > 1 each pair of ranks holds k TCP connections (k gloo
+// contexts on one device), and a message of at least split_bytes travels as k nearly equal
+// pieces, one per connection, at once: on a long fat pipe one TCP connection is held to its
+// window per round trip, k of them to k windows (as PCCL opens several connections per peer).
+// Bytes and message counts are those of one stream (a message is counted once, whole), and a
+// result is bitwise the same (the pieces land where one message would).
+//
 // Failure: connecting, and every send or receive, waits at most timeout_s; a peer that died
 // (connection reset) or stalls makes the call throw laconic::Error naming this rank, the peer,
 // the operation and the bytes, never a hang. The communicator is unusable afterwards: its owner
@@ -27,12 +34,20 @@
 #include "collectives/communicator.h"
 #include "collectives/gloo/key_store.h"
 
+namespace gloo::transport {
+class UnboundBuffer;
+}
+
 namespace laconic {
+
+inline constexpr int kMaxStreams = 64;  // TCP connections per pair of ranks, at most
 
 struct GlooOptions {
   double timeout_s = 60;              // connecting and every send/recv
   std::string address = "127.0.0.1";  // the address this rank listens on (another machine's
                                       // ranks must reach it)
+  int streams = 1;                    // TCP connections per pair of ranks (1-64)
+  std::size_t split_bytes = 64 * 1024;  // messages of at least this many bytes are split over them
 };
 
 class GlooCommunicator final : public Communicator {
@@ -46,6 +61,7 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "gloo"; }
+  int streams() const { return opts_.streams; }
 
  protected:
   void do_send(const void* data, std::size_t bytes, int peer) override;
@@ -56,6 +72,12 @@ class GlooCommunicator final : public Communicator {
  private:
   struct Gloo;
   std::uint64_t slot(int from, int to, std::vector<std::uint64_t>& seq, int peer);
+  // The connections a message of `bytes` travels on (1, or streams for a large one).
+  int pieces(std::size_t bytes) const;
+  // Posts the `pieces` pieces of one message (send or receive) on their connections.
+  using Pieces = std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>;
+  Pieces post(bool send, void* data, std::size_t bytes, int peer, std::uint64_t slot);
+  bool wait(Pieces& pieces, bool send);
   [[noreturn]] void fail(const char* what, int peer, std::size_t bytes, const std::string& why) const;
   template <typename F>
   void guarded(const char*& what, int& peer, std::size_t& bytes, F&& io);

@@ -548,7 +548,7 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
     }
     bool ok = false;
     try {
-      GlooCommunicator comm(*store_, key(round, "gloo"), rank, size, {opts_.sync_timeout_s, opts_.address});
+      GlooCommunicator comm(*store_, key(round, "gloo"), rank, size, {.timeout_s = opts_.sync_timeout_s, .address = opts_.address, .streams = opts_.streams});
       if (mean) sync.reduce(comm);
       else gather_and_aggregate(comm, sync.delta, q.members, round);
       count(comm);
@@ -676,7 +676,7 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
     log(detail::concat("joining at round ", round, q.recovery ? " (a recovery" : " (after the sync at step ",
                        q.recovery ? "" : std::to_string(q.step + 1), ", from replica ", q.members.front(), ")"));
     GlooCommunicator comm(*store_, key(round, "join"), 1 + static_cast<int>(self - q.joiners.begin()),
-                          1 + static_cast<int>(q.joiners.size()), {opts_.join_wait_s, opts_.address});
+                          1 + static_cast<int>(q.joiners.size()), {.timeout_s = opts_.join_wait_s, .address = opts_.address, .streams = opts_.streams});
     const std::string blob = receive_state(comm, opts_.max_state_bytes, opts_.secret, state_name(opts_, round));
     count(comm);
     const std::string dir = unpack_dir(blob, checkpoint_root);
@@ -753,7 +753,7 @@ void ElasticGroup::donate(const std::string& checkpoint_dir, std::int64_t round,
   try {
     const std::string blob = pack_dir(checkpoint_dir);
     GlooCommunicator comm(*store_, key(round, "join"), 0, 1 + static_cast<int>(to.size()),
-                          {opts_.sync_timeout_s, opts_.address});
+                          {.timeout_s = opts_.sync_timeout_s, .address = opts_.address, .streams = opts_.streams});
     send_state(comm, blob, opts_.secret, state_name(opts_, round));
     count(comm);
     log(detail::concat("sent the state of ", checkpoint_dir, " (", blob.size(), " bytes) to replica(s) ", list(to)));

@@ -93,6 +93,7 @@ struct ElasticOptions {
   double join_wait_s = 600;    // how long a joiner waits for a round to admit it and its state
   int max_attempts = 3;        // rounds one sync may take before it fails
   std::string address = "127.0.0.1";  // where this replica's gloo ranks listen
+  int streams = 1;                    // TCP connections per pair of replicas (distributed.streams)
   std::int64_t examples_per_step = 1; // this replica's examples per optimizer step
   // The most inner steps between two syncs (the longest period): a member claiming more than
   // max_local_steps x examples_per_step examples is dropped. 0: no bound.

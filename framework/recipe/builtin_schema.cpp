@@ -118,7 +118,8 @@ void add_sync_keys(std::vector<Field>& f) {
       .add<&DistributedConfig::device>("device")
       .add<&DistributedConfig::world_size>("world_size", closed(1, 1024))
       .add<&DistributedConfig::timeout_s>("timeout_s", above(0))
-      .add<&DistributedConfig::algorithm>("algorithm");
+      .add<&DistributedConfig::algorithm>("algorithm")
+      .add<&DistributedConfig::streams>("streams", closed(1, 64));
   SectionBuilder<&Recipe::sync>{"sync", f}
       .add<&SyncConfig::strategy>("strategy")
       .add<&SyncConfig::bucket_mb>("bucket_mb", above(0))
@@ -193,7 +194,9 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
       .add<&NetworkConfig::inter_link>("inter_link")
       .add<&NetworkConfig::platform>("platform")
       .add<&NetworkConfig::eager_limit_kib>("eager_limit_kib", at_least(0))
-      .add<&NetworkConfig::rendezvous_round_trips>("rendezvous_round_trips", closed(0, 100));
+      .add<&NetworkConfig::rendezvous_round_trips>("rendezvous_round_trips", closed(0, 100))
+      .add<&NetworkConfig::streams>("streams", closed(1, 64))
+      .add<&NetworkConfig::tcp_window_kib>("tcp_window_kib", at_least(0));
   SectionBuilder<&Recipe::checkpoint>{"checkpoint", f}
       .add<&CheckpointConfig::every>("every", at_least(0))
       .add<&CheckpointConfig::keep_latest>("keep_latest", at_least(1))

@@ -146,6 +146,11 @@ struct DistributedConfig {
   // native = the backend's own (MPI_Allreduce; our ring on threads), auto_ = chosen per message
   // by the alpha-beta cost model of the [network] (or a size rule).
   Algorithm algorithm = Algorithm::native;
+  // TCP connections per pair of ranks on the gloo backend and between elastic replicas: a message
+  // of 64 KiB or more travels split over them (collectives/gloo/gloo_communicator.h), so a long fat
+  // pipe carries k windows per round trip instead of one. MPI: OpenMPI's btl_tcp_links (set
+  // before MPI_Init when the environment does not).
+  int streams = 1;
 
   bool operator==(const DistributedConfig&) const = default;
 };
@@ -294,6 +299,12 @@ struct NetworkConfig {
   // eager_limit_kib waits rendezvous_round_trips round trips of its route before it flows; 0: eager.
   double eager_limit_kib = 64;           // OpenMPI's TCP transport's default eager limit
   double rendezvous_round_trips = 0;
+  // replay: TCP connections per pair of ranks (as distributed.streams: a message of 64 KiB or more
+  // split over them), and each connection's window (0: unbounded): a connection carries at most
+  // tcp_window_kib per round trip of its route, so one stream through a long fat pipe is held to
+  // window / RTT and k streams to k times that (until they fill the link).
+  int streams = 1;
+  double tcp_window_kib = 0;
   bool operator==(const NetworkConfig&) const = default;
 };
 

@@ -180,6 +180,7 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
   o.join_wait_s = recipe.elastic.join_wait_s;
   o.max_attempts = static_cast<int>(recipe.elastic.max_attempts);
   o.address = recipe.elastic.address;
+  o.streams = recipe.distributed.streams;
   o.examples_per_step = static_cast<std::int64_t>(recipe.train.micro_batch) * recipe.train.grad_accum *
                         recipe.distributed.world_size;
   const OuterPeriod period = strategy_traits(recipe.sync.strategy.value).periodic(recipe);

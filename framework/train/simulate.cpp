@@ -58,6 +58,8 @@ std::string describe(const NetworkConfig& n) {
      << "), compute " << name_of(n.compute);
   if (n.rendezvous_round_trips > 0)
     os << ", rendezvous of " << n.rendezvous_round_trips << " round trips above " << n.eager_limit_kib << " KiB";
+  if (n.streams > 1) os << ", " << n.streams << " TCP streams per pair";
+  if (n.tcp_window_kib > 0) os << ", a window of " << n.tcp_window_kib << " KiB per stream";
   return os.str();
 }
 
@@ -132,6 +134,8 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   net.platform_file = r.network.platform.path;
   net.protocol.eager_limit_bytes = static_cast<std::uint64_t>(r.network.eager_limit_kib * 1024);
   net.protocol.rendezvous_round_trips = r.network.rendezvous_round_trips;
+  net.transport.streams = r.network.streams;
+  net.transport.window_bytes = static_cast<std::uint64_t>(r.network.tcp_window_kib * 1024);
   ReplayOptions ro;
   ro.modeled = r.network.compute == ComputeKind::modeled;
   ro.modeled_step_s = flops * static_cast<double>(examples) / (r.network.device_tflops * 1e12 * r.network.mfu);

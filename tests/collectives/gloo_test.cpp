@@ -155,6 +155,49 @@ TEST(Gloo, BytesAreCountedExactlyAsOnTheThreadsBackend) {
   std::filesystem::remove_all(dir);
 }
 
+// Several TCP connections per pair (GlooOptions::streams): every message of 16 bytes or more
+// travels in 4 pieces at once, including pieces of uneven length and messages shorter than 4
+// pieces' worth; results bitwise those of one stream and of the threads backend, the bytes and
+// messages counted exactly as with one.
+TEST(Gloo, SeveralStreamsPerPeerCarryTheBytesOfOneAndTheSameResults) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(n));
+    std::vector<std::vector<float>> one(static_cast<std::size_t>(n)), four(one.size()), threads(one.size());
+    std::vector<ByteCounters> bytes_one(one.size()), bytes_four(one.size());
+    auto body = [](std::vector<std::vector<float>>& out, std::vector<ByteCounters>* bytes) {
+      return [&out, bytes](Communicator& comm) {
+        out[static_cast<std::size_t>(comm.rank())] = exercise(comm, Algorithm::ring);
+        std::vector<float> big(100003, 0.5f + static_cast<float>(comm.rank()));  // 400 KB: uneven pieces
+        comm.all_reduce(big, ReduceOp::sum);
+        out[static_cast<std::size_t>(comm.rank())].insert(out[static_cast<std::size_t>(comm.rank())].end(),
+                                                          big.begin(), big.end());
+        if (bytes) (*bytes)[static_cast<std::size_t>(comm.rank())] = comm.bytes();
+      };
+    };
+    const std::string dir = fresh_dir("streams");
+    run_gloo(n, StoreSpec::parse("file:" + dir), "one", body(one, &bytes_one));
+    run_gloo(n, StoreSpec::parse("file:" + dir), "four", [&](Communicator& comm) {
+      EXPECT_EQ(dynamic_cast<GlooCommunicator&>(comm).streams(), 4);
+      body(four, &bytes_four)(comm);
+    }, GlooOptions{.timeout_s = 20, .streams = 4, .split_bytes = 16});
+    run_threads(n, body(threads, nullptr));
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      EXPECT_EQ(four[i], one[i]) << "rank " << r;
+      EXPECT_EQ(four[i], threads[i]) << "rank " << r;
+      EXPECT_EQ(bytes_four[i].sent, bytes_one[i].sent);
+      EXPECT_EQ(bytes_four[i].recv, bytes_one[i].recv);
+      EXPECT_EQ(bytes_four[i].messages_sent, bytes_one[i].messages_sent);
+    }
+    std::filesystem::remove_all(dir);
+  }
+  const std::string dir = fresh_dir("bad_streams");
+  auto store = KeyStore::open(StoreSpec::parse("file:" + dir));
+  for (int k : {0, kMaxStreams + 1})
+    EXPECT_THROW(GlooCommunicator(*store, "bad", 0, 1, GlooOptions{.streams = k}), Error) << k;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Gloo, APeerThatDiesOrNeverComesIsAnErrorWithinTheTimeout) {
   const std::string dir = fresh_dir("dead");
   const StoreSpec spec = StoreSpec::parse(dir);

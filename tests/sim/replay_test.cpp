@@ -99,6 +99,37 @@ TEST(Replay, ARendezvousDelaysMessagesAboveTheEagerLimitByItsRoundTrips) {
   EXPECT_NEAR(replay(ring, one_group, {}).time_s, want, want * 1e-9);
 }
 
+// Several TCP streams through one window-limited link (TransportModel): one stream moves at most
+// window / RTT, k streams k times that until they fill the link, so one message across takes
+// latency + S / min(bandwidth, k · window / RTT); a message below split_bytes uses one stream.
+TEST(Replay, StreamsThroughAWindowLimitedLinkFollowTheClosedForm) {
+  constexpr std::uint64_t S = 1'000'000, W = 25'000;  // one window per 20 ms round trip: 1.25 MB/s
+  constexpr double rtt = 2 * kWanLat;
+  auto t = empty_trace(2);
+  lane(t, 0, 0).push_back(ev(TraceKind::send, 0, 0, 1, S));
+  lane(t, 1, 0).push_back(ev(TraceKind::recv, 0, 0, 0, S));
+  auto sr = empty_trace(2);  // both ways at once
+  for (int r = 0; r < 2; ++r) lane(sr, r, 0).push_back(sendrecv(0, 1 - r, 1 - r, S));
+  ReplayNetwork net = network(2, 2);
+  net.transport.window_bytes = W;
+  for (int k : {1, 2, 4, 8, 16}) {
+    SCOPED_TRACE(k);
+    net.transport.streams = k;
+    const double want = kWanLat + S / std::min(kWanBw, k * W / rtt);
+    EXPECT_NEAR(replay(t, net, {}).time_s, want, want * 1e-9);
+    EXPECT_NEAR(replay(sr, net, {}).time_s, want, want * 1e-9);  // each direction has its own bandwidth
+    const ReplayResult res = replay(t, net, {});
+    EXPECT_EQ(res.ranks[0].tiers[1].sent, S);  // k streams carry exactly the bytes of one
+    EXPECT_EQ(res.ranks[0].tiers[1].messages_sent, 1u);
+  }
+  net.transport.streams = 4;
+  net.transport.split_bytes = S + 1;  // below it: one stream
+  EXPECT_NEAR(replay(t, net, {}).time_s, kWanLat + S * rtt / W, 1e-9);
+  net.transport.window_bytes = 0;  // no window: streams change nothing
+  net.transport.split_bytes = 1;
+  EXPECT_NEAR(replay(t, net, {}).time_s, kWanLat + S / kWanBw, 1e-9);
+}
+
 // Ranks 0, 1 in one group each send S to ranks 2, 3 in the other: through one shared uplink they
 // take twice as long as one flow; with a private link per pair (the old clock's model), as one.
 TEST(Replay, TwoFlowsThroughOneUplinkShareItsBandwidth) {
