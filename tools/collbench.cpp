@@ -25,7 +25,8 @@
 // process under mpirun; --algo native = the MPI library's collectives through our wrapper, any
 // other = our algorithms over MPI point-to-point); mpi_c (the MPI C API called directly,
 // MPI_Allreduce etc. on MPI_COMM_WORLD, no wrapper: the OpenMPI reference the targets are stated
-// against; f32/i32/u8 only).
+// against; f32/i32/u8 only); gloo (GlooCommunicator, one rank per process, --streams TCP
+// connections per pair).
 //
 // Exit codes: 0 success (also when a row is "not available"), 2 bad flags (one-line message),
 // 1 failure.
@@ -45,6 +46,8 @@
 
 #include "collectives/communicator.h"
 #include "collectives/dtype.h"
+#include "collectives/gloo/gloo_communicator.h"
+#include "collectives/gloo/key_store.h"
 #include "collectives/threads/threads_communicator.h"
 #include "core/check.h"
 #include "core/launcher.h"
@@ -60,7 +63,7 @@ namespace {
 constexpr int kInputError = 2;
 
 enum class Op { allreduce, reduce, reduce_scatter, allgather, alltoall, broadcast };
-enum class Backend { threads, mpi, mpi_c };
+enum class Backend { threads, mpi, mpi_c, gloo };
 
 template <class E>
 struct Choice {
@@ -70,7 +73,7 @@ struct Choice {
 constexpr Choice<Op> kOps[] = {{"allreduce", Op::allreduce},   {"reduce", Op::reduce},
                                {"reduce_scatter", Op::reduce_scatter}, {"allgather", Op::allgather},
                                {"alltoall", Op::alltoall},     {"broadcast", Op::broadcast}};
-constexpr Choice<Backend> kBackends[] = {{"threads", Backend::threads}, {"mpi", Backend::mpi}, {"mpi_c", Backend::mpi_c}};
+constexpr Choice<Backend> kBackends[] = {{"threads", Backend::threads}, {"mpi", Backend::mpi}, {"mpi_c", Backend::mpi_c}, {"gloo", Backend::gloo}};
 constexpr Choice<Algorithm> kAlgos[] = {{"ring", Algorithm::ring},
                                         {"recursive_doubling", Algorithm::recursive_doubling},
                                         {"rabenseifner", Algorithm::rabenseifner},
@@ -122,6 +125,7 @@ struct Config {
   std::size_t factor = 2;
   Op op = Op::allreduce;
   Backend backend = Backend::threads;
+  int streams = 1;  // gloo: TCP connections per pair
   std::optional<Algorithm> algo;  // unset: the backend's default (threads ring, MPI native)
   int n = 2;
   bool n_given = false;
@@ -551,23 +555,12 @@ int run_threads_backend(const Config& cfg) {
   return table.wrong() ? 1 : 0;
 }
 
-#ifdef LACONIC_HAVE_MPI
-int run_mpi_backend(const Config& cfg, int& argc, char**& argv) {
-  MpiRuntime runtime(argc, argv);
-  MpiCommunicator comm;
+// One rank per process (MPI, gloo): rank 0 prints the table.
+int run_process_backend(const Config& cfg, Communicator& comm, const std::string& desc) {
   const int n = comm.size(), rank = comm.rank();
-  if (cfg.n_given && cfg.n != n) {
-    if (rank == 0) std::fprintf(stderr, "collbench: error: -n %d but mpirun started %d ranks\n", cfg.n, n);
-    return kInputError;
-  }
   Table table(cfg, n);
   if (rank == 0) {
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(version, &len);
-    std::string v(version, static_cast<std::size_t>(len));
-    v = v.substr(0, v.find_first_of("\n,"));
-    table.header(cfg.backend == Backend::mpi_c ? "mpi_c (" + v + ")" : "mpi (" + v + ")");
+    table.header(desc);
     table.memcpy_line(cfg.max_bytes, memcpy_gbps(cfg.max_bytes));  // the others wait in the barrier
     table.columns();
   }
@@ -585,7 +578,57 @@ int run_mpi_backend(const Config& cfg, int& argc, char**& argv) {
   if (rank == 0) table.footer();
   return rank == 0 && table.wrong() ? 1 : 0;
 }
+
+#ifdef LACONIC_HAVE_MPI
+int run_mpi_backend(const Config& cfg, int& argc, char**& argv) {
+  MpiRuntime runtime(argc, argv);
+  MpiCommunicator comm;
+  if (cfg.n_given && cfg.n != comm.size()) {
+    if (comm.rank() == 0) std::fprintf(stderr, "collbench: error: -n %d but mpirun started %d ranks\n", cfg.n, comm.size());
+    return kInputError;
+  }
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  std::string v(version, static_cast<std::size_t>(len));
+  v = v.substr(0, v.find_first_of("\n,"));
+  return run_process_backend(cfg, comm, cfg.backend == Backend::mpi_c ? "mpi_c (" + v + ")" : "mpi (" + v + ")");
+}
 #endif
+
+// gloo: one rank per process, started as the trainer's gloo ranks are (LACONIC_RANK,
+// LACONIC_WORLD_SIZE, LACONIC_STORE, LACONIC_ADDRESS), with --streams TCP connections per pair.
+int run_gloo_backend(const Config& cfg) {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    if (!v || !*v) LC_INPUT_ERROR("--backend gloo: ", name, " is not set (every process needs LACONIC_RANK, "
+                                  "LACONIC_WORLD_SIZE and LACONIC_STORE)");
+    return v;
+  };
+  const auto number = [&](const char* name) {
+    const std::string v = env(name);
+    char* end = nullptr;
+    const long x = std::strtol(v.c_str(), &end, 10);
+    if (*end != '\0' || x < 0 || x > 1 << 20) LC_INPUT_ERROR(name, ": expected a number, got '", v, "'");
+    return static_cast<int>(x);
+  };
+  const int size = number("LACONIC_WORLD_SIZE"), rank = number("LACONIC_RANK");
+  if (size < 1 || rank >= size) LC_INPUT_ERROR("LACONIC_RANK ", rank, " is not a rank of LACONIC_WORLD_SIZE ", size);
+  if (cfg.n_given && cfg.n != size) LC_INPUT_ERROR("-n ", cfg.n, " but LACONIC_WORLD_SIZE is ", size);
+  StoreSpec spec;
+  try {
+    spec = StoreSpec::parse(env("LACONIC_STORE"));
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    LC_INPUT_ERROR("LACONIC_STORE: ", e.what());
+  }
+  auto store = KeyStore::open(spec);
+  GlooOptions opts{.timeout_s = 120, .streams = cfg.streams};
+  if (const char* a = std::getenv("LACONIC_ADDRESS"); a && *a) opts.address = a;
+  GlooCommunicator comm(*store, "collbench", rank, size, opts);
+  return run_process_backend(cfg, comm, "gloo (" + std::to_string(cfg.streams) + " TCP streams per pair)");
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"collbench: collective benchmark (nccl-tests style rows)"};
@@ -595,7 +638,8 @@ int run(int argc, char** argv) {
   app.add_option("-e,--maxbytes", e, "largest size");
   app.add_option("-f,--stepfactor", cfg.factor, "size multiplier between rows (>= 2)");
   app.add_option("--op", op, "allreduce|reduce|reduce_scatter|allgather|alltoall|broadcast");
-  app.add_option("--backend", backend, "threads|mpi|mpi_c (mpi, mpi_c: under mpirun)");
+  app.add_option("--backend", backend, "threads|mpi|mpi_c|gloo (mpi, mpi_c: under mpirun; gloo: LACONIC_RANK, LACONIC_WORLD_SIZE, LACONIC_STORE)");
+  app.add_option("--streams", cfg.streams, "gloo: TCP connections per pair of ranks (1-64)");
   app.add_option("--algo", algo, "ring|recursive_doubling|rabenseifner|hierarchical|native|auto");
   auto* nopt = app.add_option("-n,--ranks", cfg.n, "ranks (threads; under mpirun must match -np)");
   app.add_option("--dtype", dtype, "f32|bf16|f16|i32|u8");
@@ -631,7 +675,9 @@ int run(int argc, char** argv) {
       LC_INPUT_ERROR("--root ", cfg.root, " is not a rank");
     if (cfg.backend == Backend::mpi_c && cfg.algo && *cfg.algo != Algorithm::native)
       LC_INPUT_ERROR("--backend mpi_c runs the MPI library's own collectives: --algo must be native or absent");
+    if (cfg.streams < 1 || cfg.streams > kMaxStreams) LC_INPUT_ERROR("--streams must be in [1, ", kMaxStreams, "]");
     if (cfg.backend == Backend::threads) return run_threads_backend(cfg);
+    if (cfg.backend == Backend::gloo) return run_gloo_backend(cfg);
 #ifdef LACONIC_HAVE_MPI
     if (!launched_by_mpi_launcher())
       std::fprintf(stderr, "collbench: note: --backend %s outside mpirun runs a single rank\n", backend.c_str());
