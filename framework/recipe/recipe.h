@@ -148,8 +148,8 @@ struct DistributedConfig {
   Algorithm algorithm = Algorithm::native;
   // TCP connections per pair of ranks on the gloo backend and between elastic replicas: a message
   // of 64 KiB or more travels split over them (collectives/gloo/gloo_communicator.h), so a long fat
-  // pipe carries k windows per round trip instead of one. MPI: OpenMPI's btl_tcp_links (set
-  // before MPI_Init when the environment does not).
+  // pipe carries k windows per round trip instead of one. Not on MPI: OpenMPI 4.1's TCP transport
+  // gained nothing from several connections (btl_tcp_links) on the delay line (docs/benchmarks.md).
   int streams = 1;
 
   bool operator==(const DistributedConfig&) const = default;

@@ -106,11 +106,15 @@ BackendKind resolve_backend(const Recipe& recipe) {
                                 "or MPI processes: use \"auto\", \"threads\" or \"mpi\"");
 #ifdef LACONIC_HAVE_MPI
   const bool launched = launched_by_mpi_launcher();
-  if (b == BackendKind::auto_) return launched ? BackendKind::mpi : BackendKind::threads;
-  if (b == BackendKind::threads && launched)
+  const BackendKind resolved = b == BackendKind::auto_ ? (launched ? BackendKind::mpi : BackendKind::threads) : b;
+  if (resolved == BackendKind::threads && b == BackendKind::threads && launched)
     LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"threads\" but this process was started by mpirun "
                                 "(every process would train alone): use backend \"auto\" or \"mpi\"");
-  return b;
+  if (resolved == BackendKind::mpi && recipe.distributed.streams > 1)
+    LC_INPUT_ERROR(recipe.path, ": distributed.streams = ", recipe.distributed.streams,
+                   " on the mpi backend: OpenMPI's TCP transport gained nothing from several connections per peer "
+                   "(btl_tcp_links, docs/benchmarks.md); several streams are for gloo ranks and elastic replicas");
+  return resolved;
 #else
   if (b == BackendKind::mpi)
     LC_INPUT_ERROR(recipe.path, ": distributed.backend: expected \"threads\" or \"auto\", got \"mpi\" "

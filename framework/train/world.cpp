@@ -21,23 +21,10 @@
 
 namespace laconic {
 
-#ifdef LACONIC_HAVE_MPI
-namespace {
-// distributed.streams on MPI: OpenMPI's TCP transport opens btl_tcp_links connections per peer
-// and spreads a large message's fragments over them. Read at MPI_Init; a setting the environment
-// already has (mpirun --mca btl_tcp_links) wins.
-std::shared_ptr<MpiRuntime> start_mpi(const Recipe& recipe) {
-  if (recipe.distributed.streams > 1)
-    ::setenv("OMPI_MCA_btl_tcp_links", std::to_string(recipe.distributed.streams).c_str(), /*overwrite=*/0);
-  return std::make_shared<MpiRuntime>();
-}
-}  // namespace
-#endif
-
 ProcessRuntime::ProcessRuntime(const Recipe& recipe) : launched_(launched_by_mpi_launcher()) {
   if (resolve_backend(recipe) != BackendKind::mpi) return;
 #ifdef LACONIC_HAVE_MPI
-  mpi_ = start_mpi(recipe);
+  mpi_ = std::make_shared<MpiRuntime>();
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
 #endif
 }
@@ -89,7 +76,7 @@ ProcessWorld::ProcessWorld(const Recipe& recipe) {
     if (!launched_by_mpi_launcher())
       LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"mpi\" but this process was not started by an MPI "
                                   "launcher (mpirun -np N python3 ...)");
-    runtime_ = start_mpi(recipe);
+    runtime_ = std::make_shared<MpiRuntime>();
     MpiOptions opts;
     opts.timeout_s = timeout;
     comm_ = std::make_unique<MpiCommunicator>(opts);

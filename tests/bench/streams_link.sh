@@ -41,9 +41,23 @@ run() {  # STREAMS -> seconds per all-reduce (collbench's time column)
   awk '!/^#/ && NF >= 9 {printf "%.4f\n", $6 / 1e6}' "$tmp/rank0.out" | head -1 | grep . ||
     { echo "collbench failed:" >&2; cat "$tmp"/rank*.out >&2; exit 1; }
 }
+# The same over MPI (OpenMPI's TCP transport, btl_tcp_links connections per peer: what
+# distributed.streams sets), when mpirun and an MPI collbench are here.
+export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="${p}c"
+run_mpi() {  # LINKS -> seconds per all-reduce, or nothing
+  timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self \
+    --mca btl_tcp_if_include 10.214.0.0/16 --mca oob_tcp_if_include 10.213.0.0/24 --mca btl_tcp_links "$1" \
+    -np 1 ip netns exec "${p}a0" "$build/collbench" --backend mpi --algo ring -b "$bytes" -e "$bytes" --iters "$iters" --warmup 1 : \
+    -np 1 ip netns exec "${p}b0" "$build/collbench" --backend mpi --algo ring -b "$bytes" -e "$bytes" --iters "$iters" --warmup 1 \
+    > "$tmp/mpi.out" 2>&1 || return 0
+  awk '!/^#/ && NF >= 9 {printf "%.4f\n", $6 / 1e6}' "$tmp/mpi.out" | head -1
+}
+mpi_ok=0
+command -v mpirun > /dev/null && "$build/collbench" --backend mpi -b 8 -e 8 --iters 1 > /dev/null 2>&1 && mpi_ok=1
+
 echo "# ${rtt} ms RTT, 100 Mbit/s, two gloo ranks across the link, ring all-reduce of $bytes bytes"
 echo "# (2 ring steps, each $((bytes / 2)) bytes both ways), $iters iterations after 1 warm-up"
-echo "| socket buffers | streams | measured s | throughput per direction MB/s | model s |"
+echo "| transport, socket buffers | streams | measured s | throughput per direction MB/s | model s |"
 echo "| --- | --- | --- | --- | --- |"
 for buffers in kernel cap; do
   if [ "$buffers" = cap ]; then
@@ -57,9 +71,17 @@ for buffers in kernel cap; do
   buf=$(( $(ip netns exec "${p}b0" sysctl -n net.ipv4.tcp_rmem | awk '{print $3}') ))
   wbuf=$(( $(ip netns exec "${p}a0" sysctl -n net.ipv4.tcp_wmem | awk '{print $3}') ))
   [ "$wbuf" -lt "$buf" ] && buf=$wbuf
-  one=$(run 1)
-  four=$(run 4)
-  /usr/bin/python3 - "$label" "$one" "$four" "$bytes" "$rtt" "$buf" <<'PY'
+  for transport in gloo mpi; do
+  if [ "$transport" = gloo ]; then
+    one=$(run 1)
+    four=$(run 4)
+  else
+    [ "$mpi_ok" = 1 ] || { echo "# MPI: no mpirun or no MPI in collbench here: skipped"; continue; }
+    one=$(run_mpi 1)
+    four=$(run_mpi 4)
+    [ -n "$one" ] && [ -n "$four" ] || { echo "# MPI: mpirun failed:"; tail -5 "$tmp/mpi.out"; continue; }
+  fi
+  /usr/bin/python3 - "$transport, $label" "$one" "$four" "$bytes" "$rtt" "$buf" <<'PY'
 import sys
 label, one, four, size, rtt = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]) / 1e3
 rate, lat, step = 100e6 / 8 * 1448 / 1500, rtt / 2, size / 2
@@ -72,4 +94,5 @@ for k, t in ((1, one), (4, four)):
 print(f"# {label}: modelled window {window / 1024:.0f} KiB (one stream achieved {achieved / 1024:.0f} KiB per RTT); "
       f"4 streams {one / four:.2f}x faster than 1")
 PY
+  done
 done

@@ -204,6 +204,12 @@ printf '\x00\x00\x08\x01\x00\x00\x00\x01\x00' | gzip >"$idx/t10k-labels-idx1-uby
 expect idx_2m_images "" "train-images-idx3-ubyte\.gz: the header declares 1568000000 bytes of data, more than the limit of 250000000 \(318877 images of 28x28\)$" \
   --recipe "$good" --data.path="$idx" --out run_out
 
+# Several TCP streams: 1-64, and not on MPI (OpenMPI gained nothing from them; a build without
+# MPI refuses the backend itself).
+expect streams_zero "" 'distributed\.streams' --recipe "$good" --distributed.streams=0 --train.steps=1
+expect streams_on_mpi "" 'distributed\.(streams = 4 on the mpi backend: OpenMPI|backend: expected "threads" or "auto", got "mpi")' \
+  --recipe "$good" --distributed.backend=mpi --distributed.streams=4 --train.steps=1
+
 # device = "cuda" where it cannot run: a build without CUDA, or no visible device (this machine,
 # unless a GPU is present: then the run would be legitimate and the case is skipped).
 if ! nvidia-smi -L >/dev/null 2>&1; then
