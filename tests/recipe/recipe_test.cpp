@@ -366,7 +366,7 @@ Recipe unusual_recipe() {
   r.train = {12345, 1.0 / 3.0, 7, 3, 11, 13, true, {false}, {5400.5}};
   r.optimizer = {"sgd", 2.0, 0.30000000000000004, true, 1e-7};
   r.schedule = {17, LrDecay::cosine, 1e-300};
-  r.distributed = {BackendKind::threads, DeviceKind::cpu, 6, 12.5, Algorithm::rabenseifner};
+  r.distributed = {BackendKind::threads, DeviceKind::cpu, 6, 12.5, Algorithm::rabenseifner, 5};
   r.sync = {"powersgd", 1e20, false, 0.375, {WireKind::bf16},
             {1.0 / 3.0, false, TopKOptions::Selection::sampled, 0.125, 7},
             {3, 9, 1.5, false, false},
@@ -381,7 +381,7 @@ Recipe unusual_recipe() {
             {{{"allreduce", 500}, {"topk", 0}}}};
   // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
   r.network = {3, {25e9 / 8}, {7e-6}, {123456.789}, {0.1 + 0.2}, {{0, 5}}, 2.5, ComputeKind::modeled, 312.5, 0.45,
-               InterLink::per_pair, {"plat form.xml"}};
+               InterLink::per_pair, {"plat form.xml"}, 32.5, 1.5, 3, 96.25};
   r.checkpoint = {25, 3, "/tmp/ck pts"};
   r.guards = {NonfiniteKind::skip, 4, 9};
   r.fault = {FaultKind::stall, 5, 123};
@@ -483,7 +483,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 161u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 164u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);
