@@ -413,6 +413,10 @@ std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, con
       // without them): wait for more, up to join_wait_s.
       const int size_now = static_cast<int>(q.members.size() + q.joiners.size());
       if (q.members.empty() || size_now < opts_.min_quorum) {
+        LC_CHECK(!opts_.stop_requested || !opts_.stop_requested(), "elastic: round ", round, ": asked to stop while ",
+                 size_now, " replica(s) waited for elastic.min_quorum = ", opts_.min_quorum,
+                 " (the others stopped before this sync): stopping without this step's checkpoint; --resume continues "
+                 "from this replica's last one");
         LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: round ", round, ": ", size_now, " replica(s) came within ",
                  opts_.join_wait_s, " s (elastic.join_wait_s), fewer than elastic.min_quorum = ", opts_.min_quorum,
                  ": a minority does not train on as the run");

@@ -66,6 +66,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -107,6 +108,10 @@ struct ElasticOptions {
   std::string secret;
   // The most bytes a donated state may declare (0: no bound): more is refused before allocating.
   std::uint64_t max_state_bytes = 0;
+  // Whether this replica was asked to stop (a signal; null: never). A replica asked to stop does
+  // not wait at a sync for a quorum that is not there: the others stopped before it (a supervisor
+  // signals every replica at once, and a faster one may already be at the next sync).
+  std::function<bool()> stop_requested;
 };
 
 // A replica's newest checkpoint of this run, as a restarted replica offers it for recovery.

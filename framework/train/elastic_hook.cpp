@@ -14,6 +14,7 @@
 #include "framework/sync/periodic.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/run_dir.h"
+#include "framework/train/stop.h"
 #include "framework/train/summary.h"
 
 namespace laconic {
@@ -181,6 +182,7 @@ std::unique_ptr<ElasticGroup> make_elastic_group(const Recipe& recipe, const Run
   o.max_attempts = static_cast<int>(recipe.elastic.max_attempts);
   o.address = recipe.elastic.address;
   o.streams = recipe.distributed.streams;
+  o.stop_requested = [] { return SignalStop::received() != 0; };
   o.examples_per_step = static_cast<std::int64_t>(recipe.train.micro_batch) * recipe.train.grad_accum *
                         recipe.distributed.world_size;
   const OuterPeriod period = strategy_traits(recipe.sync.strategy.value).periodic(recipe);

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -330,6 +331,35 @@ TEST(Elastic, AMinorityNeverSyncsAsTheRun) {
   ElasticGroup alone(o);
   sync(alone, delta, 3, 4, anchor);
   EXPECT_EQ(alone.history().at(0).members, (std::vector<int>{0}));
+}
+
+// A replica asked to stop (a signal the supervisor forwarded to every replica) while it waits at a
+// sync for a quorum does not wait join_wait_s for replicas that stopped before the sync: it stops
+// at once, saying why. Without the request it waits (the case above).
+TEST(Elastic, AReplicaAskedToStopDoesNotWaitForAQuorumThatStopped) {
+  Dir dir("stop_wait");
+  ElasticOptions o = options("file:" + dir.path, 0, 3);  // a majority: 2
+  o.join_wait_s = 60;
+  std::atomic<bool> asked{false};
+  o.stop_requested = [&] { return asked.load(); };
+  ElasticGroup g(o);
+  std::vector<float> delta(10, 1.0f);
+  const std::vector<float> anchor(10, 0.0f);
+  std::thread signal([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    asked = true;  // as a signal handler sets SignalStop's flag
+  });
+  Stopwatch t;
+  std::string error;
+  try {
+    sync(g, delta, 3, 4, anchor);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  signal.join();
+  EXPECT_LT(t.seconds(), 20.0);
+  EXPECT_NE(error.find("asked to stop while 1 replica(s) waited for elastic.min_quorum = 2"), std::string::npos) << error;
+  EXPECT_EQ(g.syncs(), 0u);
 }
 
 TEST(Elastic, TheStoreStaysBoundedOver500Syncs) {
