@@ -22,7 +22,7 @@ hidden = [32]
 [data]
 name = "fashion_mnist"
 [train]
-steps = 4000
+steps = 200000
 micro_batch = 16
 log_every = 5
 noise_scale = false
@@ -35,7 +35,7 @@ world_size = 1
 [sync]
 strategy = "diloco"
 [sync.diloco]
-period = 100
+period = 100000
 [elastic]
 sync_timeout_s = 20
 TOML
@@ -47,7 +47,7 @@ source "$(dirname "$0")/../support/elastic_run.sh"
 setsid "$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$recipe" --out "$tmp/run" > "$tmp/run.out" 2>&1 &
 pid=$!
 pids+=("$pid")
-# Every replica at step 25 or later, none near the first sync (step 100) when the signal comes:
+# Every replica at step 25 or later, none near the first sync (step 100000) when the signal comes:
 # replicas run at different speeds between syncs, and one already at a sync would wait there for
 # the others, which stop first (it then stops too, without that step's checkpoint).
 for r in 0 1 2; do at_step run "$r" 25; done
