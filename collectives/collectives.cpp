@@ -21,16 +21,19 @@ std::span<std::byte> Collectives::scratch(std::size_t bytes, int slot) {
   return {s.data(), bytes};
 }
 
+Algorithm Collectives::all_reduce_algorithm(std::size_t bytes) const {
+  const Algorithm a = policy_->algorithm;
+  if (a != Algorithm::auto_) return a;
+  // Without a cost model, MPICH's fixed switch point: recursive doubling (lg p latencies) below
+  // 2 KiB, where latency dominates; the bandwidth-optimal ring above (docs/algorithms.md).
+  constexpr std::size_t kShortMessage = 2048;
+  return policy_->chooser ? policy_->chooser(bytes)
+         : bytes < kShortMessage ? Algorithm::recursive_doubling
+                                 : Algorithm::ring;
+}
+
 void Collectives::all_reduce(Transport& t, Buf data, ReduceOp op) {
-  Algorithm a = policy_->algorithm;
-  if (a == Algorithm::auto_) {
-    // Without a cost model, MPICH's fixed switch point: recursive doubling (lg p latencies) below
-    // 2 KiB, where latency dominates; the bandwidth-optimal ring above (docs/algorithms.md).
-    constexpr std::size_t kShortMessage = 2048;
-    a = policy_->chooser ? policy_->chooser(data.bytes())
-        : data.bytes() < kShortMessage ? Algorithm::recursive_doubling
-                                       : Algorithm::ring;
-  }
+  const Algorithm a = all_reduce_algorithm(data.bytes());
   const int n = t.size();
   switch (a) {
     case Algorithm::ring:

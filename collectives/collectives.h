@@ -84,6 +84,8 @@ class Collectives {
   // Runs `call` with our algorithms over `t`'s point-to-point exchange (Algorithm::native means
   // our default here: the ring). Scratch is kept across calls: steady state allocates nothing.
   void run(Transport& t, const CollectiveCall& call);
+  // The algorithm an all-reduce of `bytes` runs (the policy's, auto_ resolved by size).
+  Algorithm all_reduce_algorithm(std::size_t bytes) const;
 
  private:
   void all_reduce(Transport& t, Buf data, ReduceOp op);

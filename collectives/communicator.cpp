@@ -147,21 +147,46 @@ void Communicator::collective(const CollectiveCall& call) {
 void Communicator::do_collective(const CollectiveCall& call) {
   // A native collective is traced as one event (the replay expands it into its algorithm's
   // messages); ours are traced message by message, by the transport.
+  // Ours are traced message by message, by the transport, between a collective event that says
+  // what the call was (for a projection to another world size) and its end.
   Tracer* t = message_tracer();
   const double t0 = t ? t->now() : 0;
-  if (!native(call)) return run_algorithm(call);
-  if (!t) return;
   TraceEvent e;
-  e.t0 = t0;
-  e.t1 = t->now();
-  e.kind = TraceKind::native;
   e.sub = static_cast<std::uint8_t>(call.kind);
   e.bytes = call.kind == Collective::reduce_scatter || call.kind == Collective::all_to_all ? call.send.bytes()
                                                                                           : call.data.bytes();
   e.a = call.root;
   e.b = size();
   e.plane = trace_plane();
+  if (!native(call)) {
+    Tracer* mark = tracer();
+    if (!mark) return run_algorithm(call);
+    e.kind = TraceKind::collective;
+    e.t0 = e.t1 = mark->now();
+    e.bytes2 = collective_ranks().pack();
+    if (call.kind == Collective::all_reduce) e.tier = static_cast<std::uint8_t>(collectives_.all_reduce_algorithm(e.bytes));
+    mark->record(e);
+    run_algorithm(call);
+    TraceEvent end;
+    end.kind = TraceKind::collective_end;
+    end.t0 = end.t1 = mark->now();
+    end.plane = e.plane;
+    mark->record(end);
+    return;
+  }
+  if (!t) return;
+  e.t0 = t0;
+  e.t1 = t->now();
+  e.kind = TraceKind::native;
   t->record(e);
+}
+
+CollectiveRanks Communicator::collective_ranks() const {
+  const int n = size();
+  CollectiveRanks c{world_rank(0), n > 1 ? world_rank(1) - world_rank(0) : 1};
+  for (int r = 2; r < n && c.stride != 0; ++r)
+    if (world_rank(r) != c.first + r * c.stride) c.stride = 0;
+  return c;
 }
 
 // ---- async forms: the same calls, run on the communication thread ----

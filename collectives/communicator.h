@@ -28,6 +28,7 @@
 #include "collectives/async_queue.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
+#include "collectives/trace.h"
 #include "collectives/transport.h"
 
 namespace laconic {
@@ -123,6 +124,8 @@ class Communicator : public Transport {
   void before_blocking() override { drain(); }
   AsyncQueue& async();  // the queue and its thread, on first use
   void drain();  // waits for the queue unless called from the communication thread itself
+
+  CollectiveRanks collective_ranks() const;  // this communicator's ranks in the world
 
   Collectives collectives_;
   std::unique_ptr<AsyncQueue> async_;

@@ -60,7 +60,7 @@ void Tracer::open(int lane) {
   LC_CHECK(l.fd >= 0, "trace: cannot create ", path, ": ", std::strerror(errno));
   TraceFileHeader h{};
   std::memcpy(h.magic, kTraceMagic, sizeof h.magic);
-  h.version = 2;
+  h.version = 3;
   h.rank = rank_;
   h.size = size_;
   h.lane = lane;
@@ -169,7 +169,7 @@ TraceLane read_trace_lane(const std::string& path) {
   if (in.size() >= sizeof h) in.read_at(0, &h, sizeof h);
   if (in.size() < sizeof h || std::memcmp(h.magic, kTraceMagic, sizeof h.magic) != 0)
     LC_INPUT_ERROR(path, ": not a Laconic trace file (expected the magic LCTRACE1)");
-  if (h.version != 1 && h.version != 2) LC_INPUT_ERROR(path, ": trace version ", h.version, ", expected 1 or 2");
+  if (h.version < 1 || h.version > 3) LC_INPUT_ERROR(path, ": trace version ", h.version, ", expected 1 to 3");
   const std::uint64_t body = in.size() - sizeof h;
   if (body % sizeof(TraceEvent) != 0 || body / sizeof(TraceEvent) != h.events || (h.events == 0 && body != 0))
     LC_INPUT_ERROR(path, ": truncated or unfinished trace (header says ", h.events, " events, the file holds ",
@@ -178,6 +178,7 @@ TraceLane read_trace_lane(const std::string& path) {
   t.rank = h.rank;
   t.size = h.size;
   t.lane = h.lane;
+  t.version = static_cast<int>(h.version);
   t.events.resize(h.events);
   in.read_at(sizeof h, t.events.data(), body);
   if (h.version == 1)

@@ -16,7 +16,8 @@
 // 32-byte header then fixed 48-byte events (little-endian, as in memory). Bytes per step: 48 ×
 // (events per step) — per rank and step, 2 step/span marks per micro-batch and per strategy call,
 // one event per message of the algorithm (a ring all-reduce of one bucket on p ranks: 2(p−1)),
-// two per async operation (issue, wait) plus its begin and end, one per native collective.
+// two per async operation (issue, wait) plus its begin and end, one per native collective, two
+// per collective of ours (its begin and end).
 // docs/simulation.md gives the bound per strategy; tests/sim checks it.
 #pragma once
 
@@ -41,6 +42,24 @@ enum class TraceKind : std::uint8_t {
   begin,       // lane 1: async operation `a` starts
   end,         // lane 1: it ends
   wait,        // lane 0: waited for operation `a` (from t0 to t1)
+  // One of our collectives (not a native one) begins: its messages follow, then collective_end.
+  // sub = Collective, `bytes` its buffer (as for native), a = root, b = the communicator's size,
+  // bytes2 = its ranks in the world (CollectiveRanks), tier = the all-reduce Algorithm run. A
+  // world-size projection (sim/project.h) replaces the bracket with the collective regenerated.
+  collective,
+  collective_end,  // it ends (instant)
+};
+
+// The world ranks of a communicator whose rank k is world rank first + k * stride (stride 0: not
+// evenly spaced), packed into TraceEvent::bytes2 of a collective event.
+struct CollectiveRanks {
+  std::int32_t first = 0, stride = 1;
+  std::uint64_t pack() const {
+    return static_cast<std::uint32_t>(first) | static_cast<std::uint64_t>(static_cast<std::uint32_t>(stride)) << 32;
+  }
+  static CollectiveRanks unpack(std::uint64_t v) {
+    return {static_cast<std::int32_t>(v & 0xffffffffu), static_cast<std::int32_t>(v >> 32)};
+  }
 };
 
 // What a compute span is (TraceKind::span_begin's sub).
@@ -75,7 +94,7 @@ static_assert(sizeof(TraceEvent) == 48);
 inline constexpr char kTraceMagic[8] = {'L', 'C', 'T', 'R', 'A', 'C', 'E', '1'};
 struct TraceFileHeader {
   char magic[8];
-  std::uint32_t version;  // 2 (1: no TraceEvent::plane, read as the training's)
+  std::uint32_t version;  // 3 (2: no collective events; 1: nor TraceEvent::plane, read as the training's)
   std::int32_t rank;
   std::int32_t size;
   std::int32_t lane;
@@ -147,6 +166,7 @@ class Tracer {
 inline constexpr std::uint64_t kMaxTraceBytes = 4'000'000'000;
 struct TraceLane {
   int rank = 0, size = 0, lane = 0;
+  int version = 3;
   std::vector<TraceEvent> events;
 };
 TraceLane read_trace_lane(const std::string& path);

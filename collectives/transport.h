@@ -48,6 +48,9 @@ class Transport {
   // device memory for NCCL and for the staging wrapper that carries device buffers over a host
   // backend. In a run with device = "cuda" every communicator the strategies see says cuda.
   virtual Device memory() const { return Device::cpu; }
+  // The world rank of this transport's rank r (a subset of the world's ranks maps them; a trace
+  // records each collective's ranks in the world with it).
+  virtual int world_rank(int r) const { return r; }
 
   // Blocking send of `bytes` bytes to `peer`; messages between a pair are delivered in order.
   void send(const void* data, std::size_t bytes, int peer);

@@ -8,13 +8,17 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 #include <simgrid/version.h>
 
 #include "collectives/algorithms/broadcast_tree.h"
+#include "collectives/algorithms/recursive_doubling.h"
 #include "collectives/algorithms/tree_reduce.h"
 #include "collectives/collectives.h"
 #include "core/check.h"
@@ -117,7 +121,8 @@ struct Expansion {
 class Engine {
  public:
   Engine(const std::vector<RankTrace>& trace, const ReplayNetwork& net, const ReplayOptions& opts)
-      : trace_(trace), net_(net), opts_(opts), n_(static_cast<int>(trace.size())) {}
+      : trace_(trace), net_(net), opts_(opts),
+        n_(static_cast<int>(opts.sources.empty() ? trace.size() : opts.sources.size())) {}
 
   ReplayResult run() {
     // SimGrid's own log: only what is critical (a deadlock report names the stuck actors).
@@ -128,9 +133,12 @@ class Engine {
     char contexts[] = "--cfg=contexts/factory:thread";
     char* argv[] = {name, log, contexts, nullptr};
 #else
-    char* argv[] = {name, log, nullptr};
+    // Thousands of ranks (a projection) are thousands of actors: stacks of 512 KiB, not 8 MiB.
+    char stack[] = "--cfg=contexts/stack-size:512";
+    char* argv[] = {name, log, n_ > 256 ? stack : nullptr, nullptr};
 #endif
-    int argc = static_cast<int>(sizeof argv / sizeof argv[0]) - 1;
+    int argc = 0;
+    while (argv[argc]) ++argc;
     sg4::Engine e(&argc, argv);
     sg4::Engine::set_config("network/model:CM02");
     sg4::Engine::set_config("network/crosstraffic:0");
@@ -139,20 +147,15 @@ class Engine {
     sg4::Engine::set_config("network/TCP-gamma:" + std::to_string(net_.transport.window_bytes));
     platform(e);
     ranks_.resize(static_cast<std::size_t>(n_));
-    boxes_.resize(2 * static_cast<std::size_t>(n_ * n_));
-    for (int lane = 0; lane < 2; ++lane)
-      for (int s = 0; s < n_; ++s)
-        for (int d = 0; d < n_; ++d)
-          boxes_[index(lane, s, d)] = sg4::Mailbox::by_name(named("m", s, d, lane));
     for (int r = 0; r < n_; ++r) {
       Rank& k = ranks_[static_cast<std::size_t>(r)];
       k.mu = sg4::Mutex::create();
       k.cv = sg4::ConditionVariable::create();
       k.factor = modeled_factors(r);
-      sg4::Actor::create(named("compute", r), hosts_[static_cast<std::size_t>(r)],
-                         [this, r] { guarded([&] { lane0(r); }); });
-      sg4::Actor::create(named("comm", r), hosts_[static_cast<std::size_t>(r)],
-                         [this, r] { guarded([&] { lane1(r); }); });
+      k.actor[0] = sg4::Actor::create(named("compute", r), hosts_[static_cast<std::size_t>(r)],
+                                      [this, r] { guarded([&] { lane0(r); }); });
+      k.actor[1] = sg4::Actor::create(named("comm", r), hosts_[static_cast<std::size_t>(r)],
+                                      [this, r] { guarded([&] { lane1(r); }); });
     }
     e.run();
     if (!error_.empty()) throw Error(error_);
@@ -183,8 +186,18 @@ class Engine {
     std::int64_t step = -1;      // lane 0's current step
     std::vector<std::int64_t> issue_step;  // the step at each async operation's issue
     std::vector<std::string> issue_op;     // and its name (async_op_name)
+    sg4::ActorPtr actor[2];                // each lane's actor, the receiver of its mailboxes
+    std::vector<sg4::Mailbox*> inbox[2];   // the mailboxes made so far that it receives from
+    std::uint64_t sent[2] = {0, 0};        // bytes each lane sent (scaled), counted or not
     RankReplay out;
   };
+
+  // The world ranks of a communicator: rank k of p is first + k · stride; this one is `index`.
+  struct Members {
+    int first = 0, stride = 1, p = 1, index = 0;
+    int world(int k) const { return first + k * stride; }
+  };
+
 
   // An actor's error ends the replay with its message (SimGrid's own kill exception passes).
   template <class F>
@@ -196,10 +209,22 @@ class Engine {
     }
   }
 
-  const std::vector<TraceEvent>& lane(int r, int l) const { return trace_[static_cast<std::size_t>(r)].lanes[l].events; }
-  std::size_t index(int lane, int s, int d) const {
-    return (static_cast<std::size_t>(lane) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(s)) *
-               static_cast<std::size_t>(n_) + static_cast<std::size_t>(d);
+  const std::vector<TraceEvent>& lane(int r, int l) const {
+    const auto i = static_cast<std::size_t>(r);
+    return trace_[opts_.sources.empty() ? i : static_cast<std::size_t>(opts_.sources[i])].lanes[l].events;
+  }
+  // The mailbox from s to d on lane l, made on first use with d's actor as its receiver.
+  sg4::Mailbox* box(int l, int s, int d) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(l) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(s)) *
+                                  static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(d);
+    if (const auto it = boxes_.find(key); it != boxes_.end()) return it->second;
+    // SimGrid's calls may switch to another actor (simcalls), which may make the same mailbox:
+    // the map gets only a mailbox ready for use, and once.
+    sg4::Mailbox* m = sg4::Mailbox::by_name(named("m", s, d, l));
+    Rank& k = ranks_[static_cast<std::size_t>(d)];
+    if (k.actor[l]) m->set_receiver(k.actor[l]);
+    if (boxes_.try_emplace(key, m).second) k.inbox[l].push_back(m);
+    return m;
   }
   int tier(int a, int b) const {
     const auto& g = net_.topo.group_of;
@@ -227,6 +252,7 @@ class Engine {
     }
     const Topology& t = net_.topo;
     LC_CHECK(t.size() == n_, "replay: the network describes ", t.size(), " ranks, the trace has ", n_);
+    if (net_.inter_link == InterLink::shared || t.num_groups() == 1) return star_platform();
     auto* zone = sg4::create_full_zone("cluster");
     std::vector<sg4::Link*> nic;
     for (int r = 0; r < n_; ++r) {
@@ -239,12 +265,6 @@ class Engine {
     // Between groups: inter latency in all (the NICs' part included), so one message across takes
     // exactly inter latency + S / inter bandwidth when nothing else competes.
     const double wan_latency = std::max(0.0, t.inter.latency_s - t.intra.latency_s);
-    std::vector<sg4::Link*> uplink;
-    const int groups = t.num_groups();
-    if (net_.inter_link == InterLink::shared)
-      for (int g = 0; g < groups; ++g)
-        uplink.push_back(zone->create_split_duplex_link(named("uplink", g), t.inter.bandwidth_Bps)
-                             ->set_latency(wan_latency / 2));
     using Dir = sg4::LinkInRoute::Direction;
     for (int a = 0; a < n_; ++a)
       for (int b = a + 1; b < n_; ++b) {
@@ -252,10 +272,7 @@ class Engine {
         const auto gb = static_cast<std::size_t>(t.group_of[static_cast<std::size_t>(b)]);
         std::vector<sg4::LinkInRoute> ab{{nic[static_cast<std::size_t>(a)], Dir::UP}};
         std::vector<sg4::LinkInRoute> ba{{nic[static_cast<std::size_t>(b)], Dir::UP}};
-        if (ga != gb && net_.inter_link == InterLink::shared) {
-          ab.insert(ab.end(), {{uplink[ga], Dir::UP}, {uplink[gb], Dir::DOWN}});
-          ba.insert(ba.end(), {{uplink[gb], Dir::UP}, {uplink[ga], Dir::DOWN}});
-        } else if (ga != gb) {
+        if (ga != gb) {
           sg4::Link* pair = zone->create_split_duplex_link(named("pair", a, b),
                                                            t.inter.bandwidth_Bps)
                                 ->set_latency(wan_latency);
@@ -270,6 +287,38 @@ class Engine {
                         hosts_[static_cast<std::size_t>(a)]->get_netpoint(), nullptr, nullptr, ba, false);
       }
     zone->seal();
+  }
+
+  // Shared uplinks: a star of NICs per group behind its gateway, and a star of the groups' uplinks
+  // (routes are made on demand, so 10,000 ranks take memory in N, not N²). Within a group a message
+  // crosses the two NICs (intra latency); between groups also both uplinks, whose latency makes up
+  // the rest of the inter latency.
+  void star_platform() {
+    const Topology& t = net_.topo;
+    using Dir = sg4::LinkInRoute::Direction;
+    auto* world = sg4::create_star_zone("world");
+    const double wan_latency = std::max(0.0, t.inter.latency_s - t.intra.latency_s);
+    hosts_.assign(static_cast<std::size_t>(n_), nullptr);
+    for (int g = 0; g < t.num_groups(); ++g) {
+      auto* zone = sg4::create_star_zone(named("group", g));
+      zone->set_parent(world);
+      auto* gateway = zone->create_router(named("gateway", g));
+      zone->add_route(gateway, nullptr, nullptr, nullptr, {}, true);
+      for (int r = 0; r < n_; ++r) {
+        if (t.group_of[static_cast<std::size_t>(r)] != g) continue;
+        sg4::Host* h = zone->create_host(named("rank", r), kSpeed / t.slowdown_of(r));
+        h->set_core_count(2);  // the compute and the communication actor
+        hosts_[static_cast<std::size_t>(r)] = h;
+        sg4::Link* nic = zone->create_split_duplex_link(named("nic", r), t.intra.bandwidth_Bps)
+                             ->set_latency(t.intra.latency_s / 2);
+        zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {{nic, Dir::UP}}, true);
+      }
+      zone->seal();
+      sg4::Link* uplink = world->create_split_duplex_link(named("uplink", g), t.inter.bandwidth_Bps)
+                              ->set_latency(wan_latency / 2);
+      world->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{uplink, Dir::UP}}, true);
+    }
+    world->seal();
   }
 
   // ---- compute ----
@@ -321,27 +370,18 @@ class Engine {
     span(TimelineSpan{.rank = r, .track = track, .name = name, .t0 = t0, .t1 = t1, .op = {}});
   }
   // The span of message event e of rank r, which took t0..now, in operation `op` of `step`.
-  void message_span(int r, const TraceEvent& e, const std::string& op, std::int64_t step, double t0) {
+  void message_span(int r, const TraceEvent& e, const std::string& op, std::int64_t step, double t0,
+                    std::uint64_t sent) {
     if (!opts_.timeline) return;
     TimelineSpan s{.rank = r, .track = 1, .name = op.empty() ? message_name(e) : op + ": " + message_name(e), .t0 = t0, .t1 = sg4::Engine::get_clock(), .op = {}};
     s.step = step;
     s.op = op.empty() ? message_name(e) : op;
-    s.bytes = scaled(e.bytes);
-    if (e.kind == TraceKind::native) {
-      s.bytes = scaled(nominal_sent(e, r));
-    } else {
+    s.bytes = sent;
+    if (e.kind != TraceKind::native) {
       s.peer = e.a;
       s.tier = tier(r, e.a);
     }
     span(std::move(s));
-  }
-  // Bytes rank r sends in native collective e (by the algorithm the replay expands it into).
-  std::uint64_t nominal_sent(const TraceEvent& e, int r) const {
-    std::uint64_t sent = 0;
-    Expansion::run(
-        static_cast<Collective>(e.sub), e.bytes, e.a, n_, r, [&](int, std::uint64_t o, int, std::uint64_t) { sent += o; },
-        [&](int, std::uint64_t b) { sent += b; }, [&](int, std::uint64_t) {});
-    return sent;
   }
 
   // `seconds` of compute of the given span kind (-1: inside an async operation) on rank r.
@@ -365,11 +405,12 @@ class Engine {
     return opts_.scale == 1 ? bytes : static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes) * opts_.scale));
   }
   // The control plane's messages (TraceEvent::plane 1) take time but are not training bytes.
-  void count_send(int r, int to, std::uint64_t bytes, bool counted) {
+  void count_send(int r, int l, int to, std::uint64_t bytes, bool counted, std::uint64_t messages = 1) {
+    ranks_[static_cast<std::size_t>(r)].sent[l] += bytes;
     if (!counted) return;
     ByteCounters& c = ranks_[static_cast<std::size_t>(r)].out.tiers[tier(r, to)];
     c.sent += bytes;
-    ++c.messages_sent;
+    c.messages_sent += messages;
   }
   void count_recv(int r, int from, std::uint64_t bytes, bool counted) {
     if (!counted) return;
@@ -393,15 +434,20 @@ class Engine {
   // held to the window per round trip by the engine's TCP-gamma) into `comms`.
   void post_send(int r, int l, int to, std::uint64_t bytes, std::vector<sg4::CommPtr>& comms) {
     handshake(r, to, bytes);
-    const int k = pieces(bytes);
+    post_pieces(r, l, to, bytes, pieces(bytes), comms);
+  }
+  void post_pieces(int r, int l, int to, std::uint64_t bytes, int k, std::vector<sg4::CommPtr>& comms) {
     for (int s = 0; s < k; ++s) {
       const std::uint64_t piece = bytes * static_cast<std::uint64_t>(s + 1) / static_cast<std::uint64_t>(k) -
                                   bytes * static_cast<std::uint64_t>(s) / static_cast<std::uint64_t>(k);
-      comms.push_back(boxes_[index(l, r, to)]->put_async(&token, piece));
+      comms.push_back(box(l, r, to)->put_async(&token, piece));
     }
   }
   void post_recv(int r, int l, int from, std::uint64_t bytes, std::vector<sg4::CommPtr>& comms) {
-    for (int s = pieces(bytes); s > 0; --s) comms.push_back(boxes_[index(l, from, r)]->get_async<int>(&sink));
+    post_recv_pieces(r, l, from, pieces(bytes), comms);
+  }
+  void post_recv_pieces(int r, int l, int from, int k, std::vector<sg4::CommPtr>& comms) {
+    for (int s = k; s > 0; --s) comms.push_back(box(l, from, r)->get_async<int>(&sink));
   }
   static void wait_all(std::vector<sg4::CommPtr>& comms) {
     for (auto& c : comms) c->wait();
@@ -412,7 +458,7 @@ class Engine {
     std::vector<sg4::CommPtr> comms;
     post_send(r, l, to, bytes, comms);
     wait_all(comms);
-    count_send(r, to, bytes, counted);
+    count_send(r, l, to, bytes, counted);
   }
   void recv(int r, int l, int from, std::uint64_t bytes, bool counted) {
     bytes = scaled(bytes);
@@ -429,7 +475,7 @@ class Engine {
     post_send(r, l, to, out, s);
     wait_all(g);
     wait_all(s);
-    count_send(r, to, out, counted);
+    count_send(r, l, to, out, counted);
     count_recv(r, from, in, counted);
   }
   // A message event of lane l (send, recv, sendrecv or native); returns false for other kinds.
@@ -440,6 +486,10 @@ class Engine {
       case TraceKind::recv: recv(r, l, e.a, e.bytes, counted); return true;
       case TraceKind::sendrecv: sendrecv(r, l, e.a, e.bytes, e.b, e.bytes2, counted); return true;
       case TraceKind::native:
+        if (e.tier != 0) {
+          projected(r, l, e, counted);
+          return true;
+        }
         Expansion::run(
             static_cast<Collective>(e.sub), e.bytes, e.a, n_, r,
             [&](int to, std::uint64_t o, int from, std::uint64_t i) { sendrecv(r, l, to, o, from, i, counted); },
@@ -450,16 +500,142 @@ class Engine {
     }
   }
 
+  // ---- a projection's collectives (NativeScope, expand_as) ----
+
+  Members members(int r, NativeScope scope) {
+    if (scope == NativeScope::world) return {0, 1, n_, r};
+    if (group_first_.empty()) {  // contiguous groups of equal size, as a projection lays them out
+      const auto& g = net_.topo.group_of;
+      LC_CHECK(static_cast<int>(g.size()) == n_, "replay: a group's collective needs the network's groups");
+      for (int q = 0; q < n_; ++q) {
+        const int gq = g[static_cast<std::size_t>(q)];
+        if (gq == static_cast<int>(group_first_.size())) group_first_.push_back(q);
+        LC_CHECK(gq == static_cast<int>(group_first_.size()) - 1, "replay: groups that are not contiguous");
+      }
+      group_size_ = n_ / static_cast<int>(group_first_.size());
+      LC_CHECK(group_size_ * static_cast<int>(group_first_.size()) == n_, "replay: groups of unequal size");
+    }
+    const int g = net_.topo.group_of[static_cast<std::size_t>(r)];
+    const int first = group_first_[static_cast<std::size_t>(g)];
+    if (scope == NativeScope::group) return {first, 1, group_size_, r - first};
+    LC_CHECK(r == first, "replay: rank ", r, " is not its group's leader but runs the leaders' collective");
+    return {0, group_size_, static_cast<int>(group_first_.size()), g};
+  }
+
+  // The slowest link latency of a ring over m's ranks (once per communicator).
+  double latency_of(const Members& m) {
+    auto [it, fresh] = ring_latency_.try_emplace(std::make_tuple(m.first, m.stride, m.p), 0.0);
+    if (fresh)
+      for (int k = 0; k < m.p; ++k) {
+        std::vector<sg4::Link*> links;
+        double latency = 0;
+        hosts_[static_cast<std::size_t>(m.world(k))]->route_to(hosts_[static_cast<std::size_t>(m.world((k + 1) % m.p))],
+                                                               links, &latency);
+        it->second = std::max(it->second, latency);
+      }
+    return it->second;
+  }
+
+  // The ring algorithms' messages (collectives/algorithms/ring_allreduce): a reduce-scatter's p - 1
+  // steps then, for an all-reduce, an all-gather's, over `bytes` in p chunks (of 4-byte elements,
+  // the remainder spread over the first chunks as RingChunks does). `phases`: 1 all-gather, 2
+  // reduce-scatter and all-gather (-1: reduce-scatter alone).
+  void ring(int r, int l, const Members& m, int phases, std::uint64_t bytes, bool counted) {
+    if (m.p <= 1) return;
+    const int p = m.p, i = m.index;
+    const std::uint64_t unit = bytes % 4 == 0 ? 4 : 1, count = bytes / unit;
+    const auto chunk = [&](int c) {
+      c = ((c % p) + p) % p;
+      return unit * (count / static_cast<std::uint64_t>(p) + (static_cast<std::uint64_t>(c) < count % static_cast<std::uint64_t>(p) ? 1 : 0));
+    };
+    const int next = m.world((i + 1) % p), prev = m.world((i + p - 1) % p);
+    const int steps = (phases == 2 ? 2 : 1) * (p - 1);
+    if (p > opts_.message_level_ranks) return ring_flows(r, l, m, next, prev, steps, bytes / static_cast<std::uint64_t>(p), counted);
+    if (phases != 1)
+      for (int s = 0; s < p - 1; ++s) sendrecv(r, l, next, chunk(i - s - 1), prev, chunk(i - s - 2), counted);
+    if (phases != -1)
+      for (int s = 0; s < p - 1; ++s) sendrecv(r, l, next, chunk(i - s), prev, chunk(i - s - 1), counted);
+  }
+
+  // A ring of `steps` steps of `chunk` bytes as flows (see NativeScope in replay.h).
+  void ring_flows(int r, int l, const Members& m, int next, int prev, int steps, std::uint64_t chunk, bool counted) {
+    const double ring_latency = latency_of(m);
+    chunk = scaled(chunk);
+    const std::uint64_t total = chunk * static_cast<std::uint64_t>(steps);
+    const int k = pieces(chunk);
+    std::vector<sg4::CommPtr> g, s;
+    post_recv_pieces(r, l, prev, k, g);
+    post_pieces(r, l, next, total, k, s);
+    wait_all(g);
+    wait_all(s);
+    double latency = (steps - 1) * ring_latency;
+    const MessageProtocol& pr = net_.protocol;
+    if (pr.rendezvous_round_trips > 0 && chunk > pr.eager_limit_bytes)
+      latency += steps * pr.rendezvous_round_trips * 2 * ring_latency;
+    sg4::this_actor::sleep_for(latency);
+    count_send(r, l, next, total, counted, static_cast<std::uint64_t>(steps));
+    count_recv(r, prev, total, counted);
+  }
+
+  void projected(int r, int l, const TraceEvent& e, bool counted) {
+    const Members m = members(r, static_cast<NativeScope>(e.tier2));
+    if (m.p <= 1) return;
+    const auto c = static_cast<Collective>(e.sub);
+    const auto a = static_cast<Algorithm>(e.tier - 1);
+    const std::uint64_t bytes = e.bytes;
+    const auto sr = [&](int to, std::uint64_t o, int from, std::uint64_t i) {
+      sendrecv(r, l, m.world(to), o, m.world(from), i, counted);
+    };
+    const auto sd = [&](int to, std::uint64_t b) { send(r, l, m.world(to), b, counted); };
+    const auto rv = [&](int from, std::uint64_t b) { recv(r, l, m.world(from), b, counted); };
+    if (c == Collective::all_gather || c == Collective::reduce_scatter)
+      return ring(r, l, m, c == Collective::all_gather ? 1 : -1, bytes, counted);
+    if (c != Collective::all_reduce) return Expansion::run(c, bytes, 0, m.p, m.index, sr, sd, rv);
+    switch (a) {
+      case Algorithm::recursive_doubling:
+      case Algorithm::rabenseifner: {  // collectives/algorithms: fold to a power of two, exchange, unfold
+        const PowerOfTwoFold f(m.index, m.p);
+        if (m.index < 2 * f.rem) (f.newrank < 0 ? sd(m.index + 1, bytes) : rv(m.index - 1, bytes));
+        if (f.newrank >= 0) {
+          const auto block = [&](int n) { return bytes * static_cast<std::uint64_t>(n) / static_cast<std::uint64_t>(f.pof2); };
+          if (a == Algorithm::recursive_doubling)
+            for (int mask = 1; mask < f.pof2; mask <<= 1) sr(f.to_rank(f.newrank ^ mask), bytes, f.to_rank(f.newrank ^ mask), bytes);
+          else {
+            for (int w = f.pof2 / 2; w >= 1; w /= 2) sr(f.to_rank(f.newrank ^ w), block(w), f.to_rank(f.newrank ^ w), block(w));
+            for (int w = 1; w < f.pof2; w *= 2) sr(f.to_rank(f.newrank ^ w), block(w), f.to_rank(f.newrank ^ w), block(w));
+          }
+        }
+        if (m.index < 2 * f.rem) (f.newrank < 0 ? rv(m.index + 1, bytes) : sd(m.index - 1, bytes));
+        return;
+      }
+      case Algorithm::hierarchical: {  // tree reduce in the group, ring among leaders, tree broadcast
+        LC_CHECK(static_cast<NativeScope>(e.tier2) == NativeScope::world, "replay: a hierarchical all-reduce on a subset");
+        const Members grp = members(r, NativeScope::group);
+        const auto from = [&](int u) { recv(r, l, grp.world(u), bytes, counted); };
+        const auto to = [&](int u) { send(r, l, grp.world(u), bytes, counted); };
+        TreeReduce::schedule(grp.p, grp.index, from, to);
+        if (grp.index == 0) {
+          const Members top = members(r, NativeScope::leaders);
+          ring(r, l, top, 2, bytes, counted);
+        }
+        BroadcastTree::schedule(grp.p, grp.index, from, to);
+        return;
+      }
+      default: return ring(r, l, m, 2, bytes, counted);
+    }
+  }
+
   // ---- the two actors of a rank ----
 
-  void receive_on(int r, int l, sg4::ActorPtr self) {
-    for (int s = 0; s < n_; ++s)
-      if (s != r) boxes_[index(l, s, r)]->set_receiver(self);
+  // Lane l of rank r has finished: its mailboxes have no receiver any more.
+  void retire(int r, int l) {
+    Rank& k = ranks_[static_cast<std::size_t>(r)];
+    for (sg4::Mailbox* b : k.inbox[l]) b->set_receiver(nullptr);
+    k.actor[l] = nullptr;
   }
 
   void lane0(int r) {
     Rank& k = ranks_[static_cast<std::size_t>(r)];
-    receive_on(r, 0, sg4::Actor::self());
     const std::vector<TraceEvent>& ev = lane(r, 0);
     int span_kind = -1;
     std::size_t segment = 0;
@@ -470,9 +646,10 @@ class Engine {
       if (span_kind >= 0) compute(r, e.t0 - prev, span_kind, segment);
       prev = e.t1;
       const double t0 = sg4::Engine::get_clock();
+      const std::uint64_t sent = k.sent[0];
       if (message(r, 0, e)) {
         k.out.exposed_s += sg4::Engine::get_clock() - t0;
-        message_span(r, e, e.plane ? "control plane" : sync_op(span_kind), k.step, t0);
+        message_span(r, e, e.plane ? "control plane" : sync_op(span_kind), k.step, t0, k.sent[0] - sent);
         continue;
       }
       switch (e.kind) {
@@ -507,12 +684,11 @@ class Engine {
     k.at[0] = ev.size();
     k.out.end_s = sg4::Engine::get_clock();
     k.done[0] = true;
-    receive_on(r, 0, nullptr);
+    retire(r, 0);
   }
 
   void lane1(int r) {
     Rank& k = ranks_[static_cast<std::size_t>(r)];
-    receive_on(r, 1, sg4::Actor::self());
     const std::vector<TraceEvent>& ev = lane(r, 1);
     std::size_t i = 0;
     for (int op = 0; i < ev.size(); ++op) {
@@ -531,7 +707,8 @@ class Engine {
         prev = e.t1;
         const double t0 = sg4::Engine::get_clock();
         const auto o = static_cast<std::size_t>(op);
-        if (message(r, 1, e)) message_span(r, e, k.issue_op[o], k.issue_step[o], t0);
+        const std::uint64_t sent = k.sent[1];
+        if (message(r, 1, e)) message_span(r, e, k.issue_op[o], k.issue_step[o], t0, k.sent[1] - sent);
       }
       LC_CHECK(i < ev.size(), "replay: rank ", r, " lane 1 ends inside async operation ", op);
       compute(r, ev[i].t0 - prev, -1, 0);
@@ -543,7 +720,7 @@ class Engine {
     }
     k.at[1] = ev.size();
     k.done[1] = true;
-    receive_on(r, 1, nullptr);
+    retire(r, 1);
   }
 
   const std::vector<RankTrace>& trace_;
@@ -551,7 +728,10 @@ class Engine {
   const ReplayOptions& opts_;
   int n_;
   std::vector<sg4::Host*> hosts_;
-  std::vector<sg4::Mailbox*> boxes_;
+  std::unordered_map<std::uint64_t, sg4::Mailbox*> boxes_;
+  std::map<std::tuple<int, int, int>, double> ring_latency_;  // by Members (first, stride, p)
+  std::vector<int> group_first_;  // a projection's groups: each one's first rank
+  int group_size_ = 0;
   std::vector<Rank> ranks_;
   std::vector<TimelineSpan> timeline_;
   std::string error_;
@@ -674,6 +854,9 @@ void validate(const std::vector<RankTrace>& trace) {
 ReplayResult replay(const std::vector<RankTrace>& trace, const ReplayNetwork& net, const ReplayOptions& opts) {
   LC_CHECK(!trace.empty(), "replay: an empty trace");
   validate(trace);
+  for (int src : opts.sources)
+    LC_CHECK(src >= 0 && static_cast<std::size_t>(src) < trace.size(), "replay: source ", src, " outside a trace of ",
+             trace.size(), " ranks");
   int fds[2];
   LC_CHECK(::pipe(fds) == 0, "replay: pipe: ", std::strerror(errno));
   const pid_t pid = ::fork();

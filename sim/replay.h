@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/collectives.h"
 #include "collectives/netsim/topology.h"
 #include "collectives/trace.h"
 #include "collectives/transport.h"
@@ -55,6 +56,22 @@ struct TransportModel {
   std::uint64_t window_bytes = 0;
 };
 
+// A native event's expansion (TraceEvent::tier), and the ranks it runs over (tier2). A recorded
+// native collective (MPI, NCCL) is the library's: rule 0, on the world; a projection
+// (sim/project.h) writes one of ours instead: 1 + its Algorithm (ring, recursive_doubling,
+// rabenseifner, hierarchical; ring for collectives other than all-reduce), over the world, the
+// rank's group (contiguous, as topology.group_of says) or the groups' leaders (each group's first).
+// Their rings (ring all-reduce, reduce-scatter and all-gather) replay message by message up to
+// ReplayOptions::message_level_ranks ranks, and beyond as flows: each rank sends its ring's whole
+// traffic (steps × chunk) to the next rank as one flow while the previous one's arrives, and pays
+// the ring's slowest link latency (and any rendezvous) once per step: one flow per rank per
+// collective instead of 2(p - 1) messages, so 10,000 ranks replay in minutes. A ring in lock step
+// takes that long; what flows do not credit is the pipelining of a latency-bound ring entered at
+// different times (docs/simulation.md measures the difference).
+enum class NativeScope : std::uint8_t { world, group, leaders };
+inline std::uint8_t expand_as(Algorithm a) { return static_cast<std::uint8_t>(1 + static_cast<int>(a)); }
+inline constexpr int kMaxProjectedWorld = 100'000;
+
 struct ReplayNetwork {
   MessageProtocol protocol;
   TransportModel transport;
@@ -71,6 +88,12 @@ struct ReplayOptions {
   // The run's sync.strategy: a timeline names the messages of its syncs after it ("diloco outer
   // sync: sendrecv"); empty: the messages' own names.
   std::string strategy;
+  // Rank r of the replay replays trace[sources[r]] (a projection's ranks share the recorded
+  // ranks' lanes); empty: rank r replays trace[r].
+  std::vector<int> sources;
+  // A projection's rings over at most this many ranks replay message by message, larger ones as
+  // flows (NativeScope).
+  int message_level_ranks = 256;
 };
 
 // One span of the replay's timeline: track 0 compute, track 1 communication. A message span also

@@ -30,6 +30,7 @@ class SubsetView : public Base {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(members_.size()); }
   std::string backend() const override { return parent_.backend(); }
+  int world_rank(int r) const override { return parent_.world_rank(world(r)); }
 
  protected:
   void do_send(const void* data, std::size_t bytes, int peer) override { parent_.send(data, bytes, world(peer)); }

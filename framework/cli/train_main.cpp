@@ -10,7 +10,7 @@
 //                   [--target-loss X] [--seeds N] [--budget examples=E|bytes=B|sim_time=T]
 //                   [--section.key=value ...]                        (variants, one after another)
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
-//   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--out DIR]
+//   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--world N [--groups G]] [--out DIR]
 //   trainer tokenize --input PATH... --vocab-size N --out DIR [--eval-fraction F] [--extensions .txt,.md]
 //                    [--lowercase false]
 //   trainer export RUN_DIR|CHECKPOINT_DIR --format safetensors --out FILE [--recipe R] [--config config.json]
@@ -251,7 +251,11 @@ void add_simulate_options(CLI::App& sim, SimulateArgs& a) {
                                            "hosts fail at random");
   sim.add_option("--platform", a.o.platform_file, "a SimGrid platform file (XML); its first N hosts are the ranks");
   sim.add_option("--as-params", a.as_params, "project message bytes and compute onto a model of N parameters (e.g. 7e9)");
-  sim.add_option("--out", a.o.out_dir, "where summary.json and timeline.json go (default: RUN_DIR/simulated)");
+  sim.add_option("--out", a.o.out_dir, "where summary.json and timeline.json go (default: RUN_DIR/simulated, "
+                                       "RUN_DIR/simulated-world-N with --world)");
+  sim.add_option("--world", a.o.world, "replay the run as N ranks: each collective regenerated for N, compute as "
+                                       "recorded (a run recorded at a few ranks projected to thousands)");
+  sim.add_option("--groups", a.o.groups, "with --world: in G groups (datacenters) of N/G ranks (default: the run's)");
 }
 
 // --failures: the replayed step time under both failure policies (framework/train/failures.h),
@@ -334,6 +338,9 @@ int run_simulate(const SimulateArgs& a) {
   const laconic::Simulation s = laconic::simulate_run(a.run_dir, o);
   std::cout << "simulate: " << s.replay.engine << "\n"
             << "simulate: on " << s.network << "\n";
+  if (s.world > 0)
+    std::cout << "simulate: a PROJECTION of the " << s.recorded_world << "-rank run onto " << s.world << " ranks in "
+              << s.groups << (s.groups == 1 ? " group" : " groups") << " (collectives regenerated, compute as recorded)\n";
   if (s.as_params > 0)
     std::cout << "simulate: a PROJECTION onto " << s.as_params << " parameters (bytes and compute x" << s.scale
               << "); convergence is the measured run's\n";
@@ -341,7 +348,9 @@ int run_simulate(const SimulateArgs& a) {
             << s.time_s << " s simulated, rank 0 waited " << s.exposed_s << " s for communication ("
             << (s.time_s > 0 ? 100 * s.exposed_s / s.time_s : 0) << "%), sent " << s.bytes_intra << " B inside groups, "
             << s.bytes_inter << " B between\n"
-            << "simulate: wrote " << s.out_dir << "/summary.json and timeline.json (open in ui.perfetto.dev)\n";
+            << "simulate: wrote " << s.out_dir << "/summary.json"
+            << (s.world > laconic::kMaxTimelineRanks ? " (no timeline beyond " + std::to_string(laconic::kMaxTimelineRanks) + " ranks)\n"
+                                            : std::string(" and timeline.json (open in ui.perfetto.dev)\n"));
   if (!a.failures.empty()) report_failures(a, *model, s);
   return 0;
 }

@@ -34,6 +34,7 @@ void Hierarchical::prepare(std::int64_t first_step) {
   }
   LC_CHECK(leaders_.size() >= 2, "hierarchical sync needs at least two groups, got ", leaders_.size());
   intra_ = std::make_unique<SubsetCommunicator>(comm, group_members_);
+  intra_->set_tracer(comm.tracer());  // its collectives are traced (their messages are the world's)
   across_.reset();
   if (group_members_.front() == comm.rank()) {
     across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);

@@ -9,6 +9,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "collectives/netsim/cost_model.h"
 #include "core/check.h"
 #include "core/input.h"
 #include "core/json.h"
@@ -17,6 +18,7 @@
 #include "framework/train/run_dir.h"
 #include "framework/train/run_spec.h"
 #include "framework/train/summary.h"
+#include "sim/project.h"
 #include "sim/timeline.h"
 
 namespace laconic {
@@ -72,6 +74,12 @@ std::string summary_json(const Simulation& s, const Recipe& r) {
                        {"note", "convergence as measured; time projected for the larger model"}};
   else
     j["projection"] = nullptr;
+  if (s.world > 0)
+    j["world_projection"] = {{"world", s.world}, {"groups", s.groups}, {"recorded_world", s.recorded_world},
+                             {"recorded_groups", std::max(1, r.network.groups)},
+                             {"note", "each collective regenerated for the projected world; compute as recorded"}};
+  else
+    j["world_projection"] = nullptr;
   j["ranks"] = static_cast<int>(s.replay.ranks.size());
   j["sim_time_s"] = s.time_s;
   j["sim_comm_s"] = s.exposed_s;
@@ -127,9 +135,31 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
     LC_INPUT_ERROR(trace_dir, ": a trace of ", trace.size(), " ranks, the recipe says distributed.world_size = ",
                    r.distributed.world_size);
   if (opts.as_params < 0) LC_INPUT_ERROR("--as-params: expected a parameter count >= 1, got ", opts.as_params);
+  if (opts.groups != 0 && opts.world == 0) LC_INPUT_ERROR("--groups: expected it with --world N");
+  if (opts.groups < 0) LC_INPUT_ERROR("--groups: expected a number of groups >= 1, got ", opts.groups);
+
+  // A projection (sim/project.h): the same run as opts.world ranks on the recipe's network laid
+  // out for them (stragglers are the recorded world's ranks: not projected).
+  Recipe laid = r;
+  ProjectedTrace projected;
+  if (opts.world != 0) {
+    if (!r.network.platform.empty())
+      LC_INPUT_ERROR("--world: a projection lays out its network from [network] (groups, links); not with a platform file");
+    ProjectionOptions po;
+    po.recorded_groups = std::max(1, r.network.groups);
+    po.world = opts.world;
+    po.groups = opts.groups;
+    laid.distributed.world_size = opts.world;
+    laid.network.groups = opts.groups > 0 ? opts.groups : po.recorded_groups;
+    laid.network.stragglers.ranks.clear();
+    if (opts.world >= 1 && opts.world <= kMaxProjectedWorld && laid.network.groups <= opts.world &&
+        r.distributed.algorithm == Algorithm::auto_)
+      po.choose = make_all_reduce_chooser(make_topology(laid));
+    projected = project_trace(trace, po);
+  }
 
   ReplayNetwork net;
-  net.topo = make_topology(r);
+  net.topo = make_topology(laid);
   net.inter_link = r.network.inter_link;
   net.platform_file = r.network.platform.path;
   net.protocol.eager_limit_bytes = static_cast<std::uint64_t>(r.network.eager_limit_kib * 1024);
@@ -140,11 +170,15 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   ro.modeled = r.network.compute == ComputeKind::modeled;
   ro.modeled_step_s = flops * static_cast<double>(examples) / (r.network.device_tflops * 1e12 * r.network.mfu);
   ro.scale = opts.as_params > 0 ? static_cast<double>(opts.as_params) / static_cast<double>(parameters) : 1.0;
-  ro.timeline = true;
+  ro.timeline = opts.world == 0 || opts.world <= kMaxTimelineRanks;
+  ro.sources = projected.source;
   if (r.sync.phases.phases.empty()) ro.strategy = r.sync.strategy.value;  // phases: the messages' own names
 
   Simulation s;
-  s.replay = replay(trace, net, ro);
+  s.replay = replay(opts.world ? projected.lanes : trace, net, ro);
+  s.world = opts.world;
+  s.groups = opts.world ? laid.network.groups : 0;
+  s.recorded_world = static_cast<int>(trace.size());
   s.network = describe(r.network);
   s.scale = ro.scale;
   s.as_params = opts.as_params;
@@ -174,11 +208,13 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   s.peak_inter_bytes_per_s = peak_rate(window_t, window_bytes);
   s.bytes_intra = s.replay.ranks[0].tiers[0].sent;
   s.bytes_inter = s.replay.ranks[0].tiers[1].sent;
-  s.out_dir = opts.out_dir.empty() ? (fs::path(run_dir) / "simulated").string() : opts.out_dir;
+  const std::string own = opts.world ? "simulated-world-" + std::to_string(opts.world) : "simulated";
+  s.out_dir = opts.out_dir.empty() ? (fs::path(run_dir) / own).string() : opts.out_dir;
   make_directories(s.out_dir);
   write_file_atomic(s.out_dir + "/summary.json", summary_json(s, r));
-  write_file_atomic(s.out_dir + "/timeline.json",
-                    timeline_json(s.replay.timeline, static_cast<int>(trace.size()), r.run.name + " on " + s.network));
+  if (ro.timeline)
+    write_file_atomic(s.out_dir + "/timeline.json", timeline_json(s.replay.timeline, static_cast<int>(s.replay.ranks.size()),
+                                                                  r.run.name + " on " + s.network));
   return s;
 }
 

@@ -28,13 +28,21 @@ struct SimulateOptions {
   std::string platform_file;  // a SimGrid platform file (overrides network.platform)
   std::int64_t as_params = 0; // > 0: project message bytes and compute onto a model of N parameters
   std::string out_dir;        // where summary.json and timeline.json go; "" = RUN_DIR/simulated
+                              // (RUN_DIR/simulated-world-N with a projection)
+  int world = 0;              // > 0: replay the run as this many ranks (sim/project.h)
+  int groups = 0;             // with world: in this many groups (0: the run's network.groups)
 };
+
+// A projection's timeline is written up to this many ranks (beyond, summary.json only).
+inline constexpr int kMaxTimelineRanks = 256;
 
 struct Simulation {
   ReplayResult replay;
   std::string network;        // one line describing what was replayed on
   double scale = 1;           // as_params / the run's parameters (1: no projection)
   std::int64_t as_params = 0;
+  int world = 0, groups = 0;  // a projection's world and groups (0: the recorded run's own)
+  int recorded_world = 0;
   std::int64_t first_step = 0;
   // Per step mark of the trace (step number: steps done): the slowest rank's time there, and
   // rank 0's exposed communication so far.
