@@ -256,6 +256,9 @@ void add_simulate_options(CLI::App& sim, SimulateArgs& a) {
   sim.add_option("--world", a.o.world, "replay the run as N ranks: each collective regenerated for N, compute as "
                                        "recorded (a run recorded at a few ranks projected to thousands)");
   sim.add_option("--groups", a.o.groups, "with --world: in G groups (datacenters) of N/G ranks (default: the run's)");
+  sim.add_option("--exact-up-to", a.o.exact_up_to, "with --world: rings of at most this many ranks replay message by "
+                                                   "message, larger ones as one flow per rank (docs/simulation.md)")
+      ->capture_default_str();
 }
 
 // --failures: the replayed step time under both failure policies (framework/train/failures.h),

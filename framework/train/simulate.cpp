@@ -137,6 +137,7 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   if (opts.as_params < 0) LC_INPUT_ERROR("--as-params: expected a parameter count >= 1, got ", opts.as_params);
   if (opts.groups != 0 && opts.world == 0) LC_INPUT_ERROR("--groups: expected it with --world N");
   if (opts.groups < 0) LC_INPUT_ERROR("--groups: expected a number of groups >= 1, got ", opts.groups);
+  if (opts.exact_up_to < 1) LC_INPUT_ERROR("--exact-up-to: expected a number of ranks >= 1, got ", opts.exact_up_to);
 
   // A projection (sim/project.h): the same run as opts.world ranks on the recipe's network laid
   // out for them (stragglers are the recorded world's ranks: not projected).
@@ -172,6 +173,7 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   ro.scale = opts.as_params > 0 ? static_cast<double>(opts.as_params) / static_cast<double>(parameters) : 1.0;
   ro.timeline = opts.world == 0 || opts.world <= kMaxTimelineRanks;
   ro.sources = projected.source;
+  ro.message_level_ranks = opts.exact_up_to;
   if (r.sync.phases.phases.empty()) ro.strategy = r.sync.strategy.value;  // phases: the messages' own names
 
   Simulation s;

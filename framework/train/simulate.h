@@ -31,6 +31,7 @@ struct SimulateOptions {
                               // (RUN_DIR/simulated-world-N with a projection)
   int world = 0;              // > 0: replay the run as this many ranks (sim/project.h)
   int groups = 0;             // with world: in this many groups (0: the run's network.groups)
+  int exact_up_to = 256;      // with world: rings of at most this many ranks message by message, larger as flows
 };
 
 // A projection's timeline is written up to this many ranks (beyond, summary.json only).

@@ -16,40 +16,14 @@
 #include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
 #include "sim/timeline.h"
-#include "tests/train/synthetic.h"
+#include "tests/sim/traced_run.h"
 
 namespace laconic {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::blobs;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("laconic-sim-" + std::to_string(::getpid()) + "-" +
-                                               std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str(const std::string& sub) const { return (path / sub).string(); }
-};
-
-Recipe traced_recipe(int world) {
-  Recipe r;
-  r.run.seed = 3;
-  r.model.hidden = {32, 16};
-  r.train.steps = 12;
-  r.train.micro_batch = 8;
-  r.train.grad_accum = 2;
-  r.train.log_every = 4;
-  r.train.trace = AutoBool{true};
-  r.optimizer.lr = 0.05;
-  r.distributed.world_size = world;
-  r.distributed.algorithm = Algorithm::ring;
-  r.distributed.timeout_s = 60;
-  r.sync.bucket_mb = 0.001;  // ~1 KB buckets: several per step, reduced while backward runs
-  return r;
-}
-
-TrainData data() { return image_data(blobs(600, 12, 5, 1), blobs(200, 12, 5, 2)); }
+TrainData data() { return traced_data(); }
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
