@@ -109,6 +109,11 @@ std::optional<std::uint64_t> Simulation::inter_at_step(std::int64_t step) const 
 }
 
 Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts) {
+  if (opts.world < 0 || opts.world > kMaxProjectedWorld)
+    LC_INPUT_ERROR("--world: expected 1 to ", kMaxProjectedWorld, " ranks, got ", opts.world);
+  if (opts.groups != 0 && opts.world == 0) LC_INPUT_ERROR("--groups: expected it with --world N");
+  if (opts.groups < 0) LC_INPUT_ERROR("--groups: expected a number of groups >= 1, got ", opts.groups);
+  if (opts.exact_up_to < 1) LC_INPUT_ERROR("--exact-up-to: expected a number of ranks >= 1, got ", opts.exact_up_to);
   const std::string recipe_path = (fs::path(run_dir) / "recipe.resolved.toml").string();
   if (!fs::exists(recipe_path)) LC_INPUT_ERROR(run_dir, ": not a run directory (no recipe.resolved.toml)");
   Recipe r = load_recipe(recipe_path);
@@ -135,9 +140,6 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
     LC_INPUT_ERROR(trace_dir, ": a trace of ", trace.size(), " ranks, the recipe says distributed.world_size = ",
                    r.distributed.world_size);
   if (opts.as_params < 0) LC_INPUT_ERROR("--as-params: expected a parameter count >= 1, got ", opts.as_params);
-  if (opts.groups != 0 && opts.world == 0) LC_INPUT_ERROR("--groups: expected it with --world N");
-  if (opts.groups < 0) LC_INPUT_ERROR("--groups: expected a number of groups >= 1, got ", opts.groups);
-  if (opts.exact_up_to < 1) LC_INPUT_ERROR("--exact-up-to: expected a number of ranks >= 1, got ", opts.exact_up_to);
 
   // A projection (sim/project.h): the same run as opts.world ranks on the recipe's network laid
   // out for them (stragglers are the recorded world's ranks: not projected).

@@ -130,6 +130,10 @@ expect simulate_no_network "" "the run describes no \[network\] to replay on" si
 expect simulate_as_params "" "--as-params: expected a whole number of parameters >= 1, got 0.5" simulate empty_dir --as-params 0.5
 expect simulate_failures "" "--failures: expected mtbf=DURATION,restart=DURATION, got 'restart=1m'" \
   simulate empty_dir --failures restart=1m
+expect simulate_world_negative "" "--world: expected 1 to 100000 ranks, got -4" simulate "$sim/a_run" --world -4
+expect simulate_groups_alone "" "--groups: expected it with --world N" simulate "$sim/a_run" --groups 4
+expect simulate_exact_zero "" "--exact-up-to: expected a number of ranks >= 1, got 0" \
+  simulate "$sim/a_run" --world 64 --exact-up-to 0
 
 # Files that are no regular file, or larger than their kind may be (README "Bad input").
 big="$tmp/big"
