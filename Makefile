@@ -54,8 +54,12 @@ install: build
 #                                a minute in Release; the strategies' code runs under both
 #                                sanitizers in tests/compression, tests/sync and tests/train.
 #   cli.cross_dc_study           the cross-datacenter study at 4 steps: 10 BERT runs' start-up.
-ASAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study)
-TSAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study)
+#   cli.projection               replays of 1,024 and 10,000 ranks with bounds on their time and
+#                                memory: under a sanitizer SimGrid's actors are threads (20,000 of
+#                                them). The projection's code runs under both as Projection.* in
+#                                tests/sim.
+ASAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|projection)
+TSAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|projection)
 # CI (.ci/run) runs the ASan suite after `make test`, leaving out also the slowest end-to-end
 # runs under ASan (2-6 minutes together on 2 cores): their code is the unit suites', which run
 # (cli.signals' 6000-step runs: Stop.* stop and resume under ASan; cli.elastic's six 3-process
@@ -63,7 +67,7 @@ TSAN_EXCLUDE ?= ^cli\.(compression_convergence|real_link|outer_convergence|cross
 # elastic runs of cli.registered_components: Registry.* and Registered.* run the registrations;
 # "elastic" also leaves out cli.elastic_faults and cli.elastic_signals, 3-replica runs whose checks
 # run under ASan as ElasticAggregate.* and whose supervisor is cli.elastic's).
-ASAN_CI_EXCLUDE = ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|collbench_sweep|lamb_bert_smoke|mpi_train|train_smoke|studies|signals|elastic|registered_components)
+ASAN_CI_EXCLUDE = ^cli\.(compression_convergence|real_link|outer_convergence|cross_dc_study|collbench_sweep|lamb_bert_smoke|mpi_train|train_smoke|studies|signals|elastic|registered_components|projection)
 
 test-asan:
 	@$(MAKE) --no-print-directory test BUILD=build-asan \
