@@ -157,7 +157,10 @@ ASYNC_RING = ("ring steps on the communication thread take longer than latency +
 KNOWN_GAP = {
     ("a_dense_recursive_doubling", "0"): TWO_WAY + " (every round of recursive doubling is such an exchange)",
     ("a_dense_recursive_doubling", "40"): TWO_WAY + " (every round of recursive doubling is such an exchange)",
+    ("b_topk_ring_all_gather", "0"): "at the edge, run to run: +6.2% to +10.7% over six runs (2026-12-05/06, "
+        "with and without collective marks in the trace); the replay's lead is not identified",
     ("b_topk_ring_all_gather", "40"): ASYNC_RING,
+    ("c_overlapped_buckets", "0"): "run-to-run spread on this 2-core machine: -2.0% to -10.6% over five runs",
     ("c_overlapped_buckets", "40"): ASYNC_RING,
     ("d_diloco_outer_sync", "0"): "not yet identified: rank 0 spends 60-70 ms per outer sync outside "
         "every traced span (between the outer sync's end and the next step)",
