@@ -146,8 +146,7 @@ void Communicator::collective(const CollectiveCall& call) {
 
 void Communicator::do_collective(const CollectiveCall& call) {
   // A native collective is traced as one event (the replay expands it into its algorithm's
-  // messages); ours are traced message by message, by the transport.
-  // Ours are traced message by message, by the transport, between a collective event that says
+  // messages). Ours are traced message by message, by the transport, between a collective event that says
   // what the call was (for a projection to another world size) and its end.
   Tracer* t = message_tracer();
   const double t0 = t ? t->now() : 0;

@@ -19,6 +19,7 @@
 
 #include "collectives/algorithms/broadcast_tree.h"
 #include "collectives/algorithms/recursive_doubling.h"
+#include "collectives/algorithms/ring_allreduce.h"
 #include "collectives/algorithms/tree_reduce.h"
 #include "collectives/collectives.h"
 #include "core/check.h"
@@ -197,7 +198,6 @@ class Engine {
     int first = 0, stride = 1, p = 1, index = 0;
     int world(int k) const { return first + k * stride; }
   };
-
 
   // An actor's error ends the replay with its message (SimGrid's own kill exception passes).
   template <class F>
@@ -537,17 +537,14 @@ class Engine {
   }
 
   // The ring algorithms' messages (collectives/algorithms/ring_allreduce): a reduce-scatter's p - 1
-  // steps then, for an all-reduce, an all-gather's, over `bytes` in p chunks (of 4-byte elements,
-  // the remainder spread over the first chunks as RingChunks does). `phases`: 1 all-gather, 2
-  // reduce-scatter and all-gather (-1: reduce-scatter alone).
+  // steps then, for an all-reduce, an all-gather's, over `bytes` in the algorithm's RingChunks (of
+  // 4-byte elements). `phases`: 1 all-gather, 2 reduce-scatter and all-gather (-1: reduce-scatter alone).
   void ring(int r, int l, const Members& m, int phases, std::uint64_t bytes, bool counted) {
     if (m.p <= 1) return;
     const int p = m.p, i = m.index;
-    const std::uint64_t unit = bytes % 4 == 0 ? 4 : 1, count = bytes / unit;
-    const auto chunk = [&](int c) {
-      c = ((c % p) + p) % p;
-      return unit * (count / static_cast<std::uint64_t>(p) + (static_cast<std::uint64_t>(c) < count % static_cast<std::uint64_t>(p) ? 1 : 0));
-    };
+    const std::uint64_t unit = bytes % 4 == 0 ? 4 : 1;
+    const RingChunks chunks{bytes / unit, p};
+    const auto chunk = [&](int c) { return unit * chunks.size(((c % p) + p) % p); };
     const int next = m.world((i + 1) % p), prev = m.world((i + p - 1) % p);
     const int steps = (phases == 2 ? 2 : 1) * (p - 1);
     if (p > opts_.message_level_ranks) return ring_flows(r, l, m, next, prev, steps, bytes / static_cast<std::uint64_t>(p), counted);

@@ -155,8 +155,8 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
     laid.distributed.world_size = opts.world;
     laid.network.groups = opts.groups > 0 ? opts.groups : po.recorded_groups;
     laid.network.stragglers.ranks.clear();
-    if (opts.world >= 1 && opts.world <= kMaxProjectedWorld && laid.network.groups <= opts.world &&
-        r.distributed.algorithm == Algorithm::auto_)
+    // (More groups than ranks lay out no topology: project_trace refuses them with the reason.)
+    if (laid.network.groups <= opts.world && r.distributed.algorithm == Algorithm::auto_)
       po.choose = make_all_reduce_chooser(make_topology(laid));
     projected = project_trace(trace, po);
   }
