@@ -52,6 +52,14 @@ StoreSpec StoreSpec::parse(const std::string& spec) {
     return s;
   }
   s.kind = Kind::file;
+  // A bare folder may not start with "scheme:" (letters then ':'): a mistyped scheme ("redi:host",
+  // "bogus:x") would otherwise become a folder the store creates. Such a folder is "file:NAME".
+  const auto colon = text.find(':');
+  const bool schemed = colon != std::string::npos && colon > 0 &&
+                       std::all_of(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(colon),
+                                   [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+  LC_CHECK(!schemed || text.rfind("file:", 0) == 0, "store '", text, "': unknown scheme '", text.substr(0, colon),
+           ":'; expected file:DIR, redis:HOST[:PORT] or a folder");
   s.path = text.rfind("file:", 0) == 0 ? rest("file:") : text;
   LC_CHECK(!s.path.empty(), "store '", text, "': expected file:DIR, redis:HOST[:PORT] or a folder");
   return s;

@@ -311,6 +311,11 @@ TEST(Gloo, StoreSpecsParseOrSayWhatWasExpected) {
   EXPECT_THROW(StoreSpec::parse("redis:h:99999"), Error);
   EXPECT_THROW(StoreSpec::parse("redis:"), Error);
   EXPECT_THROW(StoreSpec::parse(""), Error);
+  // A mistyped scheme is an error, not a folder named after it; such a folder is spelled file:NAME.
+  EXPECT_THROW(StoreSpec::parse("bogus:x"), Error);
+  EXPECT_THROW(StoreSpec::parse("redi:host:7000"), Error);
+  EXPECT_EQ(StoreSpec::parse("file:bogus:x").path, "bogus:x");
+  EXPECT_EQ(StoreSpec::parse("./a:b").path, "./a:b");
 }
 
 // A redis-server of its own on 127.0.0.1 (a free port, no persistence), for the test's lifetime.
