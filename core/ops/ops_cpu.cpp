@@ -1,6 +1,6 @@
 // CPU reference kernels: the specification that ops/cuda must match (signatures in ops_decl.inc).
-// Loops are written plainly so the compiler can vectorise them; GEMM goes through Eigen on mapped
-// row-major buffers (no copies, no temporaries of ours).
+// Loops are written plainly so the compiler can vectorise them; GEMM goes through oneDNN, OpenBLAS
+// or Eigen (LACONIC_GEMM at configure) on row-major buffers (no copies, no temporaries of ours).
 
 // No allocation in the step loop (tests/train/alloc_test.cpp). Eigen's blocked GEMM packs panels
 // of A (mc x kc) and B (kc x nc) into scratch that it takes from the stack up to this limit and
@@ -17,7 +17,16 @@
 #include <Eigen/Core>
 
 #include "core/ops/vec_math.h"
-#if LACONIC_HAVE_OPENBLAS
+#if LACONIC_HAVE_ONEDNN
+// oneDNN's SGEMM dispatches on the instruction set (AVX-512 where the core has it) and reaches
+// ~89% of the measured fp32 peak on the models' shapes, 2x OpenBLAS's Haswell kernels
+// (docs/benchmarks.md, "CPU GEMM library"). Its threads are OpenMP's.
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+
+#include <csignal>
+#elif LACONIC_HAVE_OPENBLAS
 // OpenBLAS's single-threaded SGEMM is 1.3-1.7x Eigen's on every layer shape of the BERT and MLP
 // models on an AVX2 machine (docs/benchmarks.md, "Training step: Laconic vs PyTorch 1.13").
 #include <cblas.h>
@@ -67,14 +76,16 @@ void set_gemm_threads(int n) {
   LC_CHECK(n >= 1, "set_gemm_threads: expected n >= 1, got ", n);
   gemm_threads_set = true;
   gemm_thread_count = n;
-#if LACONIC_HAVE_OPENBLAS
+#if LACONIC_HAVE_OPENBLAS && !LACONIC_HAVE_ONEDNN
   openblas_set_num_threads(n);
 #endif
 }
 
 void keep_gemm_threads() {
   gemm_threads_set = true;
-#if LACONIC_HAVE_OPENBLAS
+#if LACONIC_HAVE_ONEDNN
+  gemm_thread_count = std::max(1, omp_get_max_threads());
+#elif LACONIC_HAVE_OPENBLAS
   gemm_thread_count = std::max(1, openblas_get_num_threads());
 #endif
 }
@@ -82,7 +93,26 @@ void keep_gemm_threads() {
 int gemm_threads() { return gemm_thread_count.load(); }
 
 std::string gemm_library() {
-#if LACONIC_HAVE_OPENBLAS
+#if LACONIC_HAVE_ONEDNN
+  // The instruction set oneDNN dispatches to decides its kernels, hence the last bits of results.
+  const dnnl_version_t* v = dnnl_version();
+  const char* isa = "unknown";
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: isa = "sse41"; break;
+    case dnnl_cpu_isa_avx: isa = "avx"; break;
+    case dnnl_cpu_isa_avx2: isa = "avx2"; break;
+    case dnnl_cpu_isa_avx512_mic: isa = "avx512_mic"; break;
+    case dnnl_cpu_isa_avx512_mic_4ops: isa = "avx512_mic_4ops"; break;
+    case dnnl_cpu_isa_avx512_core: isa = "avx512_core"; break;
+    case dnnl_cpu_isa_avx512_core_vnni: isa = "avx512_core_vnni"; break;
+    case dnnl_cpu_isa_avx512_core_bf16: isa = "avx512_core_bf16"; break;
+    case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
+    case dnnl_cpu_isa_avx2_vnni: isa = "avx2_vnni"; break;
+    default: break;
+  }
+  return "onednn " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         " " + isa;
+#elif LACONIC_HAVE_OPENBLAS
   return std::string("openblas ") + openblas_get_corename();
 #else
   return "eigen";
@@ -102,7 +132,31 @@ void gemm(float* c, const float* a, const float* b, int m, int n, int k, bool tr
       cm *= beta;
     return;
   }
-#if LACONIC_HAVE_OPENBLAS
+#if LACONIC_HAVE_ONEDNN
+  // OpenMP's thread count is per calling thread: each rank's thread runs its GEMMs on a team of
+  // its own, of gemm_threads() threads (set from the cores per rank), never one pool shared by all.
+  const int threads = gemm_thread_count.load(std::memory_order_relaxed);
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  // A signal handled while one of oneDNN 2.6's JIT GEMM kernels runs has its frame (the FPU state
+  // with it) written over heap memory, as if the stack pointer pointed there: SIGTERM to an elastic
+  // replica corrupted its heap ("corrupted size vs. prev_size"), and a thread signalled during
+  // GEMMs does it within seconds (Gemm.SignalsDuringGemmsLeaveTheHeapIntact). So asynchronous
+  // signals wait (pending, not lost) while a GEMM runs; faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+  // SIGTRAP) stay deliverable. OpenMP threads a GEMM starts inherit the mask: they only run GEMMs.
+  static const sigset_t deferred = [] {
+    sigset_t set;
+    sigfillset(&set);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&set, sig);
+    return set;
+  }();
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &deferred, &previous);
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
+                                          trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  LC_CHECK(status == dnnl_success, "gemm: oneDNN's sgemm failed (status ", static_cast<int>(status), ") for m=", m,
+           " n=", n, " k=", k);
+#elif LACONIC_HAVE_OPENBLAS
   // OpenBLAS starts with a thread per core, which would oversubscribe the cores of a run whose
   // parallelism is its ranks: until set_gemm_threads says otherwise, one thread (the caller).
   static const bool defaulted = [] {

@@ -19,6 +19,8 @@
 // head at every position (an upper bound; see bert.h), so its row also gives the GFLOP/s of the
 // work actually done, with the tied projection counted on the predicted positions only.
 // --phases adds the mean time of each part of the step (forward, backward, optimizer).
+// On cpu each row also gives the model GFLOP/s as a percentage of the fp32 FMA peak of --threads
+// threads, measured at start (core/ops/cpu_peak.h; printed with the GEMM library on a # line).
 //
 // --device cuda moves each model to the GPU after init (the same layers, ops::kernels picks the
 // CUDA kernels; the optimizers update the device buffers) and waits for the device at the end of
@@ -42,6 +44,7 @@
 #include "core/step.h"
 #include "framework/models/bert.h"
 #include "framework/models/gpt.h"
+#include "core/ops/cpu_peak.h"
 #include "core/ops/ops.h"
 #include "optimizers/adamw.h"
 #include "framework/models/mlp.h"
@@ -61,6 +64,7 @@ struct Args {
   Device device = Device::cpu;
   int batch = 0;             // 0: each model's default
   double peak_tflops = 0.0;  // 0: 67 on cuda, none on cpu
+  double cpu_peak_gflops = 0.0;  // on cpu: the fp32 FMA peak of --threads threads, measured at start
   int threads = 1;           // CPU GEMM threads
   std::string label = "laconic";
 };
@@ -149,9 +153,10 @@ void report(const char* name, int batch, double flops_per_step, double useful_fl
   std::sort(s.begin(), s.end());
   const double mean = std::accumulate(s.begin(), s.end(), 0.0) / s.size();
   const double median = s[s.size() / 2];
-  std::printf("%-8s %-5s %6d %10.2f %10.2f %10.2f %10.1f %10.1f\n", args.label.c_str(), name, batch,
-              mean * 1e3, s.front() * 1e3, median * 1e3, flops_per_step / mean / 1e9,
-              useful_flops_per_step / mean / 1e9);
+  const double gflops = flops_per_step / mean / 1e9;
+  std::printf("%-8s %-5s %6d %10.2f %10.2f %10.2f %10.1f %10.1f %8.1f %8.1f\n", args.label.c_str(), name, batch,
+              mean * 1e3, s.front() * 1e3, median * 1e3, gflops, useful_flops_per_step / mean / 1e9,
+              args.cpu_peak_gflops > 0 ? 100.0 * gflops / args.cpu_peak_gflops : 0.0, args.cpu_peak_gflops);
   if (args.phases) {
     const double n = static_cast<double>(s.size());
     std::printf("#   %s phases (ms/step): forward %.2f  backward %.2f  optimizer %.2f\n", name,
@@ -270,10 +275,17 @@ void bench_gpt(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse(argc, argv);
+  Args args = parse(argc, argv);
   ops::cpu::set_gemm_threads(args.threads);
-  std::printf("%-8s %-5s %6s %10s %10s %10s %10s %10s\n", "impl", "model", "batch", "ms/step",
-              "min ms", "median ms", "GFLOP/s", "done GF/s");
+  if (args.device == Device::cpu) {
+    const ops::cpu::CpuPeak peak = ops::cpu::measure_cpu_peak(args.threads, 0.3);
+    args.cpu_peak_gflops = peak.fp32_total_gflops;
+    std::printf("# %s; fp32 peak of %d thread(s) (%s FMA, measured now): %.1f GFLOP/s; bf16 dot peak %.1f\n",
+                ops::cpu::gemm_library().c_str(), args.threads, peak.isa.c_str(), peak.fp32_total_gflops,
+                peak.bf16_total_gflops);
+  }
+  std::printf("%-8s %-5s %6s %10s %10s %10s %10s %10s %8s %8s\n", "impl", "model", "batch", "ms/step", "min ms",
+              "median ms", "GFLOP/s", "done GF/s", "%peak", "peak");
   if (args.model == "bert" || args.model == "all") bench_bert(args);
   if (args.model == "mlp" || args.model == "all") bench_mlp(args);
   if (args.model == "gpt" || args.model == "all") bench_gpt(args);

@@ -4,8 +4,9 @@
 // metrics.jsonl as tests/fixtures/golden/NAME.json. A refactoring that changes any number fails here.
 //
 // Bitwise on the build the goldens were recorded with (compiler, instruction set, no sanitizer:
-// the file's "build" key). On another build the kernels may round differently (-march=native picks
-// other vector widths, OpenBLAS other kernels per CPU core), so there the byte counts must still
+// the file's "build" key: compiler, instruction set, GEMM library and kernels, GEMM threads). On
+// another build the kernels may round differently (-march=native picks other vector widths,
+// OpenBLAS other kernels per CPU core, oneDNN others per instruction set), so there the byte counts must still
 // match exactly and every float field to 1e-3 relative, except eval_accuracy: a count of argmaxes,
 // a step function of the weights, where a rounding difference flips a few near-tied tokens (DeMo's
 // sign steps amplify it to 0.2 points in 24 steps on OpenBLAS's Cooperlake kernels against the
@@ -69,7 +70,10 @@ std::string build_id() {
 #ifndef __OPTIMIZE__
   id += " O0";
 #endif
-  return id + ", " + ops::cpu::gemm_library();  // OpenBLAS's kernels differ between CPU cores
+  // The GEMM's kernels decide the last bits (OpenBLAS's differ between CPU cores, oneDNN's between
+  // instruction sets), and so may its thread count (oneDNN splits a product's k over threads): the
+  // count train() set for this run (cores / ranks).
+  return id + ", " + ops::cpu::gemm_library() + ", " + std::to_string(ops::cpu::gemm_threads()) + " GEMM threads";
 }
 
 std::vector<std::string> recipe_names() {
