@@ -13,7 +13,7 @@
 //
 // One exception, counted apart and printed: calls made by the GEMM library's own code (oneDNN's
 // libdnnl, whose sgemm takes its packing buffer from malloc on every call, and the OpenMP runtime
-// that runs its threads). No oneDNN interface avoids that allocation; its cost is inside the GEMM
+// that runs its threads). dnnl_sgemm takes no buffer from its caller; the cost is inside the GEMM
 // times measured against OpenBLAS (docs/benchmarks.md, "CPU GEMM library"). Everything our code
 // allocates, and everything the other libraries allocate for us, still counts.
 #include <gtest/gtest.h>
