@@ -3,11 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "core/check.h"
+#include "core/timer.h"
 
 namespace laconic::ops::cpu {
 namespace {
@@ -25,8 +25,6 @@ __attribute__((target("avx512f"))) float lane_sum(__m512 v) {
   return s;
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 // Each probe returns flops per second and writes its accumulators' sum to `sink`, so the loop is
 // not dead code; the multiplier below 1 keeps every value finite and normal.
 __attribute__((target("avx512f"))) double probe_avx512(double seconds, float* sink) {
@@ -34,19 +32,19 @@ __attribute__((target("avx512f"))) double probe_avx512(double seconds, float* si
   for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
   long iters = 0;
-  const double t0 = now();
-  double t = t0;
-  while (t - t0 < seconds) {
+  const Stopwatch clock;
+  double t = 0;
+  while (t < seconds) {
     for (long r = 0; r < kBlock; ++r)
 #pragma GCC unroll 12
       for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
     iters += kBlock;
-    t = now();
+    t = clock.seconds();
   }
   __m512 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
   *sink = lane_sum(s);
-  return static_cast<double>(iters) * kChains * 16 * 2 / (t - t0);
+  return static_cast<double>(iters) * kChains * 16 * 2 / t;
 }
 
 __attribute__((target("avx512f,avx512bf16"))) double probe_bf16(double seconds, float* sink) {
@@ -55,19 +53,19 @@ __attribute__((target("avx512f,avx512bf16"))) double probe_bf16(double seconds, 
   const __m512 half = _mm512_set1_ps(1e-3f);
   const __m512bh a = _mm512_cvtne2ps_pbh(half, half), b = _mm512_cvtne2ps_pbh(half, half);
   long iters = 0;
-  const double t0 = now();
-  double t = t0;
-  while (t - t0 < seconds) {
+  const Stopwatch clock;
+  double t = 0;
+  while (t < seconds) {
     for (long r = 0; r < kBlock; ++r)
 #pragma GCC unroll 12
       for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
     iters += kBlock;
-    t = now();
+    t = clock.seconds();
   }
   __m512 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
   *sink = lane_sum(s);
-  return static_cast<double>(iters) * kChains * 16 * 4 / (t - t0);
+  return static_cast<double>(iters) * kChains * 16 * 4 / t;
 }
 
 __attribute__((target("avx2,fma"))) double probe_avx2(double seconds, float* sink) {
@@ -75,21 +73,21 @@ __attribute__((target("avx2,fma"))) double probe_avx2(double seconds, float* sin
   for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
   const __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-3f);
   long iters = 0;
-  const double t0 = now();
-  double t = t0;
-  while (t - t0 < seconds) {
+  const Stopwatch clock;
+  double t = 0;
+  while (t < seconds) {
     for (long r = 0; r < kBlock; ++r)
 #pragma GCC unroll 12
       for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
     iters += kBlock;
-    t = now();
+    t = clock.seconds();
   }
   float out[8];
   __m256 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm256_add_ps(s, acc[i]);
   _mm256_storeu_ps(out, s);
   *sink = out[0];
-  return static_cast<double>(iters) * kChains * 8 * 2 / (t - t0);
+  return static_cast<double>(iters) * kChains * 8 * 2 / t;
 }
 
 // The best of three rounds on each of `threads` threads started together: per-thread mean, sum.

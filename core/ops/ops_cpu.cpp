@@ -76,7 +76,7 @@ void set_gemm_threads(int n) {
   LC_CHECK(n >= 1, "set_gemm_threads: expected n >= 1, got ", n);
   gemm_threads_set = true;
   gemm_thread_count = n;
-#if LACONIC_HAVE_OPENBLAS && !LACONIC_HAVE_ONEDNN
+#if LACONIC_HAVE_OPENBLAS
   openblas_set_num_threads(n);
 #endif
 }

@@ -20,7 +20,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +30,7 @@
 #include <vector>
 
 #include "core/ops/cpu_peak.h"
+#include "core/timer.h"
 #include "tests/support/model_gemm_shapes.h"
 #if LACONIC_BENCH_BLIS
 #include <blis.h>
@@ -99,10 +99,6 @@ std::vector<Library> libraries() {
 }
 
 constexpr double kMaxError = 1e-5;  // as the parity test (tests/ops/ops_test.cpp)
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -177,9 +173,9 @@ int main(int argc, char** argv) {
         const int calls = std::max(1, static_cast<int>(2e-2 * peak.fp32_total_gflops * 1e9 / flops));
         double best = 1e30;
         for (int r = 0; r < reps; ++r) {
-          const double t0 = seconds_now();
+          const laconic::Stopwatch clock;
           for (int i = 0; i < calls; ++i) lib.gemm(s, a.data(), b.data(), c.data());
-          best = std::min(best, (seconds_now() - t0) / calls);
+          best = std::min(best, clock.seconds() / calls);
         }
         step_s += best * s.per_step;
         step_flops += flops * s.per_step;
