@@ -1,18 +1,56 @@
 #include "collectives/async_queue.h"
 
+#include <limits>
 #include <utility>
 
 #include "collectives/trace.h"
 
 namespace laconic {
 
+namespace {
+constexpr std::uint64_t kAll = std::numeric_limits<std::uint64_t>::max();
+}  // namespace
+
+// ---- FinishedOps ----
+
+void FinishedOps::push(std::uint64_t seq, HeldBytes&& bytes) {
+  std::lock_guard lock(mu_);
+  if (ops_.size() == ops_.capacity() && head_ > 0) {  // as AsyncQueue::enqueue: reuse, do not grow
+    ops_.erase(ops_.begin(), ops_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  ops_.push_back({seq, std::move(bytes)});
+}
+
+void FinishedOps::settle_through(std::uint64_t seq) {
+  std::lock_guard lock(mu_);
+  while (head_ < ops_.size() && ops_[head_].seq <= seq) ops_[head_++].bytes.settle();
+  if (head_ == ops_.size()) {
+    ops_.clear();
+    head_ = 0;
+  }
+}
+
+void FinishedOps::reserve(std::size_t ops) {
+  std::lock_guard lock(mu_);
+  ops_.reserve(head_ + ops);
+}
+
 // ---- Work ----
+
+void Work::issue(std::weak_ptr<FinishedOps> finished, std::uint64_t seq) {
+  std::lock_guard lock(mu_);
+  finished_ = std::move(finished);
+  seq_ = seq;
+}
 
 void Work::wait() {
   Tracer* t = tracer_ && tracer_->lane() == 0 ? tracer_ : nullptr;
   const double t0 = t ? t->now() : 0;
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return done_; });
+  // Ops run in issue order: this one's end means every earlier one's.
+  if (const auto f = finished_.lock()) f->settle_through(seq_);
   if (t) t->wait(op_, t0);
   if (error_) std::rethrow_exception(error_);
 }
@@ -50,6 +88,7 @@ AsyncQueue::~AsyncQueue() {
   }
   wake_.notify_all();
   thread_.join();
+  finished_->settle_through(kAll);
 }
 
 void AsyncQueue::loop(const std::function<void()>& on_thread_start) {
@@ -71,12 +110,15 @@ void AsyncQueue::loop(const std::function<void()>& on_thread_start) {
     std::exception_ptr error;
     Tracer* t = tracer_;
     if (t) t->begin();
+    HeldBytes held;
     try {
+      const HoldBytes hold(held);
       item.op();
     } catch (...) {
       error = std::current_exception();
     }
     if (t) t->end();
+    finished_->push(item.seq, std::move(held));  // before finish(): its waiter settles it
     // Moved, so this thread keeps no reference: the exception is then freed by whoever drops
     // the Work's copy, never here while a waiter still reads it (TSan cannot see libstdc++'s
     // uninstrumented reference count, and would report that as a race).
@@ -100,8 +142,11 @@ void AsyncQueue::run(Work& work, std::function<void()> op, OpLabel label) {
 }
 
 void AsyncQueue::reserve(std::size_t ops) {
-  std::lock_guard lock(mu_);
-  ops_.reserve(head_ + ops);
+  {
+    std::lock_guard lock(mu_);
+    ops_.reserve(head_ + ops);
+  }
+  finished_->reserve(ops);
 }
 
 void AsyncQueue::enqueue(std::function<void()> op, Work& work, std::shared_ptr<Work> owned, OpLabel label) {
@@ -115,15 +160,19 @@ void AsyncQueue::enqueue(std::function<void()> op, Work& work, std::shared_ptr<W
       ops_.erase(ops_.begin(), ops_.begin() + static_cast<std::ptrdiff_t>(head_));
       head_ = 0;
     }
-    ops_.push_back({std::move(op), &work, std::move(owned)});
+    work.issue(finished_, ++issued_);
+    ops_.push_back({std::move(op), &work, std::move(owned), issued_});
   }
   wake_.notify_one();
 }
 
 void AsyncQueue::drain() {
   if (std::this_thread::get_id() == thread_.get_id()) return;
-  std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return empty() && !running_; });
+  {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [&] { return empty() && !running_; });
+  }
+  finished_->settle_through(kAll);
 }
 
 }  // namespace laconic

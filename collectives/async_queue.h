@@ -1,6 +1,8 @@
 // One rank's communication thread: operations queued in issue order run on it one at a time, and
 // each finishes a Work that the issuer waits on. A Communicator owns one (started on first use)
-// for its *_async collectives and run_async(); the queue knows nothing about communication.
+// for its *_async collectives and run_async(). Of communication the queue knows one thing: the
+// bytes an operation counts are held until its issuer learns that it finished (HeldBytes,
+// transport.h), by its Work's wait() or by a drain().
 #pragma once
 
 #include <condition_variable>
@@ -14,8 +16,27 @@
 #include <vector>
 
 #include "collectives/trace.h"
+#include "collectives/transport.h"
 
 namespace laconic {
+
+// Operations that finished, in issue order, with the bytes each counted, until their issuer
+// learns it: settle_through(seq) adds the bytes of every one up to `seq` to the counters.
+class FinishedOps {
+ public:
+  void push(std::uint64_t seq, HeldBytes&& bytes);
+  void settle_through(std::uint64_t seq);
+  void reserve(std::size_t ops);
+
+ private:
+  struct Op {
+    std::uint64_t seq = 0;
+    HeldBytes bytes;
+  };
+  std::mutex mu_;
+  std::vector<Op> ops_;  // ops_[head_..] not settled; reused like AsyncQueue's
+  std::size_t head_ = 0;
+};
 
 // Completion handle of an async operation.
 class Work {
@@ -33,9 +54,13 @@ class Work {
     tracer_ = tracer;
     op_ = op;
   }
+  // The queue's operation `seq`, whose bytes wait() settles (with those of all before it).
+  void issue(std::weak_ptr<FinishedOps> finished, std::uint64_t seq);
 
  private:
   Tracer* tracer_ = nullptr;
+  std::weak_ptr<FinishedOps> finished_;  // weak: a Work may outlive its queue
+  std::uint64_t seq_ = 0;
   std::int32_t op_ = -1;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -61,7 +86,8 @@ class AsyncQueue {
   std::shared_ptr<Work> submit(std::function<void()> op);
   // Room for `ops` queued operations at once.
   void reserve(std::size_t ops);
-  // Waits until every queued operation has run; returns at once on the queue's own thread.
+  // Waits until every queued operation has run, and settles their bytes; returns at once on the
+  // queue's own thread.
   void drain();
   // Records each operation's issue, begin, end and waits in `tracer` (null: none).
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
@@ -74,6 +100,7 @@ class AsyncQueue {
     std::function<void()> op;
     Work* work = nullptr;
     std::shared_ptr<Work> owned;  // submit()'s Work, kept alive until finished
+    std::uint64_t seq = 0;        // 1, 2, ... in issue order
   };
   std::mutex mu_;
   std::condition_variable wake_;  // work arrived, or stop
@@ -82,6 +109,8 @@ class AsyncQueue {
   // queue runs empty, so a steady stream of run() calls allocates nothing.
   std::vector<Item> ops_;
   std::size_t head_ = 0;
+  std::uint64_t issued_ = 0;
+  std::shared_ptr<FinishedOps> finished_ = std::make_shared<FinishedOps>();
   bool running_ = false;  // an op is executing
   bool stop_ = false;
   Tracer* tracer_ = nullptr;

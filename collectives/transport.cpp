@@ -11,8 +11,41 @@ Transport::Transport(ShowInner, Transport& inner) : ledger_(inner.ledger_), coun
 
 Transport::~Transport() = default;
 
+namespace {
+thread_local HeldBytes* t_held = nullptr;  // HoldBytes: this thread's running operation's
+}  // namespace
+
+bool HeldBytes::hold(const std::shared_ptr<void>& ledger, TierCounters& to, std::uint64_t sent, std::uint64_t recv,
+                     std::uint64_t messages) {
+  std::size_t i = 0;
+  while (i < used_ && slots_[i].to.get() != &to) ++i;
+  if (i == used_) {
+    if (used_ == kSlots) return false;
+    slots_[used_++] = {std::shared_ptr<TierCounters>(ledger, &to)};  // aliasing: no allocation
+  }
+  slots_[i].sent += sent;
+  slots_[i].recv += recv;
+  slots_[i].messages += messages;
+  return true;
+}
+
+void HeldBytes::settle() {
+  for (std::size_t i = 0; i < used_; ++i) {
+    Slot& s = slots_[i];
+    s.to->sent.fetch_add(s.sent, std::memory_order_relaxed);
+    s.to->recv.fetch_add(s.recv, std::memory_order_relaxed);
+    s.to->messages.fetch_add(s.messages, std::memory_order_relaxed);
+    s = {};
+  }
+  used_ = 0;
+}
+
+HoldBytes::HoldBytes(HeldBytes& held) : previous_(t_held) { t_held = &held; }
+
+HoldBytes::~HoldBytes() { t_held = previous_; }
+
 ByteCounters Transport::tier_bytes(int tier) const {
-  const Counters& c = ledger_->tiers[static_cast<std::size_t>(tier)];
+  const TierCounters& c = ledger_->tiers[static_cast<std::size_t>(tier)];
   return {c.sent.load(std::memory_order_relaxed), c.recv.load(std::memory_order_relaxed),
           c.messages.load(std::memory_order_relaxed)};
 }
@@ -23,15 +56,20 @@ int Transport::tier_to(int peer) const {
   return g[static_cast<std::size_t>(rank())] == g[static_cast<std::size_t>(peer)] ? 0 : 1;
 }
 
+void Transport::add(int tier, std::uint64_t sent, std::uint64_t recv, std::uint64_t messages) {
+  TierCounters& c = ledger_->tiers[tier];
+  if (t_held && t_held->hold(ledger_, c, sent, recv, messages)) return;
+  if (sent) c.sent.fetch_add(sent, std::memory_order_relaxed);
+  if (recv) c.recv.fetch_add(recv, std::memory_order_relaxed);
+  if (messages) c.messages.fetch_add(messages, std::memory_order_relaxed);
+}
+
 void Transport::count_sent(int peer, std::uint64_t bytes, std::uint64_t messages) {
-  if (!counts_) return;
-  Counters& c = ledger_->tiers[tier_to(peer)];
-  c.sent.fetch_add(bytes, std::memory_order_relaxed);
-  c.messages.fetch_add(messages, std::memory_order_relaxed);
+  if (counts_) add(tier_to(peer), bytes, 0, messages);
 }
 
 void Transport::count_recv(int peer, std::uint64_t bytes) {
-  if (counts_) ledger_->tiers[tier_to(peer)].recv.fetch_add(bytes, std::memory_order_relaxed);
+  if (counts_) add(tier_to(peer), 0, bytes, 0);
 }
 
 void Transport::count(std::uint64_t sent, std::uint64_t recv, std::uint64_t messages) {

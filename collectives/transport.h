@@ -35,6 +35,46 @@ struct ByteCounters {
   }
 };
 
+// One link tier's counters of one ledger (a Transport's, below).
+struct TierCounters {
+  std::atomic<std::uint64_t> sent{0}, recv{0}, messages{0};
+};
+
+// The bytes one queued operation counts on a communication thread, held apart from the counters
+// until the issuing thread learns that the operation finished (async_queue.h: its Work's wait(),
+// or a drain), then added by settle(). A rank's counters so change only at points of its own
+// program order: a metrics record taken while an eager outer sync is in flight reads the same
+// totals in every run, not whatever part of the sync had gone out by then.
+class HeldBytes {
+ public:
+  void settle();  // adds what is held to its counters, and holds nothing
+  // Holds bytes for `to` (kept alive by `ledger`); false when this operation already touches
+  // kSlots other counters (the caller then counts them at once).
+  bool hold(const std::shared_ptr<void>& ledger, TierCounters& to, std::uint64_t sent, std::uint64_t recv,
+            std::uint64_t messages);
+
+ private:
+  static constexpr std::size_t kSlots = 8;  // tiers one operation counts on: two per transport
+  struct Slot {
+    std::shared_ptr<TierCounters> to;
+    std::uint64_t sent = 0, recv = 0, messages = 0;
+  };
+  std::array<Slot, kSlots> slots_;
+  std::size_t used_ = 0;
+};
+
+// While alive, what this thread counts goes to `held` (a communication thread, per operation).
+class HoldBytes {
+ public:
+  explicit HoldBytes(HeldBytes& held);
+  ~HoldBytes();
+  HoldBytes(const HoldBytes&) = delete;
+  HoldBytes& operator=(const HoldBytes&) = delete;
+
+ private:
+  HeldBytes* previous_;
+};
+
 class Transport {
  public:
   virtual ~Transport();
@@ -111,16 +151,14 @@ class Transport {
   void count(const ByteCounters& b) { count(b.sent, b.recv, b.messages_sent); }
 
  private:
-  struct Counters {
-    std::atomic<std::uint64_t> sent{0}, recv{0}, messages{0};
-  };
   struct Ledger {
-    Counters tiers[2];
+    TierCounters tiers[2];
     std::vector<int> groups;
   };
   int tier_to(int peer) const;  // the link tier between this rank and `peer`
   void count_sent(int peer, std::uint64_t bytes, std::uint64_t messages);
   void count_recv(int peer, std::uint64_t bytes);
+  void add(int tier, std::uint64_t sent, std::uint64_t recv, std::uint64_t messages);  // or held (HoldBytes)
 
   std::shared_ptr<Ledger> ledger_;
   bool counts_ = true;  // false for a wrapper showing its inner's ledger

@@ -190,6 +190,38 @@ TEST_P(AsyncTest, SyncCallWaitsForQueuedWork) {
   });
 }
 
+// An async operation's bytes reach the counters when its issuer learns that it finished (its
+// wait(), or a drain), never while it runs: a record read between issue and wait sees the same
+// totals in every run. Before, they were counted as the bytes went out, and a metrics record taken
+// while eager DiLoCo's outer sync was in flight read any part of it (a golden failed 1 run in ~3).
+TEST_P(AsyncTest, BytesCountWhenTheIssuerWaits) {
+  const int n = GetParam();
+  run_threads(n, [&](Communicator& comm) {
+    std::vector<float> x(4096, 1.0f), y(x);
+    const ByteCounters before = comm.bytes();
+    comm.all_reduce(b(x), ReduceOp::sum);
+    const ByteCounters one = delta(comm.bytes(), before);
+
+    Work w1, w2;
+    const ByteCounters issued = comm.bytes();
+    comm.run_async(w1, [&] { comm.all_reduce(b(y), ReduceOp::sum); });
+    comm.run_async(w2, [&] { comm.all_reduce(b(y), ReduceOp::sum); });
+    while (!w2.done()) std::this_thread::yield();  // both finished, neither waited for
+    EXPECT_TRUE(same_counters(comm.bytes(), issued)) << "rank " << comm.rank() << ": counted before any wait";
+    w2.wait();  // ops run in issue order: w2's end settles w1's bytes too
+    EXPECT_TRUE(same_counters(delta(comm.bytes(), issued), one + one)) << "rank " << comm.rank();
+    w1.wait();  // settles nothing twice
+    EXPECT_TRUE(same_counters(delta(comm.bytes(), issued), one + one)) << "rank " << comm.rank();
+
+    const ByteCounters drained = comm.bytes();
+    auto w3 = comm.all_reduce_async(b(y), ReduceOp::sum);
+    comm.wait_all();  // a drain settles what nobody waited for
+    EXPECT_TRUE(same_counters(delta(comm.bytes(), drained), one)) << "rank " << comm.rank();
+    w3->wait();
+    EXPECT_TRUE(same_counters(delta(comm.bytes(), drained), one)) << "rank " << comm.rank();
+  });
+}
+
 // A queue that never empties (eager DiLoCo: fragment f's reduction re-queued while another's is
 // still pending) stays within what reserve_async() sized: the run items are dropped in place.
 // Three Works, each op waiting for its turn: when w1 is re-queued, w2 runs and w3 is pending.
