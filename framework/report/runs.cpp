@@ -43,7 +43,9 @@ RunResult read_run(const std::string& dir, const std::string& name) {
   if (summary.bytes_inter_start) r.bytes_inter_start = static_cast<double>(*summary.bytes_inter_start);
   r.metrics = read_metrics(metrics_path);
   if (r.metrics.empty()) LC_INPUT_ERROR(metrics_path, ": no records");
-  if (r.metrics.back().bytes_inter)  // summary.json does not carry the tiers
+  if (summary.bytes_inter)  // the end's drain included: a sync in flight at the last record
+    r.bytes_inter = static_cast<double>(*summary.bytes_inter);
+  else if (r.metrics.back().bytes_inter)  // a summary.json written before it carried the tier
     r.bytes_inter = static_cast<double>(*r.metrics.back().bytes_inter);
   // For the seeds, world sizes and differences the report states. A recipe written by another
   // version of Laconic is still TOML, so it is read as such, not as a Recipe.

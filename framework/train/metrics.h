@@ -92,6 +92,9 @@ struct RunSummary {
   // start's broadcast of the parameters, once per process): metrics' bytes_inter minus this is
   // what training itself sent across.
   std::optional<std::uint64_t> bytes_inter_start;
+  // optional, [network]: every inter-tier byte this rank sent, the end's drain included (an eager
+  // or streaming sync still in flight at the last record counts here, not there).
+  std::optional<std::uint64_t> bytes_inter;
   // A run stopped before its last step (framework/train/stop.h): "signal" or "time_limit" ("" =
   // it ran to the end; `steps` is then the steps done), the signal's name; and the checkpoint of
   // the last step done, the run's weights ("" when the run has no checkpoint directory).
@@ -120,6 +123,7 @@ struct RunSummary {
     f("sim_time_s", s.sim_time_s, true);
     f("peak_inter_bytes_per_s", s.peak_inter_bytes_per_s, true);
     f("bytes_inter_start", s.bytes_inter_start, true);
+    f("bytes_inter", s.bytes_inter, true);
     f("theta_global_checksum", s.theta_global_checksum, true);
     f("elastic_syncs", s.elastic_syncs, true);
   }

@@ -329,7 +329,10 @@ TrainSummary Session::summary() {
   s.compute_s = loop_.compute_s;
   s.wall_s = loop_.wall.seconds();
   if (sim_) s.sim_time_s = sim_->clock();
-  if (spec_.simulate) s.bytes_inter_start = inter_at_start_;
+  if (spec_.simulate) {
+    s.bytes_inter_start = inter_at_start_;
+    s.bytes_inter = comm_.tier_bytes(1).sent;
+  }
   for (auto& h : hooks_) h->finish(s);
   if (comm_.rank() == 0) {
     const ParamStore& store = loop_.store();
