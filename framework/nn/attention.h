@@ -10,7 +10,11 @@
 //
 // Q, K, V are rearranged once per forward into contiguous [B, H, T, D] buffers (ops::split_heads)
 // so the B*H per-(b, h) products are one strided-batched GEMM (ops::gemm_strided_batched).
-// Runs on the device of its ParamStore, through ops::kernels.
+// Runs on the device of its ParamStore, through ops::kernels. On CPU, causal attention without
+// dropout on the probabilities (inference, or dropout = 0) runs the middle of that (scores,
+// softmax, value product, and their backward) as one fused kernel instead
+// (core/ops/attention_cpu.h): no [T, T] matrix stored, the masked half skipped. Bidirectional
+// attention stays on the GEMMs, which are faster there (tests/bench/attention_bench.cpp).
 #pragma once
 
 #include <cstddef>
@@ -24,12 +28,17 @@
 
 namespace laconic::nn {
 
+// auto_: fused for causal attention on CPU without active dropout, else the GEMMs. fused: the
+// fused kernel wherever it can run (CPU, no active dropout). unfused: always the GEMMs.
+enum class AttentionKernel { auto_, fused, unfused };
+
 struct MultiHeadSelfAttentionOptions {
   int dim = 0;
   int heads = 1;               // must divide dim
   float dropout = 0.0f;        // on the attention probabilities, in [0, 1)
   std::uint64_t layer_id = 0;  // the probability dropout's mask key (as nn::Dropout's layer_id)
   bool causal = false;         // mask the scores of later positions (decoder self-attention)
+  AttentionKernel kernel = AttentionKernel::auto_;
 };
 
 class MultiHeadSelfAttention {
@@ -47,14 +56,18 @@ class MultiHeadSelfAttention {
   // dy: [batch*seq, dim] -> dx (owned); accumulates the projections' parameter gradients.
   const float* backward(const float* dy);
 
-  // Attention probabilities of the last forward, before dropout: [batch, heads, seq, seq].
-  const float* probs() const { return probs_.data(); }
+  // Attention probabilities of the last forward, before dropout: [batch, heads, seq, seq]. An
+  // unfused forward's only: a fused one keeps none (an error; options.kernel chooses).
+  const float* probs() const;
   nn::Linear& qkv() { return qkv_; }
   const nn::Linear& qkv() const { return qkv_; }
   nn::Linear& proj() { return proj_; }
   const MultiHeadSelfAttentionOptions& options() const { return opts_; }
 
  private:
+  // dC [B, H, T, D] -> dQ, dK, dV through the stored probabilities (the forward was not fused).
+  void unfused_backward(float* dq, float* dk, float* dv, const float* dch);
+
   const ParamStore* store_;
   MultiHeadSelfAttentionOptions opts_;
   int head_dim_ = 0;
@@ -63,13 +76,15 @@ class MultiHeadSelfAttention {
   Linear proj_;
   Dropout drop_;  // features = 1: masks the flat [B, H, T, T] probability tensor
   int batch_ = 0, seq_ = 0;
-  const float* dropped_ = nullptr;  // Drop(P) from the last forward (probs_ itself when inactive)
+  const float* dropped_ = nullptr;  // Drop(P) from the last unfused forward (probs_ itself when inactive)
+  bool fused_ = false;              // the last forward ran the fused kernel
 
   // Forward state, [B, H, T, D] unless noted.
   DeviceArray<float> q_, k_, v_;
   DeviceArray<float> probs_;  // [B, H, T, T]
   DeviceArray<float> ctx_h_;
   DeviceArray<float> ctx_;    // [B*T, dim], the input of proj_
+  DeviceArray<float> row_max_, row_inv_, scratch_;  // fused only: [B*H*T] each, and the kernel's
   // Backward scratch.
   DeviceArray<float> dctx_h_, dq_, dk_, dv_;
   DeviceArray<float> dp_;     // [B, H, T, T]: dL/dDrop(P), then dL/dS in place

@@ -19,7 +19,7 @@ std::uint64_t Dropout::key(const ForwardOptions& step) const {
 
 const float* Dropout::forward(const float* x, int rows, const ForwardOptions& step) {
   n_ = static_cast<std::size_t>(rows) * opts_.features;
-  active_ = step.train && opts_.p > 0.0f;
+  active_ = active(step);
   if (!active_) return x;
   key_ = key(step);
   const ops::Kernels& k = ops::kernels(store_->device());

@@ -26,6 +26,8 @@ class Dropout {
   // key = rng::key({seed, rank, step, rng::kDropout, layer_id}).
   std::uint64_t key(const ForwardOptions& step) const;
 
+  // Whether forward() with `step` masks (training with p > 0), or is the identity.
+  bool active(const ForwardOptions& step) const { return step.train && opts_.p > 0.0f; }
   // x: [rows, features] -> y. Outside training (or with p == 0) this is the identity and returns
   // x itself without copying; otherwise y is owned by the layer.
   const float* forward(const float* x, int rows, const ForwardOptions& step);

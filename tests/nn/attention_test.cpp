@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -21,9 +23,10 @@ using laconic::testing::randomize_params;
 
 constexpr int kB = 2, kT = 5, kDim = 8, kHeads = 2;
 
-void check_attention_gradients(float dropout, const ForwardOptions& step, bool causal = false) {
+void check_attention_gradients(float dropout, const ForwardOptions& step, bool causal = false,
+                               AttentionKernel kernel = AttentionKernel::fused) {
   ParamStore store;
-  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, dropout, 3, causal});
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, dropout, 3, causal, kernel});
   store.finalize();
   randomize_params(store, 5, 0.4f);  // non-trivial attention patterns and non-zero biases
   // The K bias has an exactly zero gradient (softmax is shift invariant), so its numeric
@@ -35,7 +38,13 @@ void check_attention_gradients(float dropout, const ForwardOptions& step, bool c
       [&](const float* dy) { return attn.backward(dy); }, GradCheckOptions{1e-2f, 1e-2, 2e-4, 64, 4});
 }
 
+// These ask for the fused kernel (core/ops/attention_cpu.h), which runs without active dropout;
+// "Unfused" for the GEMMs.
 TEST(AttentionGrad, NoDropout) { check_attention_gradients(0.0f, {true, 1, 0, 0}); }
+TEST(AttentionGrad, NoDropoutUnfused) {
+  check_attention_gradients(0.0f, {true, 1, 0, 0}, false, AttentionKernel::unfused);
+}
+TEST(AttentionGrad, CausalUnfused) { check_attention_gradients(0.0f, {true, 1, 0, 0}, true, AttentionKernel::unfused); }
 
 TEST(AttentionGrad, DropoutOnProbabilitiesFixedKey) {
   // A fixed (seed, rank, step) fixes the mask, so the layer is a differentiable function of x.
@@ -46,9 +55,14 @@ TEST(AttentionGrad, Causal) { check_attention_gradients(0.0f, {true, 1, 0, 0}, t
 
 TEST(AttentionGrad, CausalWithDropout) { check_attention_gradients(0.3f, {true, 9, 1, 7}, true); }
 
-TEST(Attention, CausalOutputsDependOnNoLaterPosition) {
+class FusedOrNot : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Kernels, FusedOrNot, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "fused" : "unfused"; });
+
+TEST_P(FusedOrNot, CausalOutputsDependOnNoLaterPosition) {
   ParamStore store;
-  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, 0.0f, 3, true});
+  MultiHeadSelfAttention attn(store, "attn",
+                              {kDim, kHeads, 0.0f, 3, true, GetParam() ? AttentionKernel::fused : AttentionKernel::unfused});
   store.finalize();
   randomize_params(store, 5, 0.4f);
   const auto x = random_normal(kB * kT * kDim, 8);
@@ -71,6 +85,10 @@ TEST(Attention, CausalOutputsDependOnNoLaterPosition) {
         EXPECT_FALSE(same) << "t=" << t;
       }
     }
+  }
+  if (GetParam()) {  // the fused kernel keeps no probabilities
+    EXPECT_THROW(attn.probs(), Error);
+    return;
   }
   // Each causal probability row sums to 1 over its prefix and is 0 after it.
   const float* p = attn.probs();
@@ -168,7 +186,7 @@ TEST(Attention, EqualScoresGiveMeanOfValues) {
   // Wq = Wk = 0 and zero biases: all scores 0, uniform attention, so with Wv = Wo = I each output
   // row is the mean of its own sequence's input rows (and sequences do not mix).
   ParamStore store;
-  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, 0.0f, 0});
+  MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, 0.0f, 0, false, AttentionKernel::unfused});  // probs()
   store.finalize();
   std::fill(store.params().begin(), store.params().end(), 0.0f);
   float* wqkv = store.param(attn.qkv().weight_view());  // [3*dim, dim]
@@ -217,6 +235,89 @@ TEST(Attention, BackwardAccumulatesAndBatchSizesChange) {
     norm += std::abs(once[i]);
   }
   EXPECT_GT(norm, 0.0);
+}
+
+// The fused kernel (scores, softmax and value product per four query rows, no [T, T] stored, the
+// causal half skipped) against the unfused GEMMs and softmax kernels, forward and backward, causal and
+// not, at head sizes with and without a compiled-in specialisation (32, 64; 4, 24) and sequence
+// lengths that are and are not multiples of the kernel's blocks (8 lanes, 64 keys). Within 1e-5 of
+// the largest magnitude; it prints whether they also agree bit for bit (they do where the GEMM
+// library sums in index order, which keeps the goldens of the attention recipes unchanged).
+struct FusedCase {
+  int dim, heads, seq;
+  bool causal;
+};
+class FusedAttention : public ::testing::TestWithParam<FusedCase> {};
+
+TEST_P(FusedAttention, MatchesTheUnfusedKernels) {
+  const FusedCase c = GetParam();
+  constexpr int kBatch = 2;
+  ParamStore fs, us;
+  MultiHeadSelfAttention fused(fs, "attn", {c.dim, c.heads, 0.0f, 0, c.causal, AttentionKernel::fused});
+  MultiHeadSelfAttention unfused(us, "attn", {c.dim, c.heads, 0.0f, 0, c.causal, AttentionKernel::unfused});
+  fs.finalize();
+  us.finalize();
+  // Weights of std 2/sqrt(dim): scores of a few units, attention neither uniform nor one-hot.
+  const float w = 2.0f / std::sqrt(static_cast<float>(c.dim));
+  randomize_params(fs, 11, w);
+  randomize_params(us, 11, w);
+  const std::size_t n = static_cast<std::size_t>(kBatch) * c.seq * c.dim;
+  const auto x = random_normal(n, 12), dy = random_normal(n, 13);
+  const auto compare = [&](const char* what, const float* a, const float* b, std::size_t count) {
+    float scale = 0.0f, worst = 0.0f;
+    bool bitwise = true;
+    for (std::size_t i = 0; i < count; ++i) {
+      scale = std::max(scale, std::abs(b[i]));
+      worst = std::max(worst, std::abs(a[i] - b[i]));
+      bitwise = bitwise && a[i] == b[i];
+    }
+    EXPECT_LE(worst, 1e-5f * std::max(scale, 1.0f)) << what;
+    std::printf("  %-12s max |fused - unfused| %.3g of max %.3g%s\n", what, worst, scale, bitwise ? " (bitwise)" : "");
+  };
+  for (const bool train : {false, true}) {
+    const ForwardOptions step{train, 1, 0, 0};
+    fs.zero_grad();
+    us.zero_grad();
+    const float* yf = fused.forward(x.data(), kBatch, c.seq, step);
+    const float* yu = unfused.forward(x.data(), kBatch, c.seq, step);
+    compare("output", yf, yu, n);
+    compare("input grad", fused.backward(dy.data()), unfused.backward(dy.data()), n);
+    compare("param grads", fs.grads().data(), us.grads().data(), fs.size());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention,
+                         ::testing::Values(FusedCase{192, 6, 128, true}, FusedCase{192, 6, 128, false},
+                                           FusedCase{128, 2, 70, true}, FusedCase{128, 2, 37, false},
+                                           FusedCase{8, 2, 13, true}, FusedCase{48, 2, 9, false},
+                                           FusedCase{96, 4, 1, true}),
+                         [](const auto& info) {
+                           const FusedCase& c = info.param;
+                           return "d" + std::to_string(c.dim / c.heads) + "_t" + std::to_string(c.seq) +
+                                  (c.causal ? "_causal" : "_full");
+                         });
+
+// The default kernel: fused for causal attention without active dropout (it keeps no
+// probabilities, so probs() is an error), the GEMMs for bidirectional attention or under dropout.
+TEST(Attention, AutoKernelFusesCausalAttentionWithoutDropoutOnly) {
+  const auto x = random_normal(kB * kT * kDim, 3);
+  const auto kept_probs = [&](bool causal, float dropout, bool train) {
+    ParamStore store;
+    MultiHeadSelfAttention attn(store, "attn", {kDim, kHeads, dropout, 0, causal});
+    store.finalize();
+    attn.init(1);
+    attn.forward(x.data(), kB, kT, {train, 1, 0, 0});
+    try {
+      attn.probs();
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  EXPECT_FALSE(kept_probs(true, 0.0f, true));   // GPT without dropout: fused
+  EXPECT_FALSE(kept_probs(true, 0.1f, false));  // evaluation: fused
+  EXPECT_TRUE(kept_probs(true, 0.1f, true));    // dropout on the probabilities: GEMMs
+  EXPECT_TRUE(kept_probs(false, 0.0f, true));   // bidirectional (BERT): GEMMs
 }
 
 TEST(Attention, RejectsBadOptions) {
