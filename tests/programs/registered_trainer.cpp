@@ -21,7 +21,10 @@ void register_every_k() {
   laconic::StrategyTraits traits;
   traits.periodic = [](const laconic::Recipe& r) {
     const auto& o = r.section<EveryKOptions>("sync.every_k");
-    return laconic::OuterPeriod{o.period, o.warmup_steps};
+    laconic::OuterPeriod outer;
+    outer.period = o.period;
+    outer.warmup_steps = o.warmup_steps;
+    return outer;
   };
   laconic::registry().add_strategy(
       "every_k",
