@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <cstddef>
+#if defined(_OPENMP)
+#include <omp.h>
+
+#include "core/ops/defer_signals.h"
+#endif
 
 #include "core/check.h"
 #include "core/ops/vec_math.h"
@@ -209,14 +214,35 @@ void scores(float* s, const Group& g, const float* kt, const AttentionShape& sh,
     for (int u = 0; u < g.wmax; ++u) s[i * tp + u] *= scale;
 }
 
+// Calls f(first, last, scratch) on sh.threads threads, each with a contiguous share of the heads
+// and its own slice of the scratch.
+template <typename F>
+void split_heads_over_threads(const AttentionShape& sh, float* scratch, F&& f) {
+  const int threads = std::max(1, std::min(sh.threads, sh.bh));
+#if defined(_OPENMP)
+  if (threads > 1) {
+    const DeferSignals deferred;  // the team may be oneDNN's, or become it
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), n = omp_get_num_threads();
+      f(static_cast<int>(static_cast<long>(sh.bh) * t / n), static_cast<int>(static_cast<long>(sh.bh) * (t + 1) / n),
+        scratch + t * Scratch::floats(sh));
+    }
+    return;
+  }
+#endif
+  (void)threads;
+  f(0, sh.bh, scratch);
+}
+
 template <int D>
 void forward_heads(float* out, float* row_max, float* row_inv, const float* q, const float* k, const float* v,
-                   const AttentionShape& sh, float* scratch) {
+                   const AttentionShape& sh, float* scratch, int first, int last) {
   const int dim = D ? D : sh.head_dim;
   const std::size_t tp = padded(sh.seq), td = static_cast<std::size_t>(sh.seq) * dim;
   Scratch sc(scratch, sh);
   float unused[2];
-  for (int h = 0; h < sh.bh; ++h) {
+  for (int h = first; h < last; ++h) {
     const std::size_t o = h * td;
     transpose(sc.kt, k + o, sh.seq, dim);
     for (int t0 = 0; t0 < sh.seq; t0 += kRows) {
@@ -238,13 +264,13 @@ void forward_heads(float* out, float* row_max, float* row_inv, const float* q, c
 template <int D>
 void backward_heads(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                     const float* v, const float* row_max, const float* row_inv, const AttentionShape& sh,
-                    float* scratch) {
+                    float* scratch, int first, int last) {
   const int seq = sh.seq, dim = D ? D : sh.head_dim;
   const float scale = sh.scale;
   const std::size_t tp = padded(seq), td = static_cast<std::size_t>(seq) * dim;
   Scratch sc(scratch, sh);
   const int full = seq / vec::kLanes * vec::kLanes;
-  for (int h = 0; h < sh.bh; ++h) {
+  for (int h = first; h < last; ++h) {
     const std::size_t o = h * td;
     transpose(sc.kt, k + o, seq, dim);
     transpose(sc.vt, v + o, seq, dim);
@@ -289,23 +315,29 @@ void backward_heads(float* dq, float* dk, float* dv, const float* dout, const fl
 
 }  // namespace
 
-std::size_t attention_scratch_floats(const AttentionShape& s) { return Scratch::floats(s); }
+std::size_t attention_scratch_floats(const AttentionShape& s) {
+  return Scratch::floats(s) * static_cast<std::size_t>(std::max(1, s.threads));
+}
 
 void attention_forward(float* out, float* row_max, float* row_inv, const float* q, const float* k, const float* v,
                        const AttentionShape& s, float* scratch) {
   check(s);
-  if (s.head_dim == 32) return forward_heads<32>(out, row_max, row_inv, q, k, v, s, scratch);
-  if (s.head_dim == 64) return forward_heads<64>(out, row_max, row_inv, q, k, v, s, scratch);
-  forward_heads<0>(out, row_max, row_inv, q, k, v, s, scratch);
+  split_heads_over_threads(s, scratch, [&](int first, int last, float* own) {
+    if (s.head_dim == 32) return forward_heads<32>(out, row_max, row_inv, q, k, v, s, own, first, last);
+    if (s.head_dim == 64) return forward_heads<64>(out, row_max, row_inv, q, k, v, s, own, first, last);
+    forward_heads<0>(out, row_max, row_inv, q, k, v, s, own, first, last);
+  });
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* row_max, const float* row_inv, const AttentionShape& s,
                         float* scratch) {
   check(s);
-  if (s.head_dim == 32) return backward_heads<32>(dq, dk, dv, dout, q, k, v, row_max, row_inv, s, scratch);
-  if (s.head_dim == 64) return backward_heads<64>(dq, dk, dv, dout, q, k, v, row_max, row_inv, s, scratch);
-  backward_heads<0>(dq, dk, dv, dout, q, k, v, row_max, row_inv, s, scratch);
+  split_heads_over_threads(s, scratch, [&](int first, int last, float* own) {
+    if (s.head_dim == 32) return backward_heads<32>(dq, dk, dv, dout, q, k, v, row_max, row_inv, s, own, first, last);
+    if (s.head_dim == 64) return backward_heads<64>(dq, dk, dv, dout, q, k, v, row_max, row_inv, s, own, first, last);
+    backward_heads<0>(dq, dk, dv, dout, q, k, v, row_max, row_inv, s, own, first, last);
+  });
 }
 
 }  // namespace laconic::ops::cpu

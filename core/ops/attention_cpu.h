@@ -30,9 +30,13 @@ struct AttentionShape {
   int head_dim = 0;    // D
   float scale = 1.0f;  // on the scores: 1/sqrt(D)
   bool causal = false;
+  // Heads are split over this many OpenMP threads (a rank's gemm_threads(), as its GEMMs); the
+  // result does not depend on it (each head is one thread's, in the same order of operations).
+  // One thread where this build has no OpenMP (LACONIC_GEMM other than onednn).
+  int threads = 1;
 };
 
-// Floats of the scratch buffer both calls take.
+// Floats of the scratch buffer both calls take (threads slices of one head's).
 std::size_t attention_scratch_floats(const AttentionShape& s);
 
 // out = softmax(scale q k^T [causal]) v; row_max, row_inv: [bh * T], what backward needs.

@@ -23,9 +23,8 @@
 // (docs/benchmarks.md, "CPU GEMM library"). Its threads are OpenMP's.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <pthread.h>
 
-#include <csignal>
+#include "core/ops/defer_signals.h"
 #elif LACONIC_HAVE_OPENBLAS
 // OpenBLAS's single-threaded SGEMM is 1.3-1.7x Eigen's on every layer shape of the BERT and MLP
 // models on an AVX2 machine (docs/benchmarks.md, "Training step: Laconic vs PyTorch 1.13").
@@ -141,19 +140,13 @@ void gemm(float* c, const float* a, const float* b, int m, int n, int k, bool tr
   // with it) written over heap memory, as if the stack pointer pointed there: SIGTERM to an elastic
   // replica corrupted its heap ("corrupted size vs. prev_size"), and a thread signalled during
   // GEMMs does it within seconds (Gemm.SignalsDuringGemmsLeaveTheHeapIntact). So asynchronous
-  // signals wait (pending, not lost) while a GEMM runs; faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
-  // SIGTRAP) stay deliverable. OpenMP threads a GEMM starts inherit the mask: they only run GEMMs.
-  static const sigset_t deferred = [] {
-    sigset_t set;
-    sigfillset(&set);
-    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&set, sig);
-    return set;
-  }();
-  sigset_t previous;
-  pthread_sigmask(SIG_BLOCK, &deferred, &previous);
-  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
-                                          trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  // signals wait while a GEMM runs (defer_signals.h).
+  dnnl_status_t status;
+  {
+    const DeferSignals deferred;
+    status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, trans_a ? m : k, b,
+                        trans_b ? k : n, beta, c, n);
+  }
   LC_CHECK(status == dnnl_success, "gemm: oneDNN's sgemm failed (status ", static_cast<int>(status), ") for m=", m,
            " n=", n, " k=", k);
 #elif LACONIC_HAVE_OPENBLAS

@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "core/check.h"
-#include "core/ops/attention_cpu.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/ops.h"
 #include "framework/nn/buffer.h"
 
 namespace laconic::nn {
@@ -65,7 +65,7 @@ const float* MultiHeadSelfAttention::forward(const float* x, int batch, int seq,
            (opts_.kernel == AttentionKernel::fused || (opts_.kernel == AttentionKernel::auto_ && opts_.causal));
   dropped_ = nullptr;
   if (fused_) {
-    const ops::cpu::AttentionShape sh{bh, seq, d, scale_, opts_.causal};
+    const auto sh = fused_shape(bh, seq, d);
     ops::cpu::attention_forward(ch, grow(row_max_, dev, static_cast<std::size_t>(bh) * seq),
                                 grow(row_inv_, dev, static_cast<std::size_t>(bh) * seq), q, kh, v, sh,
                                 grow(scratch_, dev, ops::cpu::attention_scratch_floats(sh)));
@@ -92,6 +92,10 @@ const float* MultiHeadSelfAttention::forward(const float* x, int batch, int seq,
   return proj_.forward(ctx, rows);
 }
 
+ops::cpu::AttentionShape MultiHeadSelfAttention::fused_shape(int bh, int seq, int head_dim) const {
+  return {bh, seq, head_dim, scale_, opts_.causal, ops::cpu::gemm_threads()};
+}
+
 const float* MultiHeadSelfAttention::probs() const {
   LC_CHECK(!fused_, "MultiHeadSelfAttention::probs(): the last forward was fused (options.kernel) and kept none");
   return probs_.data();
@@ -113,9 +117,9 @@ const float* MultiHeadSelfAttention::backward(const float* dy) {
   float* dk = grow(dk_, dev, n_heads);
   float* dv = grow(dv_, dev, n_heads);
   if (fused_) {
-    const ops::cpu::AttentionShape sh{bh, seq, d, scale_, opts_.causal};
+    const auto sh = fused_shape(bh, seq, d);
     ops::cpu::attention_backward(dq, dk, dv, dch, q_.data(), k_.data(), v_.data(), row_max_.data(), row_inv_.data(),
-                                 sh, scratch_.data());
+                                 sh, grow(scratch_, Device::cpu, ops::cpu::attention_scratch_floats(sh)));
   } else {
     unfused_backward(dq, dk, dv, dch);
   }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/ops/attention_cpu.h"
 #include "core/params.h"
 #include "core/step.h"
 #include "framework/nn/dropout.h"
@@ -67,6 +68,8 @@ class MultiHeadSelfAttention {
  private:
   // dC [B, H, T, D] -> dQ, dK, dV through the stored probabilities (the forward was not fused).
   void unfused_backward(float* dq, float* dk, float* dv, const float* dch);
+  // The fused kernel's shape: heads over the rank's GEMM threads (ops::cpu::gemm_threads()).
+  ops::cpu::AttentionShape fused_shape(int bh, int seq, int head_dim) const;
 
   const ParamStore* store_;
   MultiHeadSelfAttentionOptions opts_;

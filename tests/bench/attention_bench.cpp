@@ -1,9 +1,10 @@
 // Fused causal attention (core/ops/attention_cpu.h) against the unfused kernels it replaces on CPU
 // (nn::MultiHeadSelfAttention's two strided-batched GEMMs around the softmax, and their backward:
-// four GEMMs and the softmax's), one thread, at gpt_fortunes' head size (6 heads of 32) and equal
+// four GEMMs and the softmax's), on THREADS threads (both: the fused kernel's heads, the GEMMs'), at gpt_fortunes' head size (6 heads of 32) and equal
 // tokens per call (2048: 16 sequences of 128, 4 of 512, 2 of 1024), in the same run.
 //
-//   attention_bench [REPS] [T...]     (defaults: 10 timed calls per row; T = 128 512 1024)
+//   attention_bench [--threads N] [REPS] [T...]   (defaults: 1 thread; 10 timed calls per row;
+//                                                  T = 128 512 1024)
 //
 // Columns: T, causal or not, forward and backward ms per call (mean over REPS after one untimed
 // call) of each, unfused / fused, and the [B, H, T, T] buffers the unfused path keeps (probabilities
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/ops/attention_cpu.h"
@@ -30,7 +32,7 @@ double ms_per_call(int reps, F&& f) {
   return 1e3 * t.seconds() / reps;
 }
 
-void row(int reps, int seq, bool causal) {
+void row(int threads, int reps, int seq, bool causal) {
   constexpr int kTokens = 2048, kHeads = 6, kD = 32;
   const int batch = std::max(1, kTokens / seq), bh = batch * kHeads;
   const std::size_t n = static_cast<std::size_t>(bh) * seq * kD, tt = static_cast<std::size_t>(seq) * seq;
@@ -41,7 +43,7 @@ void row(int reps, int seq, bool causal) {
     const std::uint64_t key = rng::key({1, static_cast<std::uint64_t>(seq), ++stream});
     for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] = rng::normal(key, i);
   }
-  const ops::cpu::AttentionShape sh{bh, seq, kD, 1.0f / std::sqrt(static_cast<float>(kD)), causal};
+  const ops::cpu::AttentionShape sh{bh, seq, kD, 1.0f / std::sqrt(static_cast<float>(kD)), causal, threads};
   std::vector<float> scratch(ops::cpu::attention_scratch_floats(sh)), p(bh * tt), dp(bh * tt);
 
   const double ff = ms_per_call(reps, [&] {
@@ -79,17 +81,22 @@ void row(int reps, int seq, bool causal) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 10;
+  int threads = 1, first = 1;
+  if (argc > 2 && std::string(argv[1]) == "--threads") {
+    threads = std::atoi(argv[2]);
+    first = 3;
+  }
+  const int reps = argc > first ? std::atoi(argv[first]) : 10;
   std::vector<int> seqs;
-  for (int i = 2; i < argc; ++i) seqs.push_back(std::atoi(argv[i]));
+  for (int i = first + 1; i < argc; ++i) seqs.push_back(std::atoi(argv[i]));
   if (seqs.empty()) seqs = {128, 512, 1024};
-  if (reps < 1) {
-    std::fprintf(stderr, "usage: attention_bench [REPS >= 1] [T...]\n");
+  if (reps < 1 || threads < 1) {
+    std::fprintf(stderr, "usage: attention_bench [--threads N >= 1] [REPS >= 1] [T...]\n");
     return 2;
   }
-  ops::cpu::set_gemm_threads(1);
-  std::printf("# one thread; 2048 tokens per call, 6 heads of 32; ms per call; GEMM: %s\n",
-              ops::cpu::gemm_library().c_str());
+  ops::cpu::set_gemm_threads(threads);
+  std::printf("# %d thread(s); 2048 tokens per call, 6 heads of 32; ms per call; GEMM: %s\n",
+              threads, ops::cpu::gemm_library().c_str());
   std::printf("%6s %-7s %10s %10s %12s %12s %10s %10s %10s %9s\n", "T", "mask", "fused fwd", "fused bwd", "unfused fwd",
               "unfused bwd", "fwd x", "bwd x", "total x", "[T,T] MB");
   for (const int seq : seqs) {
@@ -97,7 +104,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "attention_bench: T=%d, expected >= 1\n", seq);
       return 2;
     }
-    for (const bool causal : {true, false}) row(reps, seq, causal);
+    for (const bool causal : {true, false}) row(threads, reps, seq, causal);
   }
   return 0;
 }

@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "core/check.h"
-#include "framework/nn/attention.h"
+#include "core/ops/attention_cpu.h"
 #include "core/ops/ops.h"
+#include "framework/nn/attention.h"
 #include "tests/nn/gradcheck.h"
 
 namespace laconic::nn {
@@ -296,6 +297,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention,
                            return "d" + std::to_string(c.dim / c.heads) + "_t" + std::to_string(c.seq) +
                                   (c.causal ? "_causal" : "_full");
                          });
+
+// The fused kernel splits heads over the rank's GEMM threads: each head is one thread's, in the
+// same order of operations, so any thread count gives the same bits, also with more threads than
+// heads (on a build without OpenMP this checks the serial path against itself).
+TEST(FusedAttentionKernel, ThreadsDoNotChangeTheResult) {
+  for (const bool causal : {true, false}) {
+    ops::cpu::AttentionShape sh{5, 37, 32, 0.25f, causal, 1};
+    const std::size_t n = static_cast<std::size_t>(sh.bh) * sh.seq * sh.head_dim, rows = sh.bh * sh.seq;
+    const auto q = random_normal(n, 21), k = random_normal(n, 22), v = random_normal(n, 23), dout = random_normal(n, 24);
+    const auto run = [&](int threads) {
+      sh.threads = threads;
+      std::vector<float> out(n), mx(rows), inv(rows), dq(n), dk(n), dv(n), scratch(ops::cpu::attention_scratch_floats(sh));
+      ops::cpu::attention_forward(out.data(), mx.data(), inv.data(), q.data(), k.data(), v.data(), sh, scratch.data());
+      ops::cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), mx.data(),
+                                   inv.data(), sh, scratch.data());
+      out.insert(out.end(), dq.begin(), dq.end());
+      out.insert(out.end(), dk.begin(), dk.end());
+      out.insert(out.end(), dv.begin(), dv.end());
+      return out;
+    };
+    const auto one = run(1);
+    EXPECT_EQ(one, run(2)) << causal;
+    EXPECT_EQ(one, run(8)) << causal;  // more threads than heads
+  }
+}
 
 // The default kernel: fused for causal attention without active dropout (it keeps no
 // probabilities, so probs() is an error), the GEMMs for bidirectional attention or under dropout.
