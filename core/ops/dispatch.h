@@ -22,7 +22,7 @@ namespace laconic::ops {
   X(embedding_backward) X(dropout_forward) X(dropout_backward) X(softmax_xent_forward)         \
   X(softmax_xent_backward) X(argmax_rows) X(fill) X(scale) X(axpy) X(gemm_strided_batched)     \
   X(split_heads) X(merge_heads) X(softmax_rows_forward) X(softmax_causal_forward) X(softmax_rows_backward) X(add)        \
-  X(scatter_rows) X(iota_mod) X(xent_stats)
+  X(scatter_rows) X(iota_mod) X(xent_stats) X(round_bf16)
 
 struct Kernels {
   Device device;

@@ -401,6 +401,17 @@ void argmax_rows(std::int32_t* out, const float* x, int rows, int cols) {
 
 void fill(float* x, float value, std::size_t n) { std::fill_n(x, n, value); }
 
+void round_bf16(float* y, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t b = std::bit_cast<std::uint32_t>(x[i]);
+    const bool nan = (b & 0x7fffffffu) > 0x7f800000u;
+    // Ties to even: add half an ulp of bf16, less one unless the kept last bit is odd. A NaN keeps
+    // its sign and gets the quiet bit, so no payload rounds to inf.
+    b = nan ? (b | 0x00400000u) : b + 0x7fffu + ((b >> 16) & 1u);
+    y[i] = std::bit_cast<float>(b & 0xffff0000u);
+  }
+}
+
 void scale(float* x, float alpha, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
 }

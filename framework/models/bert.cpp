@@ -22,12 +22,13 @@ constexpr float kLayerNormEps = 1e-12f;  // BERT's layer_norm_eps
 
 Bert::Block::Block(ParamStore& store, const std::string& name, const BertOptions& o, int layer)
     : store_(&store),
-      attn_(store, name + ".attn", {o.dim, o.heads, o.dropout, dropout_id(layer, 0)}),
+      attn_(store, name + ".attn",
+            {o.dim, o.heads, o.dropout, dropout_id(layer, 0), false, nn::AttentionKernel::auto_, o.precision}),
       attn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 1)}),
       ln1_(store, name + ".ln1", {o.dim, kLayerNormEps}),
-      fc1_(store, name + ".fc1", {o.dim, o.ffn}),
+      fc1_(store, name + ".fc1", nn::linear(o.dim, o.ffn, o.precision)),
       gelu_(store, o.ffn),
-      fc2_(store, name + ".fc2", {o.ffn, o.dim}),
+      fc2_(store, name + ".fc2", nn::linear(o.ffn, o.dim, o.precision)),
       ffn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 2)}),
       ln2_(store, name + ".ln2", {o.dim, kLayerNormEps}) {}
 
@@ -79,11 +80,12 @@ Bert::Bert(const BertOptions& opts)
       embed_ln_(params_, "embed.ln", {opts.dim, kLayerNormEps}),
       embed_drop_(params_, {opts.dim, opts.dropout, 0}),
       blocks_(make_blocks<Block>(params_, opts_)),
-      head_fc_(params_, "mlm.transform", {opts.dim, opts.dim}),
+      head_fc_(params_, "mlm.transform", nn::linear(opts.dim, opts.dim, opts.precision)),
       head_gelu_(params_, opts.dim),
       head_ln_(params_, "mlm.ln", {opts.dim, kLayerNormEps}),
       head_bias_(params_.add("mlm.bias", {opts.vocab}, ParamGroup::no_decay)),
-      loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}) {
+      loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}),
+      output_(params_, tokens_.table_view(), opts.vocab, opts.dim, opts.precision) {
   params_.finalize();
 }
 
@@ -120,7 +122,7 @@ ForwardResult Bert::forward(const Batch& batch, const ForwardOptions& opts) {
     loss_.reserve(rows);
     nn::grow(gathered_, dev, bound * dim);
     nn::grow(logits_, dev, bound * vocab);
-    nn::grow(dhead_, dev, bound * dim);
+    output_.reserve(rows);
     nn::grow(picked_, bound);
     nn::grow(picked_targets_, bound);
     if (dev != Device::cpu) {
@@ -179,8 +181,7 @@ ForwardResult Bert::forward(const Batch& batch, const ForwardOptions& opts) {
   // h = LN(GELU(W g + b)); logits[M, vocab] = h[M, dim] E[vocab, dim]^T + bias
   head_out_ = head_ln_.forward(head_gelu_.forward(head_fc_.forward(g, m), m), m);
   float* logits = nn::grow(logits_, dev, static_cast<std::size_t>(m) * vocab);
-  k.gemm(logits, head_out_, params_.param(tokens_.table_view()), m, vocab, dim, false, true, 1.0f,
-         0.0f);
+  output_.forward(logits, head_out_, m);
   k.add_bias(logits, params_.param(head_bias_), m, vocab);
   const nn::LossResult l = loss_.forward(logits, targets_at, m);
   have_forward_ = true;
@@ -192,15 +193,12 @@ void Bert::backward() {
   const int m = predicted_, dim = opts_.dim, vocab = opts_.vocab;
   if (m == 0) return;  // no predicted position: the loss is the constant 0
   const ops::Kernels& k = ops::kernels(params_.device());
-  const std::size_t table = tokens_.table_view();
 
   // Output projection (tied): dbias += sum_i dlogits[i, :]; dE[vocab, dim] += dlogits^T h;
   // dh[M, dim] = dlogits[M, vocab] E[vocab, dim].
   const float* dlogits = loss_.backward();
   k.bias_grad(params_.grad(head_bias_), dlogits, m, vocab);
-  k.gemm(params_.grad(table), dlogits, head_out_, vocab, dim, m, true, false, 1.0f, 1.0f);
-  float* dh = nn::grow(dhead_, k.device, static_cast<std::size_t>(m) * dim);
-  k.gemm(dh, dlogits, params_.param(table), m, dim, vocab, false, false, 1.0f, 0.0f);
+  const float* dh = output_.backward(dlogits);
   const float* dg = head_fc_.backward(head_gelu_.backward(head_ln_.backward(dh)));
   notify_grads_ready(offset_of(head_fc_.weight_view()));  // the head's own tensors (not the tied E)
 

@@ -27,6 +27,7 @@
 #include "framework/nn/layernorm.h"
 #include "framework/nn/linear.h"
 #include "framework/nn/softmax_xent.h"
+#include "framework/nn/tied_projection.h"
 
 namespace laconic {
 
@@ -107,6 +108,7 @@ class Bert : public Model {
   nn::LayerNorm head_ln_;
   std::size_t head_bias_ = 0;  // "mlm.bias" [vocab]
   nn::SoftmaxCrossEntropy loss_;
+  nn::TiedProjection output_;  // logits = h E^T (+ the bias, mlm.bias)
 
   // Activation buffers, grown once, on the model's device unless noted.
   int rows_ = 0;                        // B*T of the last forward
@@ -125,7 +127,6 @@ class Bert : public Model {
   DeviceArray<float> gathered_;         // [M, dim]
   const float* head_out_ = nullptr;     // [M, dim]: h
   DeviceArray<float> logits_;           // [M, vocab]
-  DeviceArray<float> dhead_;            // [M, dim]
   DeviceArray<float> dencoded_;         // [B*T, dim]
   bool have_forward_ = false;
 };

@@ -24,12 +24,13 @@ constexpr float kLayerNormEps = 1e-5f;  // GPT-2's layer_norm_epsilon
 Gpt::Block::Block(ParamStore& store, const std::string& name, const GptOptions& o, int layer)
     : store_(&store),
       ln1_(store, name + ".ln1", {o.dim, kLayerNormEps}),
-      attn_(store, name + ".attn", {o.dim, o.heads, o.dropout, dropout_id(layer, 0), /*causal=*/true}),
+      attn_(store, name + ".attn",
+            {o.dim, o.heads, o.dropout, dropout_id(layer, 0), /*causal=*/true, nn::AttentionKernel::auto_, o.precision}),
       attn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 1)}),
       ln2_(store, name + ".ln2", {o.dim, kLayerNormEps}),
-      fc1_(store, name + ".fc1", {o.dim, o.ffn}),
+      fc1_(store, name + ".fc1", nn::linear(o.dim, o.ffn, o.precision)),
       gelu_(store, o.ffn),
-      fc2_(store, name + ".fc2", {o.ffn, o.dim}),
+      fc2_(store, name + ".fc2", nn::linear(o.ffn, o.dim, o.precision)),
       ffn_drop_(store, {o.dim, o.dropout, dropout_id(layer, 2)}) {}
 
 void Gpt::Block::init(std::uint64_t seed, float residual_std) {
@@ -79,7 +80,8 @@ Gpt::Gpt(const GptOptions& opts)
       embed_drop_(params_, {opts.dim, opts.dropout, 0}),
       blocks_(make_blocks<Block>(params_, opts_)),
       final_ln_(params_, "final.ln", {opts.dim, kLayerNormEps}),
-      loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}) {
+      loss_(params_, nn::SoftmaxCrossEntropyOptions{opts.vocab, -1}),
+      output_(params_, tokens_.table_view(), opts.vocab, opts.dim, opts.precision) {
   params_.finalize();
 }
 
@@ -136,7 +138,7 @@ ForwardResult Gpt::forward(const Batch& batch, const ForwardOptions& opts) {
   // logits[B*T, vocab] = LN_f(x)[B*T, dim] E[vocab, dim]^T
   final_out_ = final_ln_.forward(x, rows);
   float* logits = nn::grow(logits_, dev, static_cast<std::size_t>(rows) * vocab);
-  k.gemm(logits, final_out_, params_.param(tokens_.table_view()), rows, vocab, dim, false, true, 1.0f, 0.0f);
+  output_.forward(logits, final_out_, rows);
   const nn::LossResult l = loss_.forward(logits, targets_at_, rows);
   if (l.counted == 0) rows_ = 0;  // nothing scored: the loss is the constant 0, backward adds nothing
   have_forward_ = true;
@@ -146,16 +148,8 @@ ForwardResult Gpt::forward(const Batch& batch, const ForwardOptions& opts) {
 void Gpt::backward() {
   LC_CHECK(have_forward_, "Gpt::backward() without forward()");
   if (rows_ == 0) return;
-  const int rows = rows_, dim = opts_.dim, vocab = opts_.vocab;
-  const ops::Kernels& k = ops::kernels(params_.device());
-  const std::size_t table = tokens_.table_view();
-
   // Output projection (tied): dE[vocab, dim] += dlogits^T h;  dh[B*T, dim] = dlogits E.
-  const float* dlogits = loss_.backward();
-  k.gemm(params_.grad(table), dlogits, final_out_, vocab, dim, rows, true, false, 1.0f, 1.0f);
-  float* dh = nn::grow(dfinal_, k.device, static_cast<std::size_t>(rows) * dim);
-  k.gemm(dh, dlogits, params_.param(table), rows, dim, vocab, false, false, 1.0f, 0.0f);
-  const float* dx = final_ln_.backward(dh);
+  const float* dx = final_ln_.backward(output_.backward(loss_.backward()));
   notify_grads_ready(offset_of(final_ln_.gamma_view()));
 
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {

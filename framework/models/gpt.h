@@ -28,6 +28,7 @@
 #include "framework/nn/layernorm.h"
 #include "framework/nn/linear.h"
 #include "framework/nn/softmax_xent.h"
+#include "framework/nn/tied_projection.h"
 
 namespace laconic {
 
@@ -99,6 +100,7 @@ class Gpt : public Model {
   std::vector<Block> blocks_;
   nn::LayerNorm final_ln_;
   nn::SoftmaxCrossEntropy loss_;
+  nn::TiedProjection output_;  // logits = LN_f(x) E^T
 
   // Activation buffers, grown once, on the model's device unless noted.
   int rows_ = 0;                       // B*T of the last forward
@@ -109,7 +111,6 @@ class Gpt : public Model {
   const std::int32_t* targets_at_ = nullptr;
   const float* final_out_ = nullptr;   // [B*T, dim]: LN_f(x)
   DeviceArray<float> logits_;          // [B*T, vocab]
-  DeviceArray<float> dfinal_;          // [B*T, dim]
   bool have_forward_ = false;
 };
 

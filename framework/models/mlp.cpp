@@ -30,7 +30,9 @@ Mlp::Mlp(const MlpOptions& opts)
     const int h = opts_.hidden[i];
     const std::string name = "fc" + std::to_string(i + 1);
     // The first layer's input is data: no dX needed.
-    Block b{nn::Linear(params_, name, {in, h, true, /*input_grad=*/i > 0}), std::nullopt,
+    nn::LinearOptions fc = nn::linear(in, h, opts_.precision);
+    fc.input_grad = i > 0;
+    Block b{nn::Linear(params_, name, fc), std::nullopt,
             nn::Relu(params_, h), std::nullopt};
     if (opts_.layernorm) b.norm.emplace(params_, "ln" + std::to_string(i + 1), nn::LayerNormOptions{h});
     if (opts_.activation == MlpActivation::gelu) b.act = nn::Gelu(params_, h);
@@ -40,7 +42,8 @@ Mlp::Mlp(const MlpOptions& opts)
   }
   head_ = std::make_unique<nn::Linear>(
       params_, "fc" + std::to_string(opts_.hidden.size() + 1),
-      nn::LinearOptions{in, opts_.classes, true, /*input_grad=*/!opts_.hidden.empty(), /*output=*/true});
+      nn::LinearOptions{in, opts_.classes, true, /*input_grad=*/!opts_.hidden.empty(), /*output=*/true,
+                        opts_.precision});
   params_.finalize();
 }
 

@@ -32,6 +32,7 @@ struct MlpOptions {
   MlpActivation activation = MlpActivation::relu;
   float dropout = 0.0f;  // after each hidden activation; 0 = none
   bool layernorm = false;
+  nn::Precision precision = nn::Precision::fp32;  // of the GEMMs (framework/nn/precision.h)
 };
 
 class Mlp : public Model {

@@ -19,6 +19,7 @@ struct TransformerOptions {
   int heads = 4;
   int ffn = 512;
   float dropout = 0.0f;  // embeddings, attention probabilities, and both residual branches
+  nn::Precision precision = nn::Precision::fp32;  // of the GEMMs (framework/nn/precision.h)
 };
 
 // Throws laconic::Error naming `model` ("bert", "gpt") and the first bad size.

@@ -29,8 +29,8 @@ MultiHeadSelfAttention::MultiHeadSelfAttention(ParamStore& store, const std::str
       opts_(validated(name, opts)),
       head_dim_(opts.dim / opts.heads),
       scale_(1.0f / std::sqrt(static_cast<float>(opts.dim / opts.heads))),
-      qkv_(store, name + ".qkv", {opts.dim, 3 * opts.dim}),
-      proj_(store, name + ".proj", {opts.dim, opts.dim}),
+      qkv_(store, name + ".qkv", linear(opts.dim, 3 * opts.dim, opts.precision)),
+      proj_(store, name + ".proj", linear(opts.dim, opts.dim, opts.precision)),
       drop_(store, DropoutOptions{1, opts.dropout, opts.layer_id}) {}
 
 void MultiHeadSelfAttention::init(std::uint64_t seed) {

@@ -40,6 +40,7 @@ struct MultiHeadSelfAttentionOptions {
   std::uint64_t layer_id = 0;  // the probability dropout's mask key (as nn::Dropout's layer_id)
   bool causal = false;         // mask the scores of later positions (decoder self-attention)
   AttentionKernel kernel = AttentionKernel::auto_;
+  Precision precision = Precision::fp32;  // of the qkv and output projections (nn::Linear)
 };
 
 class MultiHeadSelfAttention {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/params.h"
+#include "framework/nn/precision.h"
 
 namespace laconic::nn {
 
@@ -19,7 +20,19 @@ struct LinearOptions {
   // The model's output head (classifier): its weight is not a hidden matrix (ParamKind), so Muon
   // leaves it to AdamW.
   bool output = false;
+  // Its GEMMs' operands (x, W, dy) in bf16 or fp32 (framework/nn/precision.h); W and its gradient
+  // stay fp32.
+  Precision precision = Precision::fp32;
 };
+
+// A hidden layer's options: in -> out with bias and input gradient, in `precision`.
+inline LinearOptions linear(int in, int out, Precision precision) {
+  LinearOptions o;
+  o.in = in;
+  o.out = out;
+  o.precision = precision;
+  return o;
+}
 
 class Linear {
  public:
@@ -47,7 +60,9 @@ class Linear {
   LinearOptions opts_;
   std::size_t weight_ = 0;
   std::size_t bias_ = 0;
-  const float* x_ = nullptr;  // input of the last forward
+  GemmOperands<3> operands_;  // slots: x, W, dy
+  const float* x_ = nullptr;  // input of the last forward, as its GEMM read it
+  const float* w_ = nullptr;  // the weight, likewise
   int rows_ = 0;
   DeviceArray<float> y_;
   DeviceArray<float> dx_;

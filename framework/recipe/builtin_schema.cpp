@@ -87,7 +87,8 @@ void add_training_keys(std::vector<Field>& f) {
       .add<&TrainConfig::log_every>("log_every", at_least(1))
       .add<&TrainConfig::noise_scale>("noise_scale")
       .add<&TrainConfig::trace>("trace")
-      .add<&TrainConfig::time_limit>("time_limit", at_least(0));
+      .add<&TrainConfig::time_limit>("time_limit", at_least(0))
+      .add<&TrainConfig::precision>("precision");
   SectionBuilder<&Recipe::optimizer>{"optimizer", f}
       .add<&OptimizerConfig::name>("name")
       .add<&OptimizerConfig::lr>("lr", above(0))

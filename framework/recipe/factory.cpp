@@ -170,6 +170,7 @@ Options transformer_options(const Recipe& r, const TrainData& data) {
   o.heads = r.model.heads;
   o.ffn = r.model.ffn;
   o.dropout = r.model.dropout;
+  o.precision = r.train.precision;
   return o;
 }
 }  // namespace
@@ -280,6 +281,7 @@ Registry::Registry() {
     o.activation = r.model.activation;
     o.dropout = r.model.dropout;
     o.layernorm = r.model.layernorm;
+    o.precision = r.train.precision;
     return std::make_unique<Mlp>(o);
   });
   add_model("bert", [](const Recipe& r, const TrainData& data) -> std::unique_ptr<Model> {

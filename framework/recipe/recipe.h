@@ -103,6 +103,9 @@ struct TrainConfig {
   // Stop cleanly, with a checkpoint, before this much time has passed since training started
   // (e.g. "3h50m" under a 4-hour scheduler limit; framework/train/stop.h); 0 = none
   Duration time_limit;
+  // The GEMMs' arithmetic: fp32, or bf16 operands with fp32 sums and fp32 master weights, optimizer
+  // and reductions, as torch.autocast (framework/nn/precision.h)
+  nn::Precision precision = nn::Precision::fp32;
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -5,6 +5,7 @@
 //
 //   bert_step_bench [--reps N] [--warmup N] [--model bert|mlp|gpt|all] [--phases]
 //                   [--device cpu|cuda] [--batch N] [--peak-tflops X] [--threads N] [--label S]
+//                   [--precision fp32|bf16]
 //
 // - bert: framework/models/bert.h, BERT-small (the cross_dc recipes' width; vocab 4000, seq_len 128, dim 128,
 //   2 layers, 4 heads, ffn 512, dropout 0.1), 32 sequences per step, 19 of the 128 positions of
@@ -67,12 +68,13 @@ struct Args {
   double cpu_peak_gflops = 0.0;  // on cpu: the fp32 FMA peak of --threads threads, measured at start
   int threads = 1;           // CPU GEMM threads
   std::string label = "laconic";
+  nn::Precision precision = nn::Precision::fp32;  // the models' GEMMs (train.precision)
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr, "bert_step_bench: %s\nusage: bert_step_bench [--reps N] [--warmup N] "
                "[--model bert|mlp|gpt|all] [--phases] [--device cpu|cuda] [--batch N] "
-               "[--peak-tflops X] [--threads N] [--label S]\n", msg);
+               "[--peak-tflops X] [--threads N] [--label S] [--precision fp32|bf16]\n", msg);
   std::exit(2);
 }
 
@@ -105,6 +107,11 @@ Args parse(int argc, char** argv) {
     else if (s == "--peak-tflops") a.peak_tflops = std::atof(value());
     else if (s == "--threads") a.threads = std::max(1, std::atoi(value()));
     else if (s == "--label") a.label = value();
+    else if (s == "--precision") {
+      const std::string p = value();
+      if (p != "fp32" && p != "bf16") usage("--precision is fp32 or bf16");
+      a.precision = p == "bf16" ? nn::Precision::bf16 : nn::Precision::fp32;
+    }
     else usage(("unknown argument " + s).c_str());
   }
   if (a.device == Device::cuda && !cuda_available())
@@ -173,6 +180,7 @@ void report(const char* name, int batch, double flops_per_step, double useful_fl
 
 void bench_bert(const Args& args) {
   BertOptions o;
+  o.precision = args.precision;
   o.vocab = 4000;
   o.seq_len = 128;
   o.dim = 128;
@@ -219,6 +227,7 @@ void bench_bert(const Args& args) {
 
 void bench_mlp(const Args& args) {
   MlpOptions o;  // 784-512-256-10 ReLU
+  o.precision = args.precision;
   const int batch_size = args.batch > 0 ? args.batch : 256;
   auto model = std::make_unique<Mlp>(o);
   model->init(1);
@@ -244,6 +253,7 @@ void bench_mlp(const Args& args) {
 
 void bench_gpt(const Args& args) {
   GptOptions o;
+  o.precision = args.precision;
   o.vocab = 4000;
   o.seq_len = 128;
   o.dim = 192;

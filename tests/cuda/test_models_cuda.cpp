@@ -201,6 +201,24 @@ TEST(CudaModels, GptMatchesCpu) {
   check_model("gpt", cpu, gpu, gpt_batch(6, o.seq_len, o.vocab, 3), 4, 1e-3);
 }
 
+// train.precision = "bf16" on the device: the same rounding kernel (bit for bit, test_ops_cuda)
+// before cuBLAS's fp32 GEMM, so the GPT matches the CPU's bf16 GPT as the fp32 one does; a looser
+// bound, as an fp32 difference that moves an operand across a bf16 rounding boundary moves it
+// by 2^-9 relative.
+TEST(CudaModels, GptBf16MatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  GptOptions o;
+  o.vocab = 500;
+  o.seq_len = 32;
+  o.dim = 64;
+  o.layers = 2;
+  o.heads = 4;
+  o.ffn = 256;
+  o.precision = nn::Precision::bf16;
+  Gpt cpu(o), gpu(o);
+  check_model("gpt bf16", cpu, gpu, gpt_batch(6, o.seq_len, o.vocab, 3), 4, 1e-2);
+}
+
 TEST(CudaModels, BertShorterSequencesAndSmallerBatchAfterLarger) {
   LC_REQUIRE_DEVICE();
   const BertOptions o = small_bert();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -178,6 +179,25 @@ TEST(CudaOps, ReluMatchesCpu) {
     gpu::relu_backward(dg.data(), dg.data(), dyb.data(), n);
     cpu::relu_backward(dx.data(), g.data(), y.data(), n);
     expect_close("relu_backward (in place)" + tag, dg.download(), dx, 0.0);
+  }
+}
+
+// train.precision = "bf16"'s rounding: the same bits as the CPU's, specials included, in place.
+TEST(CudaOps, RoundBf16MatchesCpuBitForBit) {
+  LC_REQUIRE_DEVICE();
+  std::uint64_t stream = 250;
+  for (std::size_t n : kSizes) {
+    auto x = randn(n, ++stream, 1e3f);
+    const float specials[] = {std::numeric_limits<float>::infinity(), -0.0f, std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::max(), 1.0f + 0x1p-8f};
+    for (std::size_t i = 0; i < std::min<std::size_t>(n, 5); ++i) x[i] = specials[i];
+    std::vector<float> want(n);
+    cpu::round_bf16(want.data(), x.data(), n);
+    auto dx = to_device(x);
+    gpu::round_bf16(dx.data(), dx.data(), n);
+    const auto got = dx.download();
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i])) << "n=" << n << " i=" << i;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/ops/ops.h"
 #include "core/rng.h"
 #include "framework/nn/activation.h"
 #include "framework/nn/dropout.h"
@@ -102,6 +103,41 @@ TEST(Linear, BackwardAccumulatesParameterGradients) {
   const std::vector<float> once(store.grads().begin(), store.grads().end());
   fc.backward(dy.data());
   for (std::size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(store.grads()[i], 2 * once[i], 1e-6f * (1 + std::abs(once[i])));
+}
+
+// A bf16 Linear is the fp32 Linear on bf16-rounded x, W and dy (framework/nn/precision.h): its
+// output, weight gradient and input gradient bit for bit; its bias gradient sums dy unrounded, and
+// its weight (the fp32 master) is left as it was.
+TEST(Linear, Bf16IsTheFp32LayerOnRoundedOperands) {
+  ParamStore s16, s32;
+  Linear fc16(s16, "fc", linear(24, 10, Precision::bf16));
+  Linear fc32(s32, "fc", {24, 10});
+  s16.finalize();
+  s32.finalize();
+  fc16.init(3);
+  const std::vector<float> master(s16.params().begin(), s16.params().end());
+  std::copy(master.begin(), master.end(), s32.params().begin());
+  ops::cpu::round_bf16(s32.param(fc32.weight_view()), s32.param(fc32.weight_view()), 24 * 10);
+  const auto x = random_normal(kRows * 24, 4), dy = random_normal(kRows * 10, 5);
+  std::vector<float> xr(x.size()), dyr(dy.size());
+  ops::cpu::round_bf16(xr.data(), x.data(), x.size());
+  ops::cpu::round_bf16(dyr.data(), dy.data(), dy.size());
+  ASSERT_NE(xr, x);  // the rounding is not a no-op on these inputs
+
+  const float* y16 = fc16.forward(x.data(), kRows);
+  const float* y32 = fc32.forward(xr.data(), kRows);
+  EXPECT_EQ(std::vector<float>(y16, y16 + kRows * 10), std::vector<float>(y32, y32 + kRows * 10));
+  const float* dx16 = fc16.backward(dy.data());
+  const float* dx32 = fc32.backward(dyr.data());
+  EXPECT_EQ(std::vector<float>(dx16, dx16 + kRows * 24), std::vector<float>(dx32, dx32 + kRows * 24));
+  const float* dw16 = s16.grad(fc16.weight_view());
+  const float* dw32 = s32.grad(fc32.weight_view());
+  EXPECT_EQ(std::vector<float>(dw16, dw16 + 240), std::vector<float>(dw32, dw32 + 240));
+  std::vector<float> db(10, 0.0f);
+  ops::cpu::bias_grad(db.data(), dy.data(), kRows, 10);
+  const float* db16 = s16.grad(fc16.bias_view());
+  EXPECT_EQ(std::vector<float>(db16, db16 + 10), db);
+  EXPECT_EQ(std::vector<float>(s16.params().begin(), s16.params().end()), master);
 }
 
 TEST(ReluGrad, Input) {

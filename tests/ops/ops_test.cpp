@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -148,6 +149,48 @@ TEST(Gemm, SignalsDuringGemmsLeaveTheHeapIntact) {
   EXPECT_GT(g_gemm_signals.load(), 0) << "no signal was handled: the test tested nothing";
   std::printf("%ld products, %ld signals sent, %ld handled (%s)\n", products.load(), sent, g_gemm_signals.load(),
               gemm_library().c_str());
+}
+
+// round_bf16: ties to even, specials kept, and every value the nearer of the two bf16 neighbours.
+TEST(RoundBf16, ClosedFormsAndNearest) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {1.0f,
+                                1.0f + 0x1p-8f,              // a tie: to 1 (even)
+                                1.0f + 0x1p-7f + 0x1p-8f,    // a tie: to 1 + 2^-6 (even)
+                                1.0f + 0x1p-8f + 0x1p-20f,   // past the tie: up
+                                -(1.0f + 0x1p-8f + 0x1p-20f),
+                                0.0f, -0.0f, inf, -inf,
+                                std::numeric_limits<float>::max()};  // past bf16's largest: inf
+  const std::vector<float> want = {1.0f, 1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -(1.0f + 0x1p-7f), 0.0f, -0.0f, inf, -inf,
+                                   inf};
+  std::vector<float> y(x.size());
+  round_bf16(y.data(), x.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(y[i], want[i]) << "x = " << x[i];
+    EXPECT_EQ(std::signbit(y[i]), std::signbit(want[i])) << "x = " << x[i];
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  round_bf16(y.data(), &nan, 1);
+  EXPECT_TRUE(std::isnan(y[0]));
+  const float snan = std::bit_cast<float>(0x7f800001u);  // a payload in the low bits only: still NaN
+  round_bf16(y.data(), &snan, 1);
+  EXPECT_TRUE(std::isnan(y[0]));
+
+  // Random normals over many scales, rounded in place: 8 significant bits, and no farther from x
+  // than the other neighbour.
+  std::vector<float> r(4096);
+  const std::uint64_t key = rng::key({7, 7});
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = rng::normal(key, i) * std::ldexp(1.0f, static_cast<int>(i % 61) - 30);
+  std::vector<float> rounded = r;
+  round_bf16(rounded.data(), rounded.data(), rounded.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(rounded[i]);
+    ASSERT_EQ(b & 0xffffu, 0u) << r[i];
+    const float down = std::bit_cast<float>(std::bit_cast<std::uint32_t>(r[i]) & 0xffff0000u);
+    const float up = std::bit_cast<float>((std::bit_cast<std::uint32_t>(r[i]) & 0xffff0000u) + 0x10000u);
+    EXPECT_TRUE(rounded[i] == down || rounded[i] == up) << r[i];
+    EXPECT_LE(std::abs(rounded[i] - r[i]), std::min(std::abs(down - r[i]), std::abs(up - r[i]))) << r[i];
+  }
 }
 
 TEST(Gemm, BetaZeroOverwritesNaN) {

@@ -75,7 +75,7 @@ struct EveryOptions {
 
 TEST(Registry, AComponentRegisteredFromOutsideIsAskedLikeABuiltin) {
   StrategyTraits t;
-  t.periodic = [](const Recipe& r) { return OuterPeriod{r.section<EveryOptions>("sync.every_test").period, 0}; };
+  t.periodic = [](const Recipe& r) { return OuterPeriod{r.section<EveryOptions>("sync.every_test").period, 0, 0, {}}; };
   t.reducer = [](const Recipe&) { return std::string("half_test"); };
   registry().add_strategy(
       "every_test",

@@ -150,6 +150,13 @@ __global__ void dropout_kernel(float* y, const float* x, std::size_t n, float p,
 __global__ void fill_kernel(float* x, float value, std::size_t n) {
   LC_GRID_STRIDE(i, n) x[i] = value;
 }
+__global__ void round_bf16_kernel(float* y, const float* x, std::size_t n) {
+  LC_GRID_STRIDE(i, n) {  // as the CPU's round_bf16, bit for bit
+    unsigned b = __float_as_uint(x[i]);
+    b = (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x00400000u) : b + 0x7fffu + ((b >> 16) & 1u);
+    y[i] = __uint_as_float(b & 0xffff0000u);
+  }
+}
 __global__ void scale_kernel(float* x, float alpha, std::size_t n) {
   LC_GRID_STRIDE(i, n) x[i] *= alpha;
 }
@@ -617,6 +624,11 @@ void argmax_rows(std::int32_t* out, const float* x, int rows, int cols) {
 void fill(float* x, float value, std::size_t n) {
   if (n == 0) return;
   fill_kernel<<<grid_for(n), kThreads>>>(x, value, n);
+  check_launch();
+}
+void round_bf16(float* y, const float* x, std::size_t n) {
+  if (n == 0) return;
+  round_bf16_kernel<<<grid_for(n), kThreads>>>(y, x, n);
   check_launch();
 }
 void scale(float* x, float alpha, std::size_t n) {
