@@ -187,8 +187,8 @@ Batch gpt_batch(int size, int seq, int vocab, std::uint64_t seed) {
   return b;
 }
 
-TEST(CudaModels, GptMatchesCpu) {
-  LC_REQUIRE_DEVICE();
+// A small GPT: 2 blocks of 64 wide, 4 heads, 32 tokens of context.
+GptOptions small_gpt() {
   GptOptions o;
   o.vocab = 500;
   o.seq_len = 32;
@@ -196,6 +196,12 @@ TEST(CudaModels, GptMatchesCpu) {
   o.layers = 2;
   o.heads = 4;
   o.ffn = 256;
+  return o;
+}
+
+TEST(CudaModels, GptMatchesCpu) {
+  LC_REQUIRE_DEVICE();
+  GptOptions o = small_gpt();
   o.dropout = 0.1f;
   Gpt cpu(o), gpu(o);
   check_model("gpt", cpu, gpu, gpt_batch(6, o.seq_len, o.vocab, 3), 4, 1e-3);
@@ -207,13 +213,7 @@ TEST(CudaModels, GptMatchesCpu) {
 // by 2^-9 relative.
 TEST(CudaModels, GptBf16MatchesCpu) {
   LC_REQUIRE_DEVICE();
-  GptOptions o;
-  o.vocab = 500;
-  o.seq_len = 32;
-  o.dim = 64;
-  o.layers = 2;
-  o.heads = 4;
-  o.ffn = 256;
+  GptOptions o = small_gpt();
   o.precision = nn::Precision::bf16;
   Gpt cpu(o), gpu(o);
   check_model("gpt bf16", cpu, gpu, gpt_batch(6, o.seq_len, o.vocab, 3), 4, 1e-2);
