@@ -110,10 +110,13 @@ class Sync:
     log                True: Laconic's lines on sys.stdout (rank 0); False: silent; or a text stream
     examples           how many examples a micro-batch's loss averages, to weigh the logged loss (default 1:
                        every micro-batch's mean weighs the same); step(examples=) for one micro-batch
+    stop_every_step    True: a signal stops the run at the very next step, the ranks agreeing on it after
+                       every step (an all-reduce each); False (default): as the trainer, every few steps
+                       where agreeing is slow beside a step (within about a second of steps)
     """
 
     def __init__(self, model, recipe, overrides=None, out=None, resume=None, optimizer=None, eval_fn=None,
-                 flops_per_example=None, log=True, examples=None):
+                 flops_per_example=None, log=True, examples=None, stop_every_step=False):
         if not isinstance(model, torch.nn.Module):
             raise laconic.Error(f"laconic.torch.Sync: model: expected a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -147,7 +150,7 @@ class Sync:
             self._session = _laconic.Session(
                 recipe, _override_list(overrides), out, [(n, list(p.shape)) for n, p in zip(names, self._params)],
                 "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
-                self._save_files if out else None, float(flops_per_example or 0), True, elastic,
+                self._save_files if out else None, float(flops_per_example or 0), True, bool(stop_every_step), elastic,
                 _cuda_index(device))
         except _laconic.RunFinished as finished:
             # resume="auto" on a run that had finished: nothing to train, nothing written (the

@@ -119,13 +119,15 @@ class TorchSession {
   TorchSession(const std::string& recipe_path, const std::vector<std::string>& overrides, const std::string& out,
           const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>& tensors, const std::string& resume,
           const py::object& log, const py::object& evaluate, const py::object& save_files, double flops_per_example,
-          bool stop_on_signals, const laconic::TrainOptions::Elastic& elastic, int cuda_index)
+          bool stop_on_signals, bool agree_every_step, const laconic::TrainOptions::Elastic& elastic,
+          int cuda_index)
       : lines_(log), log_stream_(&lines_) {
     const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
     laconic::ExternalOptions opts;
     opts.train.run_dir = out;
     opts.train.resume = resume;
     opts.train.stop_on_signals = stop_on_signals;
+    opts.train.agree_every_step = agree_every_step;
     opts.train.elastic = elastic;
     if (!log.is_none()) opts.train.log = &log_stream_;
     if (!evaluate.is_none()) {
@@ -215,11 +217,11 @@ void bind_session(py::module_& m) {
   py::class_<TorchSession>(m, "Session")
       .def(py::init<const std::string&, const std::vector<std::string>&, const std::string&,
                     const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>&, const std::string&,
-                    const py::object&, const py::object&, const py::object&, double, bool,
+                    const py::object&, const py::object&, const py::object&, double, bool, bool,
                     const laconic::TrainOptions::Elastic&, int>(),
            py::arg("recipe"), py::arg("overrides"), py::arg("out"), py::arg("tensors"), py::arg("resume"),
            py::arg("log"), py::arg("evaluate"), py::arg("save_files"), py::arg("flops_per_example"),
-           py::arg("stop_on_signals"), py::arg("elastic"), py::arg("cuda_index"))
+           py::arg("stop_on_signals"), py::arg("agree_every_step"), py::arg("elastic"), py::arg("cuda_index"))
       .def("params", [](py::object self) { return TorchSession::buffer(self, false); })
       .def("grads", [](py::object self) { return TorchSession::buffer(self, true); })
       .def("views", &TorchSession::views)

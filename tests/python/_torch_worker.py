@@ -45,8 +45,10 @@ def main():
     model = (tm.make_model(widths) if widths else tm.make_model()).to(a.device)
     features = widths[0] if widths else tm.FEATURES
     opt = tm.make_optimizer(model, a.optimizer)
+    # A run that stalls for a signal stops at the very next step: the test expects that step's
+    # checkpoint, which a loaded machine's slow agreements would otherwise move (or skip, past the end).
     sync = lt.Sync(model, recipe=a.recipe, overrides=overrides, out=a.out or None, resume=a.resume, log=False,
-                   eval_fn=lambda: tm.eval_loss(model, features))
+                   eval_fn=lambda: tm.eval_loss(model, features), stop_every_step=a.stall_at >= 0)
     micro = tm.micro_batch(a.recipe, overrides)
     while not sync.done:
         step = sync.step_count
