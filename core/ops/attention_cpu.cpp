@@ -146,17 +146,6 @@ LACONIC_CONTRACT void rank1_updates(float* dk, float* dv, const float* s, const 
   }
 }
 
-// The softmax of one row's scores, in place, as ops::softmax_rows_prefix: stores max and 1/sum.
-// (Locals, not the outputs: a store to s[u] could alias them, and the loops would stay scalar.)
-void softmax_row(float* s, int w, float* max_out, float* inv_out) {
-  const float mx = vec::row_max(s, w);
-  for (int u = 0; u < w; ++u) s[u] = vec::exp_nonpositive(s[u] - mx);
-  const float inv = 1.0f / vec::row_sum(s, w);
-  for (int u = 0; u < w; ++u) s[u] *= inv;
-  *max_out = mx;
-  *inv_out = inv;
-}
-
 void check(const AttentionShape& s) {
   LC_CHECK(s.bh >= 0 && s.seq > 0 && s.head_dim > 0, "attention: bh=", s.bh, " seq=", s.seq, " head_dim=", s.head_dim);
 }
@@ -241,7 +230,6 @@ void forward_heads(float* out, float* row_max, float* row_inv, const float* q, c
   const int dim = D ? D : sh.head_dim;
   const std::size_t tp = padded(sh.seq), td = static_cast<std::size_t>(sh.seq) * dim;
   Scratch sc(scratch, sh);
-  float unused[2];
   for (int h = first; h < last; ++h) {
     const std::size_t o = h * td;
     transpose(sc.kt, k + o, sh.seq, dim);
@@ -251,9 +239,12 @@ void forward_heads(float* out, float* row_max, float* row_inv, const float* q, c
       scores(sc.s, g, sc.kt, sh, tp);
       for (int i = 0; i < kRows; ++i) {
         float* si = sc.s + i * tp;
-        const std::size_t r = h * static_cast<std::size_t>(sh.seq) + t0 + i;
-        const bool real = i < g.rows;
-        softmax_row(si, g.w[i], real ? row_max + r : unused, real ? row_inv + r : unused + 1);
+        const vec::SoftmaxStats st = vec::softmax_row(si, si, g.w[i]);  // as the unfused softmax kernels
+        if (i < g.rows) {
+          const std::size_t r = h * static_cast<std::size_t>(sh.seq) + t0 + i;
+          row_max[r] = st.max;
+          row_inv[r] = st.inv;
+        }
         std::fill(si + g.w[i], si + g.wmax, 0.0f);  // the masked keys: weight 0
       }
       weighted_rows<D>(g.out, sc.s, tp, v + o, g.wmax, dim);

@@ -467,10 +467,7 @@ void softmax_rows_prefix(float* y, const float* x, int rows, int cols, Width wid
     const float* xr = x + static_cast<std::size_t>(r) * cols;
     float* yr = y + static_cast<std::size_t>(r) * cols;
     const int w = width(r);
-    const float mx = vec::row_max(xr, w);  // exp(x - max) <= 1: no overflow
-    for (int c = 0; c < w; ++c) yr[c] = vec::exp_nonpositive(xr[c] - mx);
-    const float inv = 1.0f / vec::row_sum(yr, w);
-    for (int c = 0; c < w; ++c) yr[c] *= inv;
+    vec::softmax_row(yr, xr, w);
     std::fill(yr + w, yr + cols, 0.0f);
   }
 }

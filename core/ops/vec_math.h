@@ -94,5 +94,17 @@ inline float exp_nonpositive(float x) {
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(p * two_n) & keep);
 }
 
+// y[:n] = softmax(x[:n]) (y may be x), exp(x - max) so nothing overflows; returns that max and
+// 1/sum, from which a backward recomputes the probabilities (the fused attention's).
+struct SoftmaxStats {
+  float max, inv;
+};
+inline SoftmaxStats softmax_row(float* y, const float* x, int n) {
+  const float mx = row_max(x, n);
+  for (int c = 0; c < n; ++c) y[c] = exp_nonpositive(x[c] - mx);
+  const float inv = 1.0f / row_sum(y, n);
+  for (int c = 0; c < n; ++c) y[c] *= inv;
+  return {mx, inv};
+}
 
 }  // namespace laconic::ops::vec
