@@ -119,6 +119,8 @@ struct Expansion {
   }
 };
 
+enum class Channel : std::uint8_t { first, rest, answer };
+
 class Engine {
  public:
   Engine(const std::vector<RankTrace>& trace, const ReplayNetwork& net, const ReplayOptions& opts)
@@ -213,14 +215,17 @@ class Engine {
     const auto i = static_cast<std::size_t>(r);
     return trace_[opts_.sources.empty() ? i : static_cast<std::size_t>(opts_.sources[i])].lanes[l].events;
   }
-  // The mailbox from s to d on lane l, made on first use with d's actor as its receiver.
-  sg4::Mailbox* box(int l, int s, int d) {
-    const std::uint64_t key = (static_cast<std::uint64_t>(l) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(s)) *
-                                  static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(d);
+  // The mailbox from s to d on lane l and channel ch, made on first use with d's actor as its
+  // receiver. Channels (each FIFO, so a message's parts match in order): `first` carries a message
+  // or a rendezvous's request, `rest` the rest of a rendezvous message, `answer` a receiver's
+  // clear-to-send back to the sender (exchange()).
+  sg4::Mailbox* box(int l, int s, int d, Channel ch) {
+    const std::uint64_t key = ((static_cast<std::uint64_t>(ch) * 2 + static_cast<std::uint64_t>(l)) * static_cast<std::uint64_t>(n_) +
+                               static_cast<std::uint64_t>(s)) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(d);
     if (const auto it = boxes_.find(key); it != boxes_.end()) return it->second;
     // SimGrid's calls may switch to another actor (simcalls), which may make the same mailbox:
     // the map gets only a mailbox ready for use, and once.
-    sg4::Mailbox* m = sg4::Mailbox::by_name(named("m", s, d, l));
+    sg4::Mailbox* m = sg4::Mailbox::by_name(named("m", s, d, l, static_cast<int>(ch)));
     Rank& k = ranks_[static_cast<std::size_t>(d)];
     if (k.actor[l]) m->set_receiver(k.actor[l]);
     if (boxes_.try_emplace(key, m).second) k.inbox[l].push_back(m);
@@ -416,68 +421,113 @@ class Engine {
     if (!counted) return;
     ranks_[static_cast<std::size_t>(r)].out.tiers[tier(from, r)].recv += bytes;
   }
-  // A message above the eager limit waits for the rendezvous's round trips of its route first.
-  void handshake(int r, int to, std::uint64_t bytes) const {
-    const MessageProtocol& m = net_.protocol;
-    if (m.rendezvous_round_trips <= 0 || bytes <= m.eager_limit_bytes) return;
-    std::vector<sg4::Link*> links;
-    double one_way = 0;
-    hosts_[static_cast<std::size_t>(r)]->route_to(hosts_[static_cast<std::size_t>(to)], links, &one_way);
-    sg4::this_actor::sleep_for(m.rendezvous_round_trips * 2 * one_way);
-  }
   // The streams a message of `bytes` travels on (both ends count the same).
   int pieces(std::uint64_t bytes) const {
     const TransportModel& t = net_.transport;
     return t.streams > 1 && bytes >= t.split_bytes && bytes >= static_cast<std::uint64_t>(t.streams) ? t.streams : 1;
   }
-  // Posts a message's pieces (piece s: bytes·s/k to bytes·(s+1)/k; each a flow of its own,
-  // held to the window per round trip by the engine's TCP-gamma) into `comms`.
-  void post_send(int r, int l, int to, std::uint64_t bytes, std::vector<sg4::CommPtr>& comms) {
-    handshake(r, to, bytes);
-    post_pieces(r, l, to, bytes, pieces(bytes), comms);
+  bool rendezvous(std::uint64_t bytes) const {
+    const MessageProtocol& m = net_.protocol;
+    return m.rendezvous_round_trips > 0 && bytes > m.eager_limit_bytes;
   }
-  void post_pieces(int r, int l, int to, std::uint64_t bytes, int k, std::vector<sg4::CommPtr>& comms) {
+  // Sends `bytes` from r to `to` on channel ch as k pieces (piece s: bytes·s/k to bytes·(s+1)/k;
+  // each a flow of its own, held to the window per round trip by the engine's TCP-gamma). Detached:
+  // r does not wait for them; else their comms join `comms`.
+  void put(int l, int r, int to, Channel ch, std::uint64_t bytes, int k, bool detached, std::vector<sg4::CommPtr>& comms) {
     for (int s = 0; s < k; ++s) {
       const std::uint64_t piece = bytes * static_cast<std::uint64_t>(s + 1) / static_cast<std::uint64_t>(k) -
                                   bytes * static_cast<std::uint64_t>(s) / static_cast<std::uint64_t>(k);
-      comms.push_back(box(l, r, to)->put_async(&token, piece));
+      if (detached)
+        box(l, r, to, ch)->put_init(&token, piece)->detach();
+      else
+        comms.push_back(box(l, r, to, ch)->put_async(&token, piece));
     }
   }
-  void post_recv(int r, int l, int from, std::uint64_t bytes, std::vector<sg4::CommPtr>& comms) {
-    post_recv_pieces(r, l, from, pieces(bytes), comms);
-  }
-  void post_recv_pieces(int r, int l, int from, int k, std::vector<sg4::CommPtr>& comms) {
-    for (int s = k; s > 0; --s) comms.push_back(box(l, from, r)->get_async<int>(&sink));
+  void get(int l, int r, int from, Channel ch, int k, std::vector<sg4::CommPtr>& comms) {
+    for (int s = k; s > 0; --s) comms.push_back(box(l, from, r, ch)->get_async<int>(&sink));
   }
   static void wait_all(std::vector<sg4::CommPtr>& comms) {
     for (auto& c : comms) c->wait();
     comms.clear();
   }
+
+  // One send (to >= 0) and one receive (from >= 0) in flight together, as an MPI_Isend, an
+  // MPI_Irecv and an MPI_Waitall, under the described protocol (MessageProtocol):
+  //   eager (at most eager_limit bytes, or no rendezvous): the message flows when sent;
+  //   rendezvous: a request carrying the first eager_limit bytes flows; the receiver, once its
+  //   receive is posted and the request has arrived, answers with an empty clear-to-send (each
+  //   further round trip: another empty request and answer); then the rest flows.
+  // A buffered send is done once handed to the transport (after its clear-to-send), as a send into a
+  // socket buffer is; an unbuffered one when its bytes have arrived. A receive, when they have.
+  // Requests and answers are never waited for by their sender: the answer or the rest says they
+  // arrived. Every part is a flow on the route, so it queues behind the traffic there.
+  void exchange(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in) {
+    const MessageProtocol& m = net_.protocol;
+    const int rounds = m.rendezvous_round_trips;
+    const std::uint64_t first_part = std::min<std::uint64_t>(m.eager_limit_bytes, out);
+    enum What { part, answer, request };  // what a pending comm's arrival means to this exchange
+    std::vector<sg4::CommPtr> comms, ours;
+    std::vector<What> what;
+    const auto track = [&](What w) {
+      for (auto& c : ours) {
+        comms.push_back(std::move(c));
+        what.push_back(w);
+      }
+      ours.clear();
+    };
+    const auto send_data = [&](Channel ch, std::uint64_t bytes) {
+      put(l, r, to, ch, bytes, pieces(bytes), m.buffered, ours);
+      track(part);
+    };
+    if (to >= 0 && !rendezvous(out)) send_data(Channel::first, out);
+    if (to >= 0 && rendezvous(out)) {
+      put(l, r, to, Channel::first, first_part, 1, true, ours);
+      get(l, r, to, Channel::answer, 1, ours);
+      track(answer);
+    }
+    if (from >= 0) {
+      get(l, r, from, Channel::first, rendezvous(in) ? 1 : pieces(in), ours);
+      track(rendezvous(in) ? request : part);
+    }
+    int answers = 0, requests = 0;
+    while (!comms.empty()) {
+      const auto i = static_cast<std::size_t>(sg4::Comm::wait_any(comms));
+      const What w = what[i];
+      comms.erase(comms.begin() + static_cast<std::ptrdiff_t>(i));
+      what.erase(what.begin() + static_cast<std::ptrdiff_t>(i));
+      if (w == answer && ++answers < rounds) {
+        put(l, r, to, Channel::first, 0, 1, true, ours);
+        get(l, r, to, Channel::answer, 1, ours);
+        track(answer);
+      } else if (w == answer) {
+        send_data(Channel::rest, out - first_part);
+      } else if (w == request) {
+        put(l, r, from, Channel::answer, 0, 1, true, ours);
+        const bool more = ++requests < rounds;
+        const std::uint64_t rest = in - std::min<std::uint64_t>(m.eager_limit_bytes, in);
+        get(l, r, from, more ? Channel::first : Channel::rest, more ? 1 : pieces(rest), ours);
+        track(more ? request : part);
+      }
+    }
+  }
   void send(int r, int l, int to, std::uint64_t bytes, bool counted) {
     bytes = scaled(bytes);
-    std::vector<sg4::CommPtr> comms;
-    post_send(r, l, to, bytes, comms);
-    wait_all(comms);
+    exchange(r, l, to, bytes, -1, 0);
     count_send(r, l, to, bytes, counted);
   }
   void recv(int r, int l, int from, std::uint64_t bytes, bool counted) {
     bytes = scaled(bytes);
-    std::vector<sg4::CommPtr> comms;
-    post_recv(r, l, from, bytes, comms);
-    wait_all(comms);
+    exchange(r, l, -1, 0, from, bytes);
     count_recv(r, from, bytes, counted);
   }
   void sendrecv(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in, bool counted) {
     out = scaled(out);
     in = scaled(in);
-    std::vector<sg4::CommPtr> g, s;
-    post_recv(r, l, from, in, g);
-    post_send(r, l, to, out, s);
-    wait_all(g);
-    wait_all(s);
+    exchange(r, l, to, out, from, in);
     count_send(r, l, to, out, counted);
     count_recv(r, from, in, counted);
   }
+
   // A message event of lane l (send, recv, sendrecv or native); returns false for other kinds.
   bool message(int r, int l, const TraceEvent& e) {
     const bool counted = e.plane == 0;
@@ -561,8 +611,8 @@ class Engine {
     const std::uint64_t total = chunk * static_cast<std::uint64_t>(steps);
     const int k = pieces(chunk);
     std::vector<sg4::CommPtr> g, s;
-    post_recv_pieces(r, l, prev, k, g);
-    post_pieces(r, l, next, total, k, s);
+    get(l, r, prev, Channel::first, k, g);
+    put(l, r, next, Channel::first, total, k, false, s);
     wait_all(g);
     wait_all(s);
     double latency = (steps - 1) * ring_latency;

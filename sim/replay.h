@@ -20,10 +20,11 @@
 // Network model: SimGrid's CM02 with no latency or bandwidth factors, no cross traffic and no TCP
 // window bound, so a lone message of S bytes on one link takes exactly latency + S / bandwidth
 // (the alpha-beta closed form the old clock used) and what differs is sharing and overlap. An MPI
-// library's rendezvous protocol can be described (ReplayNetwork::protocol): a message above the
-// eager limit first waits that many round trips of its route (request to send, clear to send),
-// then flows; below it, it flows when sent. Several TCP streams per pair and a window per stream
-// can be described too (ReplayNetwork::transport).
+// library's protocol can be described (ReplayNetwork::protocol): a message above the eager limit
+// first makes that many round trips of its route (request to send, clear to send: messages that
+// queue on the route and wait for the receiver's receive), then flows; below it,
+// it flows when sent; a buffered send is done once handed to the transport. Several TCP streams
+// per pair and a window per stream can be described too (ReplayNetwork::transport).
 // docs/simulation.md says why (LV08's factors were fit to wide-area TCP flows; the real-link
 // test checks the choice).
 #pragma once
@@ -39,10 +40,14 @@
 
 namespace laconic {
 
-// How a message library starts a message: eagerly, or after a rendezvous handshake.
+// How a message library moves a message (the replay's exchange()): eagerly, or after a rendezvous
+// handshake, and whether a send is done when handed to the transport or when it has arrived.
+// OpenMPI's TCP transport: eager_limit 64 KiB, 1 round trip (a request carrying the first 64 KiB,
+// then the receiver's clear-to-send once it has posted the receive), buffered.
 struct MessageProtocol {
   std::uint64_t eager_limit_bytes = 0;  // messages of more bytes use the rendezvous
-  double rendezvous_round_trips = 0;    // round trips of the route before such a message flows (0: eager)
+  int rendezvous_round_trips = 0;       // request / clear-to-send exchanges before the rest flows (0: eager)
+  bool buffered = false;                // a send is done once handed to the transport (a socket buffer)
 };
 
 // How the transport carries a message: over `streams` TCP connections per pair (a message of at

@@ -195,7 +195,8 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
       .add<&NetworkConfig::inter_link>("inter_link")
       .add<&NetworkConfig::platform>("platform")
       .add<&NetworkConfig::eager_limit_kib>("eager_limit_kib", at_least(0))
-      .add<&NetworkConfig::rendezvous_round_trips>("rendezvous_round_trips", closed(0, 100))
+      .add<&NetworkConfig::rendezvous_round_trips>("rendezvous_round_trips", closed(0, 8))
+      .add<&NetworkConfig::buffered_sends>("buffered_sends")
       .add<&NetworkConfig::streams>("streams", closed(1, 64))
       .add<&NetworkConfig::tcp_window_kib>("tcp_window_kib", at_least(0));
   SectionBuilder<&Recipe::checkpoint>{"checkpoint", f}

@@ -153,6 +153,10 @@ void check_ranks(const Draft& d) {
   if (r.fault.kind != FaultKind::none && r.fault.rank >= world)
     LC_INPUT_ERROR(locate(d, {"fault.rank", "distributed.world_size"}),
                    ": fault.rank: expected a rank below distributed.world_size = ", world, ", got ", r.fault.rank);
+  const double trips = r.network.rendezvous_round_trips;
+  if (trips != static_cast<double>(static_cast<int>(trips)))
+    LC_INPUT_ERROR(locate(d, {"network.rendezvous_round_trips"}),
+                   ": network.rendezvous_round_trips: expected a whole number of round trips, got ", trips);
   for (const int s : r.network.stragglers.ranks)
     if (s >= world)
       LC_INPUT_ERROR(locate(d, {"network.stragglers", "distributed.world_size"}),

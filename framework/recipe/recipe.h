@@ -298,10 +298,13 @@ struct NetworkConfig {
   double mfu = 0.4;                      // modeled: fraction of peak the model step achieves
   InterLink inter_link = InterLink::shared;  // replay: one uplink per group, or a link per rank pair
   FilePath platform;                     // replay: a SimGrid platform file instead (its first N hosts)
-  // replay: the message library's rendezvous (sim/replay.h MessageProtocol): a message above
-  // eager_limit_kib waits rendezvous_round_trips round trips of its route before it flows; 0: eager.
+  // replay: the message library's protocol (sim/replay.h MessageProtocol): a message above
+  // eager_limit_kib makes rendezvous_round_trips request / clear-to-send exchanges with its receiver
+  // before the rest flows (0: eager); a buffered send is done once handed to the transport (a
+  // socket buffer), an unbuffered one once it has arrived. OpenMPI over TCP: 64, 1, true.
   double eager_limit_kib = 64;           // OpenMPI's TCP transport's default eager limit
-  double rendezvous_round_trips = 0;
+  double rendezvous_round_trips = 0;     // a whole number (a number key: runs recorded before read back)
+  bool buffered_sends = false;
   // replay: TCP connections per pair of ranks (as distributed.streams: a message of 64 KiB or more
   // split over them), and each connection's window (0: unbounded): a connection carries at most
   // tcp_window_kib per round trip of its route, so one stream through a long fat pipe is held to

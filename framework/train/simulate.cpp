@@ -59,7 +59,9 @@ std::string describe(const NetworkConfig& n) {
      << " between (" << (n.inter_link == InterLink::shared ? "one shared uplink per group" : "a link per rank pair")
      << "), compute " << name_of(n.compute);
   if (n.rendezvous_round_trips > 0)
-    os << ", rendezvous of " << n.rendezvous_round_trips << " round trips above " << n.eager_limit_kib << " KiB";
+    os << ", rendezvous of " << n.rendezvous_round_trips << (n.rendezvous_round_trips == 1 ? " round trip" : " round trips")
+       << " above " << n.eager_limit_kib << " KiB";
+  if (n.buffered_sends) os << ", buffered sends";
   if (n.streams > 1) os << ", " << n.streams << " TCP streams per pair";
   if (n.tcp_window_kib > 0) os << ", a window of " << n.tcp_window_kib << " KiB per stream";
   return os.str();
@@ -166,7 +168,8 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   net.inter_link = r.network.inter_link;
   net.platform_file = r.network.platform.path;
   net.protocol.eager_limit_bytes = static_cast<std::uint64_t>(r.network.eager_limit_kib * 1024);
-  net.protocol.rendezvous_round_trips = r.network.rendezvous_round_trips;
+  net.protocol.rendezvous_round_trips = static_cast<int>(r.network.rendezvous_round_trips);
+  net.protocol.buffered = r.network.buffered_sends;
   net.transport.streams = r.network.streams;
   net.transport.window_bytes = static_cast<std::uint64_t>(r.network.tcp_window_kib * 1024);
   ReplayOptions ro;

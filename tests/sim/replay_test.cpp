@@ -76,9 +76,10 @@ TEST(Replay, OneMessageTakesLatencyPlusBytesOverBandwidth) {
   EXPECT_EQ(across.ranks[0].tiers[0].sent, 0u);
 }
 
-// With a rendezvous protocol, a message above the eager limit first waits its round trips (two
-// route latencies each); one at or below the limit flows when sent. A ring all-reduce pays it on
-// every one of its 2(p-1) steps.
+// With a rendezvous protocol, a message above the eager limit first makes its round trips (a
+// request, then the receiver's clear-to-send: two route latencies each, the first request carrying
+// the first eager-limit bytes); one at or below the limit flows when sent. A ring all-reduce pays
+// it on every one of its 2(p-1) steps.
 TEST(Replay, ARendezvousDelaysMessagesAboveTheEagerLimitByItsRoundTrips) {
   constexpr std::uint64_t S = 1'000'000;
   auto t = empty_trace(2);
@@ -94,9 +95,54 @@ TEST(Replay, ARendezvousDelaysMessagesAboveTheEagerLimitByItsRoundTrips) {
   auto ring = empty_trace(p);
   for (int r = 0; r < p; ++r) lane(ring, r, 0).push_back(native(Collective::all_reduce, 0, 8 * S, p));
   ReplayNetwork one_group = network(p, 1);
-  one_group.protocol = {.eager_limit_bytes = 65536, .rendezvous_round_trips = 1.5};
-  const double want = 2.0 * (p - 1) * (1.5 * 2 * kLat + kLat + 8.0 * S / p / kBw);
-  EXPECT_NEAR(replay(ring, one_group, {}).time_s, want, want * 1e-9);
+  for (const int rounds : {1, 2}) {
+    one_group.protocol = {.eager_limit_bytes = 65536, .rendezvous_round_trips = rounds};
+    const double want = 2.0 * (p - 1) * (rounds * 2 * kLat + kLat + 8.0 * S / p / kBw);
+    EXPECT_NEAR(replay(ring, one_group, {}).time_s, want, want * 1e-9) << rounds << " round trips";
+  }
+}
+
+// Rank 0 sends S bytes across the uplink, then computes C; rank 1 computes D, then receives them.
+// A buffered send is done once handed to the transport: eagerly at once, with a rendezvous once
+// the clear-to-send has come back, which the receiver sends only when its receive is posted.
+TEST(Replay, BufferedSendsAndTheRendezvousWaitForWhatTheProtocolSays) {
+  constexpr std::uint64_t S = 1'000'000, E = 65'536;
+  constexpr double C = 0.05, L = kWanLat, B = kWanBw;
+  const auto trace = [&](double d) {
+    auto t = empty_trace(2);
+    auto& a = lane(t, 0, 0);
+    a.push_back(ev(TraceKind::send, 0, 0, 1, S));
+    a.push_back(span(TraceKind::span_begin, SpanKind::forward_backward, 0));
+    a.push_back(span(TraceKind::span_end, SpanKind::forward_backward, C));
+    auto& b = lane(t, 1, 0);
+    b.push_back(span(TraceKind::span_begin, SpanKind::forward_backward, 0));
+    b.push_back(span(TraceKind::span_end, SpanKind::forward_backward, d));
+    b.push_back(ev(TraceKind::recv, d, d, 0, S));
+    return t;
+  };
+  ReplayNetwork net = network(2, 2);
+  const auto ends = [&](MessageProtocol m, double d) {
+    net.protocol = m;
+    const ReplayResult res = replay(trace(d), net, {});
+    return std::pair{res.ranks[0].end_s, res.ranks[1].end_s};
+  };
+  // Eager: unbuffered, the sender waits for the arrival; buffered, it does not wait at all.
+  auto [s0, r0] = ends({.eager_limit_bytes = S}, 0.5);
+  EXPECT_NEAR(s0, L + S / B + C, 1e-9);
+  EXPECT_NEAR(r0, 0.5, 1e-9);  // arrived at 0.11 s, before the receive was posted
+  std::tie(s0, r0) = ends({.eager_limit_bytes = S, .buffered = true}, 0.5);
+  EXPECT_NEAR(s0, C, 1e-9);
+  EXPECT_NEAR(r0, 0.5, 1e-9);
+  // Rendezvous, buffered, the receive posted at once: the request (E bytes) and its answer, then
+  // the rest; the sender is done when the answer is back.
+  const MessageProtocol openmpi{.eager_limit_bytes = E, .rendezvous_round_trips = 1, .buffered = true};
+  std::tie(s0, r0) = ends(openmpi, 0);
+  EXPECT_NEAR(s0, 2 * L + E / B + C, 1e-9);
+  EXPECT_NEAR(r0, 3 * L + S / B, 1e-9);
+  // The receive posted at 0.5 s, long after the request arrived: the answer leaves then.
+  std::tie(s0, r0) = ends(openmpi, 0.5);
+  EXPECT_NEAR(s0, 0.5 + L + C, 1e-9);
+  EXPECT_NEAR(r0, 0.5 + 2 * L + (S - E) / B, 1e-9);
 }
 
 // Several TCP streams through one window-limited link (TransportModel): one stream moves at most
