@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,18 @@ std::vector<RankTrace> read_run_trace(const std::string& dir) {
       out[static_cast<std::size_t>(r)].lanes[lane] = std::move(t);
     }
   return out;
+}
+
+double slow_start_time(std::uint64_t bytes, double& window, double bandwidth, double rtt) {
+  const double bdp = bandwidth * rtt;
+  double left = static_cast<double>(bytes), t = 0;
+  while (left > 0 && window < bdp) {
+    if (left <= window) return t + left / bandwidth;  // ends within this round: not a full window, no growth
+    left -= window;
+    window *= 2;
+    t += rtt;
+  }
+  return t + left / bandwidth;
 }
 
 std::string async_op_name(const TraceEvent& issue, const std::string& strategy) {
@@ -145,9 +158,11 @@ class Engine {
     sg4::Engine e(&argc, argv);
     sg4::Engine::set_config("network/model:CM02");
     sg4::Engine::set_config("network/crosstraffic:0");
-    // A stream's window (0: none): SimGrid's CM02 holds each flow to TCP-gamma / (2 · its route's
-    // latency), the window per round trip.
-    sg4::Engine::set_config("network/TCP-gamma:" + std::to_string(net_.transport.window_bytes));
+    // A stream's window: SimGrid's CM02 holds each flow to TCP-gamma / (2 · its route's latency),
+    // the window per round trip. No window: a gamma no link can reach (CM02 reads 0 as no bound
+    // but then also drops a flow's own rate, which slow start sets).
+    const double gamma = net_.transport.window_bytes > 0 ? static_cast<double>(net_.transport.window_bytes) : 1e30;
+    sg4::Engine::set_config("network/TCP-gamma:" + std::to_string(gamma));
     platform(e);
     ranks_.resize(static_cast<std::size_t>(n_));
     for (int r = 0; r < n_; ++r) {
@@ -437,11 +452,35 @@ class Engine {
     for (int s = 0; s < k; ++s) {
       const std::uint64_t piece = bytes * static_cast<std::uint64_t>(s + 1) / static_cast<std::uint64_t>(k) -
                                   bytes * static_cast<std::uint64_t>(s) / static_cast<std::uint64_t>(k);
-      if (detached)
-        box(l, r, to, ch)->put_init(&token, piece)->detach();
-      else
-        comms.push_back(box(l, r, to, ch)->put_async(&token, piece));
+      sg4::CommPtr c = box(l, r, to, ch)->put_init(&token, piece);
+      if (const double cap = slow_start_rate(r, to, s, piece); cap > 0) c->set_rate(cap);
+      if (detached) {
+        c->detach();
+      } else {
+        c->start();
+        comms.push_back(std::move(c));
+      }
     }
+  }
+  // The rate a piece of `bytes` on stream s from r to `to` is held to while its connection's window
+  // grows (TransportModel's slow start), updating the window; 0: no bound.
+  double slow_start_rate(int r, int to, int s, std::uint64_t bytes) {
+    const std::uint64_t initial = net_.transport.initial_window_bytes;
+    if (initial == 0 || bytes == 0) return 0;
+    const std::uint64_t pair = static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(to);
+    auto [route, fresh] = routes_.try_emplace(pair);
+    if (fresh) {
+      std::vector<sg4::Link*> links;
+      hosts_[static_cast<std::size_t>(r)]->route_to(hosts_[static_cast<std::size_t>(to)], links, &route->second.latency);
+      route->second.bandwidth = std::numeric_limits<double>::infinity();
+      for (const sg4::Link* link : links) route->second.bandwidth = std::min(route->second.bandwidth, link->get_bandwidth());
+    }
+    const Route& rt = route->second;
+    if (!(rt.bandwidth < std::numeric_limits<double>::infinity()) || rt.latency <= 0) return 0;
+    double& window = windows_.try_emplace(pair * 64 + static_cast<std::uint64_t>(s), static_cast<double>(initial)).first->second;
+    const double b = static_cast<double>(bytes);
+    const double t = slow_start_time(bytes, window, rt.bandwidth, 2 * rt.latency);
+    return t > b / rt.bandwidth * (1 + 1e-9) ? b / t : 0;
   }
   void get(int l, int r, int from, Channel ch, int k, std::vector<sg4::CommPtr>& comms) {
     for (int s = k; s > 0; --s) comms.push_back(box(l, from, r, ch)->get_async<int>(&sink));
@@ -776,6 +815,11 @@ class Engine {
   int n_;
   std::vector<sg4::Host*> hosts_;
   std::unordered_map<std::uint64_t, sg4::Mailbox*> boxes_;
+  struct Route {
+    double latency = 0, bandwidth = 0;  // one way; the slowest link's
+  };
+  std::unordered_map<std::uint64_t, Route> routes_;     // by sender · n + receiver
+  std::unordered_map<std::uint64_t, double> windows_;   // a connection's window: (sender · n + receiver) · 64 + stream
   std::map<std::tuple<int, int, int>, double> ring_latency_;  // by Members (first, stride, p)
   std::vector<int> group_first_;  // a projection's groups: each one's first rank
   int group_size_ = 0;

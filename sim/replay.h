@@ -55,11 +55,27 @@ struct MessageProtocol {
 // window_bytes per round trip of its route (0: no bound). One stream through a long fat pipe then
 // moves at most window / RTT; k streams k times that, until they fill the link:
 //   time = latency + bytes / min(bandwidth, k · window / RTT).
+//
+// Slow start (initial_window_bytes > 0): each connection (a sender, a receiver, a stream; each
+// direction its own) starts with that window and doubles it every round trip in which it sent a
+// full window, until the window holds the route's bandwidth-delay product; from then on it is
+// open. A message sent while the window is smaller takes its rounds: a window's bytes per round trip
+// of the route, then the rest at the route's bandwidth, so a lone message of B bytes takes
+//   latency + k · RTT + (B - bytes of the k rounds) / bandwidth
+// (or, ending within a round, that round's start plus its bytes / bandwidth), and the connection
+// keeps the grown window for its next message. The replay caps the message's flow at B over that
+// time, so it still shares links max-min. Linux starts at 10 segments of 1448 bytes.
 struct TransportModel {
   int streams = 1;
   std::uint64_t split_bytes = 64 * 1024;
   std::uint64_t window_bytes = 0;
+  std::uint64_t initial_window_bytes = 0;  // 0: no slow start
 };
+
+// The time a message of `bytes` takes beyond the route's one-way latency on a connection whose
+// window is `window` (updated to the grown window; at least bdp: open), through a route of
+// `bandwidth` bytes/s and round trip `rtt` (TransportModel's slow start).
+double slow_start_time(std::uint64_t bytes, double& window, double bandwidth, double rtt);
 
 // A native event's expansion (TraceEvent::tier), and the ranks it runs over (tier2). A recorded
 // native collective (MPI, NCCL) is the library's: rule 0, on the world; a projection

@@ -198,7 +198,8 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
       .add<&NetworkConfig::rendezvous_round_trips>("rendezvous_round_trips", closed(0, 8))
       .add<&NetworkConfig::buffered_sends>("buffered_sends")
       .add<&NetworkConfig::streams>("streams", closed(1, 64))
-      .add<&NetworkConfig::tcp_window_kib>("tcp_window_kib", at_least(0));
+      .add<&NetworkConfig::tcp_window_kib>("tcp_window_kib", at_least(0))
+      .add<&NetworkConfig::tcp_initial_window_segments>("tcp_initial_window_segments", closed(0, 100000));
   SectionBuilder<&Recipe::checkpoint>{"checkpoint", f}
       .add<&CheckpointConfig::every>("every", at_least(0))
       .add<&CheckpointConfig::keep_latest>("keep_latest", at_least(1))

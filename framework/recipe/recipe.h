@@ -311,6 +311,10 @@ struct NetworkConfig {
   // window / RTT and k streams to k times that (until they fill the link).
   int streams = 1;
   double tcp_window_kib = 0;
+  // replay: TCP's slow start (sim/replay.h TransportModel): each connection starts with this many
+  // segments of 1448 bytes and doubles its window every round trip until it holds the route's
+  // bandwidth-delay product (Linux: 10); 0: every connection is open from the start.
+  int tcp_initial_window_segments = 0;
   bool operator==(const NetworkConfig&) const = default;
 };
 

@@ -64,6 +64,8 @@ std::string describe(const NetworkConfig& n) {
   if (n.buffered_sends) os << ", buffered sends";
   if (n.streams > 1) os << ", " << n.streams << " TCP streams per pair";
   if (n.tcp_window_kib > 0) os << ", a window of " << n.tcp_window_kib << " KiB per stream";
+  if (n.tcp_initial_window_segments > 0)
+    os << ", slow start from " << n.tcp_initial_window_segments << " segments";
   return os.str();
 }
 
@@ -172,6 +174,7 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   net.protocol.buffered = r.network.buffered_sends;
   net.transport.streams = r.network.streams;
   net.transport.window_bytes = static_cast<std::uint64_t>(r.network.tcp_window_kib * 1024);
+  net.transport.initial_window_bytes = static_cast<std::uint64_t>(r.network.tcp_initial_window_segments) * 1448;
   ReplayOptions ro;
   ro.modeled = r.network.compute == ComputeKind::modeled;
   ro.modeled_step_s = flops * static_cast<double>(examples) / (r.network.device_tflops * 1e12 * r.network.mfu);

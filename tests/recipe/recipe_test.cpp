@@ -381,7 +381,7 @@ Recipe unusual_recipe() {
             {{{"allreduce", 500}, {"topk", 0}}}};
   // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
   r.network = {3, {25e9 / 8}, {7e-6}, {123456.789}, {0.1 + 0.2}, {{0, 5}}, 2.5, ComputeKind::modeled, 312.5, 0.45,
-               InterLink::per_pair, {"plat form.xml"}, 32.5, 2, true, 3, 96.25};
+               InterLink::per_pair, {"plat form.xml"}, 32.5, 2, true, 3, 96.25, 10};
   r.checkpoint = {25, 3, "/tmp/ck pts"};
   r.guards = {NonfiniteKind::skip, 4, 9};
   r.fault = {FaultKind::stall, 5, 123};
@@ -483,7 +483,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 166u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 167u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

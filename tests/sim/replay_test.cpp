@@ -145,6 +145,36 @@ TEST(Replay, BufferedSendsAndTheRendezvousWaitForWhatTheProtocolSays) {
   EXPECT_NEAR(r0, 0.5 + 2 * L + (S - E) / B, 1e-9);
 }
 
+// TCP's slow start (TransportModel::initial_window_bytes): a connection sends a window per round
+// trip, doubling it, until the window holds the bandwidth-delay product; the rest flows at the
+// bandwidth, and the connection keeps its window for the next message. Each direction is a
+// connection of its own.
+TEST(Replay, SlowStartTakesItsRoundTripsOncePerConnection) {
+  constexpr std::uint64_t S = 1'000'000;
+  constexpr double rtt = 2 * kWanLat;  // 20 ms at 10 MB/s: a product of 200 kB
+  double w = 1e4;
+  // 10, 20, 40, 80, 160 kB in five round trips; then 690 kB at the bandwidth.
+  EXPECT_NEAR(slow_start_time(S, w, kWanBw, rtt), 5 * rtt + 690e3 / kWanBw, 1e-12);
+  EXPECT_DOUBLE_EQ(w, 320e3);
+  EXPECT_NEAR(slow_start_time(S, w, kWanBw, rtt), S / kWanBw, 1e-12);  // open now
+  w = 1e4;  // ending within a round: its start plus its bytes; that round was not full, no growth
+  EXPECT_NEAR(slow_start_time(25'000, w, kWanBw, rtt), rtt + 15e3 / kWanBw, 1e-12);
+  EXPECT_DOUBLE_EQ(w, 2e4);
+
+  auto t = empty_trace(2);
+  for (int i = 0; i < 2; ++i) {
+    lane(t, 0, 0).push_back(ev(TraceKind::send, 0, 0, 1, S));
+    lane(t, 1, 0).push_back(ev(TraceKind::recv, 0, 0, 0, S));
+  }
+  lane(t, 1, 0).push_back(ev(TraceKind::send, 0, 0, 0, S));  // the other direction: cold
+  lane(t, 0, 0).push_back(ev(TraceKind::recv, 0, 0, 1, S));
+  ReplayNetwork net = network(2, 2);
+  const double warm = kWanLat + S / kWanBw, cold = kWanLat + 5 * rtt + 690e3 / kWanBw;
+  EXPECT_NEAR(replay(t, net, {}).time_s, 3 * warm, 1e-9);
+  net.transport.initial_window_bytes = 10'000;
+  EXPECT_NEAR(replay(t, net, {}).time_s, cold + warm + cold, 1e-9);
+}
+
 // Several TCP streams through one window-limited link (TransportModel): one stream moves at most
 // window / RTT, k streams k times that until they fill the link, so one message across takes
 // latency + S / min(bandwidth, k · window / RTT); a message below split_bytes uses one stream.
