@@ -462,21 +462,28 @@ class Engine {
       }
     }
   }
+  // The route from a to b: its one-way latency and its slowest link's bandwidth (made once).
+  struct Route {
+    double latency = 0, bandwidth = std::numeric_limits<double>::infinity();
+  };
+  const Route& route(int a, int b) {
+    const std::uint64_t pair = static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(b);
+    auto [it, fresh] = routes_.try_emplace(pair);
+    if (fresh) {
+      std::vector<sg4::Link*> links;
+      hosts_[static_cast<std::size_t>(a)]->route_to(hosts_[static_cast<std::size_t>(b)], links, &it->second.latency);
+      for (const sg4::Link* link : links) it->second.bandwidth = std::min(it->second.bandwidth, link->get_bandwidth());
+    }
+    return it->second;
+  }
   // The rate a piece of `bytes` on stream s from r to `to` is held to while its connection's window
   // grows (TransportModel's slow start), updating the window; 0: no bound.
   double slow_start_rate(int r, int to, int s, std::uint64_t bytes) {
     const std::uint64_t initial = net_.transport.initial_window_bytes;
     if (initial == 0 || bytes == 0) return 0;
-    const std::uint64_t pair = static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(to);
-    auto [route, fresh] = routes_.try_emplace(pair);
-    if (fresh) {
-      std::vector<sg4::Link*> links;
-      hosts_[static_cast<std::size_t>(r)]->route_to(hosts_[static_cast<std::size_t>(to)], links, &route->second.latency);
-      route->second.bandwidth = std::numeric_limits<double>::infinity();
-      for (const sg4::Link* link : links) route->second.bandwidth = std::min(route->second.bandwidth, link->get_bandwidth());
-    }
-    const Route& rt = route->second;
+    const Route& rt = route(r, to);
     if (!(rt.bandwidth < std::numeric_limits<double>::infinity()) || rt.latency <= 0) return 0;
+    const std::uint64_t pair = static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(to);
     double& window = windows_.try_emplace(pair * 64 + static_cast<std::uint64_t>(s), static_cast<double>(initial)).first->second;
     const double b = static_cast<double>(bytes);
     const double t = slow_start_time(bytes, window, rt.bandwidth, 2 * rt.latency);
@@ -503,7 +510,8 @@ class Engine {
   void exchange(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in) {
     const MessageProtocol& m = net_.protocol;
     const int rounds = m.rendezvous_round_trips;
-    const std::uint64_t first_part = std::min<std::uint64_t>(m.eager_limit_bytes, out);
+    // A rendezvous message's request carries its first eager_limit bytes; the rest follows.
+    const auto head = [&](std::uint64_t bytes) { return std::min<std::uint64_t>(m.eager_limit_bytes, bytes); };
     enum What { part, answer, request };  // what a pending comm's arrival means to this exchange
     std::vector<sg4::CommPtr> comms, ours;
     std::vector<What> what;
@@ -520,7 +528,7 @@ class Engine {
     };
     if (to >= 0 && !rendezvous(out)) send_data(Channel::first, out);
     if (to >= 0 && rendezvous(out)) {
-      put(l, r, to, Channel::first, first_part, 1, true, ours);
+      put(l, r, to, Channel::first, head(out), 1, true, ours);
       get(l, r, to, Channel::answer, 1, ours);
       track(answer);
     }
@@ -539,12 +547,11 @@ class Engine {
         get(l, r, to, Channel::answer, 1, ours);
         track(answer);
       } else if (w == answer) {
-        send_data(Channel::rest, out - first_part);
+        send_data(Channel::rest, out - head(out));
       } else if (w == request) {
         put(l, r, from, Channel::answer, 0, 1, true, ours);
         const bool more = ++requests < rounds;
-        const std::uint64_t rest = in - std::min<std::uint64_t>(m.eager_limit_bytes, in);
-        get(l, r, from, more ? Channel::first : Channel::rest, more ? 1 : pieces(rest), ours);
+        get(l, r, from, more ? Channel::first : Channel::rest, more ? 1 : pieces(in - head(in)), ours);
         track(more ? request : part);
       }
     }
@@ -615,13 +622,7 @@ class Engine {
   double latency_of(const Members& m) {
     auto [it, fresh] = ring_latency_.try_emplace(std::make_tuple(m.first, m.stride, m.p), 0.0);
     if (fresh)
-      for (int k = 0; k < m.p; ++k) {
-        std::vector<sg4::Link*> links;
-        double latency = 0;
-        hosts_[static_cast<std::size_t>(m.world(k))]->route_to(hosts_[static_cast<std::size_t>(m.world((k + 1) % m.p))],
-                                                               links, &latency);
-        it->second = std::max(it->second, latency);
-      }
+      for (int k = 0; k < m.p; ++k) it->second = std::max(it->second, route(m.world(k), m.world((k + 1) % m.p)).latency);
     return it->second;
   }
 
@@ -815,9 +816,6 @@ class Engine {
   int n_;
   std::vector<sg4::Host*> hosts_;
   std::unordered_map<std::uint64_t, sg4::Mailbox*> boxes_;
-  struct Route {
-    double latency = 0, bandwidth = 0;  // one way; the slowest link's
-  };
   std::unordered_map<std::uint64_t, Route> routes_;     // by sender · n + receiver
   std::unordered_map<std::uint64_t, double> windows_;   // a connection's window: (sender · n + receiver) · 64 + stream
   std::map<std::tuple<int, int, int>, double> ring_latency_;  // by Members (first, stride, p)
