@@ -1,6 +1,7 @@
 // 1-bit compression with error feedback: every value travels as its sign, every chunk of values
 // as one fp32 scale, and what the compression dropped is kept and added to the next step's input
-// (EF-signSGD, Karimireddy et al. 2019; 1-bit Adam, Tang et al. 2021). See ../shared/REFERENCES.md.
+// (EF-signSGD, Karimireddy et al. 2019; 1-bit Adam, Tang et al. 2021; docs/references.md "1-bit
+// with error feedback").
 //
 // Codec (pure free functions, below): a chunk x of n floats with residual e is sent as
 //   acc = x + e;  scale = S(acc);  bits = sign(acc);  e = acc - scale * sign(acc),

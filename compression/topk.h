@@ -1,5 +1,5 @@
 // Top-k sparsification with error feedback (Aji & Heafield 2017; Lin et al. 2018, "Deep Gradient
-// Compression"; ../shared/REFERENCES.md "Top-k / DGC"). Each rank sends only the k entries of
+// Compression"; docs/references.md "Top-k and DGC"). Each rank sends only the k entries of
 // largest magnitude of its buffer, as (value, index) pairs; everything it did not send stays in a
 // residual that is added to the next step's buffer, so nothing is lost, only delayed.
 //

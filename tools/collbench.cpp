@@ -4,7 +4,7 @@
 //   mpirun -np 4 collbench --backend mpi --algo native -b 1M -e 64M
 //
 // One row per size: size (B), count (elements), type, redop, root, time (us), algbw, busbw (GB/s),
-// #wrong. Definitions (nccl-tests, doc/PERFORMANCE.md; docs REFERENCES.md "Collectives"):
+// #wrong. Definitions (nccl-tests, doc/PERFORMANCE.md; docs/references.md "Collectives"):
 //   time  = max over ranks of the mean time of one collective over --iters back-to-back calls
 //           (after --warmup untimed calls and a barrier)
 //   algbw = S / time, S = the row's size in bytes (the whole buffer: all-reduce/reduce/broadcast

@@ -6,7 +6,7 @@
 // link, a larger one groups of consecutive ranks whose flat algorithms are charged on the
 // bottleneck (inter) link; hierarchical all-reduce is listed when there are several groups.
 //
-// The defaults reproduce the seed table of REFERENCES.md ("Collectives"): 7B bf16 parameters
+// The defaults reproduce the seed table of docs/references.md ("Collectives"): 7B bf16 parameters
 // (S = 14 GB), ring bandwidth term 2(N-1)/N·S/B:
 //   N = 8 on 450 GB/s:   1.75·14e9/450e9    = 0.0544 s  (seed: 0.05)
 //   N = 64 on 50 GB/s:   1.96875·14e9/50e9  = 0.5513 s  (seed: 0.55)

@@ -65,7 +65,7 @@ void SimCommunicator::do_sendrecv(const void* send_data, std::size_t send_bytes,
 // ---- native collectives: forwarded to inner, charged by the cost model ----
 
 namespace {
-// nccl-tests bus bytes of one rank (REFERENCES.md, "Collectives") for a collective on `bytes`.
+// nccl-tests bus bytes of one rank (docs/references.md, "Collectives") for a collective on `bytes`.
 double bus_bytes(Collective c, double bytes, int p) {
   const double ring_share = static_cast<double>(p - 1) / p;
   switch (c) {

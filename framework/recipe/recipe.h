@@ -1,8 +1,9 @@
 // A recipe: the TOML file parsed once into typed, validated structs. Nothing below recipe/ sees
 // a string that should have been an enum. Defaults here are the defaults users get; docs in
-// README.md ("Recipe reference") list them. An option a domain has (an all-reduce algorithm, a
-// reducer's options, a schedule's decay) is that domain's own enum or options struct, embedded
-// here: adding a recipe key is the field plus one line in builtin_schema() (builtin_schema.cpp).
+// docs/recipes.md ("Recipe reference") list them. An option a domain has (an all-reduce
+// algorithm, a reducer's options, a schedule's decay) is that domain's own enum or options struct,
+// embedded here: adding a recipe key is the field plus one line in builtin_schema()
+// (builtin_schema.cpp).
 #pragma once
 
 #include <array>

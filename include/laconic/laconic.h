@@ -1,4 +1,5 @@
-// Laconic, all of it: #include <laconic/laconic.h> and link Laconic::laconic (README "Using Laconic as a library").
+// Laconic, all of it: #include <laconic/laconic.h> and link Laconic::laconic
+// (docs/library.md "Using Laconic as a library").
 #pragma once
 
 #include "laconic/core.h"

@@ -135,7 +135,8 @@ expect simulate_groups_alone "" "--groups: expected it with --world N" simulate 
 expect simulate_exact_zero "" "--exact-up-to: expected a number of ranks >= 1, got 0" \
   simulate "$sim/a_run" --world 64 --exact-up-to 0
 
-# Files that are no regular file, or larger than their kind may be (README "Bad input").
+# Files that are no regular file, or larger than their kind may be
+# (docs/reliability.md "Bad input").
 big="$tmp/big"
 mkdir "$big"
 mkfifo "$big/fifo"

@@ -1,4 +1,4 @@
-// The alpha-beta-gamma formulas against hand computation, the seed table of REFERENCES.md
+// The alpha-beta-gamma formulas against hand computation, the seed table of docs/references.md
 // ("Collectives"), the all-reduce chooser, the plan printer and the topology helpers.
 #include <gtest/gtest.h>
 
@@ -70,8 +70,9 @@ TEST(CostModel, HierarchicalAndBottleneck) {
 }
 
 TEST(CostModel, SeedTable) {
-  // REFERENCES.md: 7B bf16 parameters (14 GB): 0.05 s at N = 8 over 450 GB/s; 0.55 s at N = 64
-  // and 0.56 s at N = 1024 over 50 GB/s. Ring bandwidth term 2(N-1)/N·S/B, quoted to 0.01 s.
+  // docs/references.md "Collectives": 7B bf16 parameters (14 GB): 0.05 s at N = 8 over 450 GB/s;
+  // 0.55 s at N = 64 and 0.56 s at N = 1024 over 50 GB/s. Ring bandwidth term 2(N-1)/N·S/B,
+  // quoted to 0.01 s.
   PlanOptions opts;
   opts.algorithms = {Algorithm::ring};
   ASSERT_EQ(plan_bytes(opts), 14e9);

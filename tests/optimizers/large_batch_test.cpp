@@ -1,5 +1,5 @@
 // LARS and LAMB against their formulas written out independently here in double precision
-// (REFERENCES.md "Large batch"), over a few steps, on tensors that exercise every branch:
+// (docs/references.md "Large batch"), over a few steps, on tensors that exercise every branch:
 //   "w"   decay, ordinary values            -> trust ratio adaptation and weight decay
 //   "w0"  decay, w = 0 at the start         -> ||w|| = 0: trust 1 on the first step
 //   "g0"  decay, gradient always 0          -> LARS: ||g|| = 0, trust 1; LAMB: u = wd * w
