@@ -1,66 +1,16 @@
 // Elastic periodic training: replicas (processes) that leave and rejoin between outer syncs.
 //
 // Each replica is an ordinary run (its ranks, its own communicator and run directory) of a
-// periodic strategy (local_sgd, diloco, streaming_diloco, sparseloco); only the outer sync crosses
-// replicas, over a gloo communicator formed anew at every sync from the replicas alive
-// (collectives/gloo). `trainer elastic` (framework/cli) starts and restarts the processes.
-//
-// Rendezvous is a KeyStore (a folder, or redis) and needs no coordinator: every decision is a
-// set-once key that the first writer wins. Round R (one attempt at one outer sync):
-//   round.R.hello.I    replica I is here: member (in step with the run) or joiner (needs state),
-//                      with its step, its anchor's checksum, its aggregation rule, the examples
-//                      since its last sync and its pseudo-gradient's size, finiteness and norm
-//   round.R.quorum     written by the first member to see every replica it waits for (the last
-//                      quorum's, plus any already here), or when join_timeout_s has passed since
-//                      it arrived: the members (those in step with the majority's anchor), the
-//                      joiners, each member's examples and norm, the members rejected and why
-//   round.R.ok.I       member I's reduction over the quorum's gloo group completed
-//   round.R.outcome    "commit" (every member's ok arrived within sync_timeout_s) or "retry"
-//                      (a member died, stalled or failed): the first verdict written stands
-//   head               the newest committed round (put by the quorum's first member): a joiner starts
-//                      looking for the open round there, not at round 0; rounds older than the head
-//                      minus 16 are removed then, so the store's size stays bounded
-//   alive.I            replica I's heartbeat, a value that changes every second while it trains
-// A quorum needs elastic.min_quorum replicas (members and joiners; a majority by default): fewer wait
-// for more, up to join_wait_s, and then fail: a minority never trains on as the run, so two parts of
-// a run cut apart cannot both go on.
-// A retry is round R+1 with the same pseudo-gradients and the replicas left; after max_attempts
-// rounds without a commit the sync fails. A member left out of a quorum (it came too late, or
-// its anchor is behind) is dropped: ReplicaDropped, and the supervisor restarts it as a joiner.
-//
-// A joiner (a restarted replica, or a new one) announces itself at the next undecided round and
-// waits; after that round commits, its lowest-numbered member (the donor) writes the checkpoint
-// of the step (theta_global, the outer momentum, the inner optimizer, the data cursor: everything
-// a resume needs) and sends its files over gloo; the joiner resumes from them and is a member from
-// the next round on. It does not replay what it missed: the examples its shard would have read
-// while it was away are not trained on in this pass over the data (the cursor is global, so its
-// shard goes on from the run's step). A state declaring more than max_state_bytes is refused
-// before anything is allocated (state_transfer.h).
-//
-// With a secret shared by the replicas, every store key is named and every value tagged by an
-// HMAC (collectives/gloo/signed_store.h): keys written without the secret are ignored (one warning
-// line each), gloo's rendezvous refuses a peer's address written without it, and the donated state
-// carries its HMAC, verified before the joiner unpacks it.
-//
-// Recovery: a restarted replica offers its newest checkpoint of the run (its step and theta_global's
-// checksum) in its hello. When only joiners come to a round (every replica died: a rack lost, a pool
-// preempted; or the store was lost and rebuilt) and no absent replica's heartbeat moved within
-// join_timeout_s, the first of them to see min_quorum of them writes a recovery quorum: the
-// theta_global most of them hold is the run's (ties to the later step); its holders resume from
-// their own checkpoints, the others receive the lowest holder's, and the round commits as written.
-// A replica with a checkpoint never starts over from step 0 beside the run.
-//
-// Every hello carries the member's contribution's size, finiteness and L2 norm; the quorum's writer
-// drops a member whose pseudo-gradient has the wrong size or is not finite, or who claims more
-// examples than its longest period allows (or none): it leaves the quorum like a member out of
-// step (ReplicaDropped) and rejoins through a donor. The members then combine their
-// pseudo-gradients by the rule of aggregate.h: "mean" (the default) is the average weighted by the
-// examples each member processed since its last sync (equal in step; a replica that skipped steps
-// counts less), through the strategy's reducer, each member scaling its own share by its weight
-// (0 when elastic.max_norm_ratio leaves it out by the norms the quorum lists); "trimmed_mean" and
-// "median" gather every member's dense pseudo-gradient and each member computes the same aggregate
-// from the received values, checking them again (a non-finite one is left out) and applying
-// max_norm_ratio to their own norms.
+// periodic strategy; only the outer sync crosses replicas, over a gloo communicator that
+// ElasticGroup forms anew at every sync from the replicas alive (collectives/gloo). `trainer
+// elastic` (framework/cli) starts and restarts the processes. Rendezvous is a KeyStore (a folder,
+// or redis) and needs no coordinator: every decision is a set-once key that the first writer wins.
+// Invariants: a sync needs elastic.min_quorum replicas, so a minority never trains on as the run;
+// a member whose anchor differs from the majority's is dropped, so the members of a committed sync
+// leave it with one theta_global.
+// The protocol (the store's keys round by round, retries, joining, recovery, aggregation):
+// docs/elastic.md "Inside a sync: the store's keys"; the guarantees and their tests:
+// docs/reliability.md "Guarantees".
 #pragma once
 
 #include <atomic>

@@ -1,65 +1,15 @@
-// Periodic averaging with an outer optimizer: local SGD and DiLoCo are one algorithm
-// (../shared/REFERENCES.md "Local SGD and DiLoCo").
+// Periodic averaging with an outer optimizer: local SGD, DiLoCo and streaming DiLoCo (with its
+// eager form and SPARTA between syncs) are one algorithm, PeriodicAveraging
+// (docs/references.md "Local SGD and DiLoCo").
 //
-// Every rank keeps an anchor theta_global (identical on all ranks) and takes H = period local
-// optimizer steps from it without communicating. Then the ranks average the pseudo-gradient
-//   Delta = mean_r(theta_global - theta_r)               (through the Reducer, in buckets)
-// and take one outer SGD step on the anchor, torch.optim.SGD semantics (optimizers/sgd.h):
-//   b = mu * b + Delta;  d = nesterov ? Delta + mu * b : b;  theta_global -= outer_lr * d
-// after which every replica restarts from theta_global.
-//   local SGD (Lin et al. 2020, PyTorch's PeriodicModelAverager): outer_lr 1, mu 0, so
-//     theta_global - (theta_global - mean(theta_r)) = mean(theta_r), the plain parameter average.
-//   DiLoCo (Douillard et al. 2023): outer_lr 0.7, mu 0.9, Nesterov.
-// Post-local SGD warm-up: steps < warmup_steps are synchronous (gradients all-reduced every step,
-// dense fp32) and only keep the anchor current; local steps start after them and the first sync
-// is at step warmup_steps + H - 1, after H local steps. (PyTorch's PeriodicModelAverager averages
-// when step >= warmup and (step - warmup) % H == 0 with steps from 0: after one local step first.)
-//
-// Bytes: a sync reduces the whole parameter-sized Delta once, so with the dense fp32 reducer a
-// ring all-reduce puts about 2(N-1)/N * 4n bytes per rank on the wire every H steps: exactly 1/H
-// of what data parallel sends over the same steps (same buckets, same collectives).
-//
-// The step the reducer sees is the outer step (syncs done before this one, derived from `step`,
-// so a resumed run counts the same): a reducer's own warm-up (PowerSGD's start_iter, top-k's
-// warmup_steps) therefore counts syncs, not optimizer steps.
-//
-// Streaming DiLoCo (Douillard et al. 2025) is the same algorithm on fragments: the parameters are
-// split into F contiguous fragments of whole tensors (the largest as small as possible,
-// fragment_bounds), each with
-// its own anchor and outer momentum, and fragment f syncs on its own staggered schedule, when
-//   (c - f * H / F) mod H == 0,  c = step + 1 - warmup_steps the local steps done, c >= 1
-// (fragment 0 after H steps, fragment f > 0 first after f * H / F), so each sync sends about 1/F
-// of the model and the peak bandwidth falls by about F. With overlap_steps = tau > 0 a fragment's
-// pseudo-gradient is reduced on the communication thread while tau more inner steps run; after
-// step s + tau (s the sync step) the outer step is taken and the fragment mixed back:
-//   theta_f = mixing * theta_f,local + (1 - mixing) * theta_f,global
-// (mixing = alpha = 0: the replica adopts the new anchor, DiLoCo's rule). F = 1, tau = 0, alpha = 0
-// is DiLoCo: the same code path and bits.
-//
-// Eager updates (Kale et al. 2025, arXiv 2502.12996), `eager`: a sync's all-reduce runs on the
-// communication thread through the whole next period, and the outer step does not wait for it.
-// At sync t replica m computes its own pseudo-gradient d_m^t = anchor_m - theta_m, queues its
-// reduction, and steps with the paper's stand-in for the global mean
-//   Delta~_m^t = G^(t-1) + (d_m^t - d_m^(t-1)) / M      (M replicas, G^(t-1) = mean_m d_m^(t-1))
-// = its own fresh share d_m^t / M plus the others' shares of the previous sync, where G^(t-1) is
-// the reduction launched at the previous sync, waited for only now (G^-1 = d^-1 = 0). The replica
-// then restarts from its own anchor: anchors and outer momenta differ between replicas (they see
-// different Delta~). One replica (M = 1) is DiLoCo exactly; with outer SGD without momentum the
-// anchors telescope to anchor^0 - lr (sum_(s<t) G^s + d_m^t / M). Per fragment with streaming
-// DiLoCo (each fragment's reduction overlaps until its own next sync); overlap_steps must be 0.
-// The run's end waits for the last reduction (its bytes count) without applying it, so a stopped
-// run resumes bit for bit; finish() (handing over to another strategy) averages the replicas'
-// parameters once, dense fp32, so the next strategy starts from identical replicas.
-//
-// A period schedule (PeriodSegment list) replaces the single H: segment j runs `steps` local steps
-// with period H_j (a multiple of H_j, so every fragment syncs as often in it; the last may run to
-// the end), and each segment restarts the staggered schedule at its first step.
-//
-// The schedule is a function of the options and the step only, never of what happened before,
-// so every rank (a composite's ranks that never ran this strategy too, and a resumed run) agrees
-// on which steps communicate. A strategy that takes over at step s in a schedule of strategies
-// counts its periods from s when its warmup_steps is s (plus any warm-up of its own): the steps
-// before s are run by another strategy, and begin(s) sets the anchor.
+// Every rank keeps an anchor theta_global and takes H = period local optimizer steps from it;
+// then the ranks average the pseudo-gradient Delta = mean_r(theta_global - theta_r) through the
+// Reducer, in buckets, an outer SGD step (optimizers/sgd.h) moves the anchor, and every replica
+// restarts from it. Invariants: the anchor is identical on every rank (except under eager, where
+// each replica keeps its own); which steps communicate is a function of the options and the step
+// only, so every rank, a composite's ranks that never ran this strategy, and a resumed run agree.
+// The rule, the warm-up, the bytes and the schedules: docs/outer_loop.md "Local SGD and DiLoCo:
+// the outer step", "Schedules" and "Eager DiLoCo".
 #pragma once
 
 #include <cstdint>
@@ -92,7 +42,7 @@ struct PeriodicOptions {
   int fragments = 1;              // F (streaming DiLoCo), at most the number of tensors
   std::int64_t overlap_steps = 0; // tau: inner steps a fragment's reduction overlaps (< every period)
   double mixing = 0.0;            // alpha in [0, 1): the local parameters' share after the merge
-  bool eager = false;             // Kale et al.'s eager outer step (above); needs overlap_steps = 0
+  bool eager = false;             // Kale et al.'s eager outer step; needs overlap_steps = 0
   // SPARTA between the outer steps (Exo Labs' SPARTA-DiLoCo, sparta.h): after every local step
   // (warm-up steps excepted; before the step's outer sync) the chosen elements of the parameters
   // are averaged over the ranks. The replicas' mean is unchanged, so the pseudo-gradient is the
