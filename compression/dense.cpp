@@ -30,12 +30,12 @@ std::size_t RankChunks::real(std::size_t j) const {
 }
 
 ReducerStats& ReducerStats::operator+=(const ReducerStats& o) {
-  calls += o.calls;
-  input_bytes += o.input_bytes;
-  value_bytes += o.value_bytes;
-  index_bytes += o.index_bytes;
-  scale_bytes += o.scale_bytes;
-  meta_bytes += o.meta_bytes;
+  for (auto count : kReducerCounts) this->*count += o.*count;
+  return *this;
+}
+
+ReducerStats& ReducerStats::operator-=(const ReducerStats& o) {
+  for (auto count : kReducerCounts) this->*count -= o.*count;
   return *this;
 }
 

@@ -19,6 +19,7 @@
 // wrapper); a mismatch is an error. state() then returns device spans (StateTensor::device).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -82,7 +83,13 @@ struct ReducerStats {
     return payload_bytes() ? static_cast<double>(input_bytes) / static_cast<double>(payload_bytes()) : 1.0;
   }
   ReducerStats& operator+=(const ReducerStats& o);
+  ReducerStats& operator-=(const ReducerStats& o);
 };
+
+// Every count of ReducerStats, listed once: what += and -= and a checkpoint's entry walk, in this order.
+inline constexpr std::array<std::uint64_t ReducerStats::*, 6> kReducerCounts = {
+    &ReducerStats::calls,       &ReducerStats::input_bytes, &ReducerStats::value_bytes,
+    &ReducerStats::index_bytes, &ReducerStats::scale_bytes, &ReducerStats::meta_bytes};
 
 // Throws unless this build can run a reducer on `device` (cuda needs LACONIC_CUDA).
 void check_reducer_device(Device device, const char* reducer);

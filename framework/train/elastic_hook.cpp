@@ -58,8 +58,8 @@ class ElasticHook final : public StepHook {
       j["attempts"] = m.attempts;
       j["seconds"] = m.seconds;
       j["contributed_steps"] = m.contributed_steps;
-      j["wall_s"] = loop_.wall.seconds();
-      if (!log_) log_ = std::make_unique<JsonlWriter>(loop_.opts.run_dir + "/elastic.jsonl", loop_.first_step > 0);
+      j["wall_s"] = loop_.ledger.wall_s();
+      if (!log_) log_ = std::make_unique<JsonlWriter>(loop_.opts.run_dir + "/elastic.jsonl", loop_.ledger.resumed());
       log_->write_line(j.dump());
     }
   }

@@ -11,6 +11,7 @@
 #include "collectives/communicator.h"
 #include "framework/elastic/elastic.h"
 #include "framework/recipe/recipe.h"
+#include "framework/train/checkpointer.h"
 #include "framework/train/hooks.h"
 #include "framework/train/run_spec.h"
 #include "framework/train/options.h"

@@ -7,10 +7,6 @@
 #include "core/check.h"
 #include "core/ops/dispatch.h"
 #include "framework/train/banner.h"
-#include "framework/train/metrics.h"
-#include "framework/train/resume.h"
-#include "framework/train/run_dir.h"
-#include "framework/train/simulate.h"
 
 namespace laconic {
 namespace {
@@ -83,58 +79,29 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
     model_.to(Device::cuda);  // the caller copies its values in, then views the store's device memory
   }
   data_.describe = "the caller's (each process reads shard data_rank of data_world)";
-  if (world_->comm().rank() != 0) opts_.train.log = nullptr;  // rank 0 speaks for the run, as the trainer's
-  // An elastic replica joining a run in progress resumes from the state a member sent it.
-  if (opts_.train.elastic.replicas > 0) {
-    elastic_ = make_elastic_group(spec_.recipe, spec_, opts_.train);
-    if (std::optional<TrainOptions> joined = join_run(*elastic_, spec_.checkpoint_root, opts_.train))
-      opts_.train = std::move(*joined);
-  }
-  const TrainOptions& o = opts_.train;
-  resume_ = resolve_resume(spec_, o, spec_.checkpoint_root);
-  if (!o.run_dir.empty()) check_writable_directory(o.run_dir, "run directory");
-  if (!spec_.checkpoint_root.empty()) check_writable_directory(spec_.checkpoint_root, "checkpoint directory (checkpoint.dir)");
+  ExternalOptions& o = opts_;
+  if (world_->comm().rank() != 0) o.train.log = nullptr;  // rank 0 speaks for the run, as the trainer's
+  life_.emplace(spec_, o.train);
   Communicator& comm = world_->comm();
   rank_ = comm.rank();
   world_size_ = comm.size();
-  const bool lead = comm.rank() == 0;
-  if (lead && !o.run_dir.empty()) {
-    make_directories(o.run_dir);
-    write_file_atomic(o.run_dir + "/recipe.resolved.toml", to_toml(spec_.recipe) + resolved_comment(spec_.plan, data_));
-  }
   // The caller's library computes with the process's OpenBLAS (torch's GEMMs share its pool):
   // its threads are the caller's to set, not sized for Laconic's ranks as the trainer sizes them.
   ops::cpu::keep_gemm_threads();
-  const int gemm_threads = ops::cpu::gemm_threads();
-  if (lead && o.log) start_banner(*o.log, spec_, data_, comm, gemm_threads, o.run_dir);
-  resume_ = agree_on_resume(world_->control(), o, resume_, spec_.checkpoint_root);
-  if (o.stop_on_signals) signals_.emplace();
-  session_.emplace(spec_, data_, opts_.train, comm, world_->control(), resume_ ? &*resume_ : nullptr, elastic_.get(),
-                   model_, *optimizer_, nullptr);
+  resume_ = life_->open_rank(comm, world_->control(), data_, ops::cpu::gemm_threads());
+  session_.emplace(spec_, data_, life_->options(), comm, world_->control(), resume_ ? &*resume_ : nullptr,
+                   life_->elastic(), model_, *optimizer_, nullptr);
   shard_ = session_->shard();
 }
 
 ExternalRun::~ExternalRun() {
   session_.reset();  // before the world and the group it talks through
-  elastic_.reset();
+  life_.reset();
   world_.reset();
 }
 
-// A member dropped from an elastic run ends its process with ReplicaDropped (exit 76 at the top).
-template <typename F>
-auto ExternalRun::guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::exception&) {
-    if (elastic_ && !elastic_->dropped().empty()) throw ReplicaDropped(elastic_->dropped());
-    throw;
-  }
-}
-
 std::int64_t ExternalRun::start() {
-  state_.step = guarded([&] { return session_->start(); });
+  state_.step = life_->guarded([&] { return session_->start(); });
   return state_.step;
 }
 
@@ -160,7 +127,7 @@ bool ExternalRun::reduce(double loss_sum, double loss_count, double lr) {
   if (Tracer* t = session_->tracer()) t->span_end(SpanKind::forward_backward);
   state_.loss_sum = loss_sum;
   state_.loss_count = loss_count;
-  const bool admitted = guarded([&] { return session_->reduce(state_, clock_.seconds()); });
+  const bool admitted = life_->guarded([&] { return session_->reduce(state_, clock_.seconds()); });
   state_.lr = lr;  // the caller's optimizer's, not the recipe's schedule
   if (!admitted) in_step_ = false;
   return admitted;
@@ -174,38 +141,34 @@ void ExternalRun::optimizer_begin() {
 void ExternalRun::updated() {
   synchronize_kernels(spec_.device);  // the caller's optimizer step, queued on a GPU
   if (Tracer* t = session_->tracer()) t->span_end(SpanKind::optimizer);
-  guarded([&] { session_->updated(state_, clock_.seconds()); });
+  life_->guarded([&] { session_->updated(state_, clock_.seconds()); });
   in_step_ = false;
 }
 
-int ExternalRun::end_step() {
+Stop ExternalRun::end_step() {
   const std::int64_t step = state_.step;
-  const int why = guarded([&] {
+  const Stop stop = life_->guarded([&] {
     session_->end_step(step);
     return session_->agree_to_stop(step);
   });
   state_.step = step + 1;
-  return why;
+  return stop;
 }
 
-TrainSummary ExternalRun::finish(int why) {
+TrainSummary ExternalRun::finish(Stop stop) {
   LC_CHECK(!finished_, "finish() twice");
   finished_ = true;
   if (in_step_) {  // a step begun and not completed: it did not happen
     if (Tracer* t = session_->tracer()) t->span_end(SpanKind::forward_backward);
     in_step_ = false;
   }
-  TrainSummary s = guarded([&] { return session_->finish(state_.step, why); });
-  const TrainOptions& o = opts_.train;
+  TrainSummary s = life_->guarded([&] { return session_->finish(state_.step, stop); });
+  const TrainOptions& o = life_->options();
   session_.reset();
-  elastic_.reset();
   world_.reset();  // every rank is done with the others (MPI finalised)
-  signals_.reset();
-  if (rank_ == 0) {
-    if (!o.run_dir.empty()) write_summary(o.run_dir, s);
-    replay_after_run(spec_, o.run_dir, o.log, s);
-    if (o.log) *o.log << done_line(s) << (o.run_dir.empty() ? "" : "; results in " + o.run_dir + "/") << std::endl;
-  }
+  life_->close(rank_ == 0, s);
+  if (rank_ == 0 && o.log)
+    *o.log << done_line(s) << (o.run_dir.empty() ? "" : "; results in " + o.run_dir + "/") << std::endl;
   return s;
 }
 

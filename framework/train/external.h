@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/train/lifecycle.h"
 #include "framework/train/options.h"
 #include "framework/train/session.h"
 #include "framework/train/stop.h"
@@ -85,26 +86,22 @@ class ExternalRun {
   bool reduce(double loss_sum, double loss_count, double lr);
   void optimizer_begin();
   void updated();
-  // 0: go on; else the signal or Session::kTimeLimit that stops the run after this step.
-  int end_step();
+  // Whether to stop the run after this step (false: go on).
+  Stop end_step();
   // After `steps` steps: the last checkpoint, summary.json and the replay (rank 0). Once; then
   // the world is left (MPI finalised), and only store() remains (the caller's tensors view it).
-  TrainSummary finish(int why);
+  TrainSummary finish(Stop stop);
   bool finished() const { return finished_; }
 
  private:
-  template <typename F>
-  auto guarded(F&& f) -> decltype(f());
-
   ExternalOptions opts_;
   ExternalModel model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<ProcessWorld> world_;  // before the spec: the backend is the world's
   RunSpec spec_;
   TrainData data_;
-  std::optional<CheckpointInfo> resume_;
-  std::optional<SignalStop> signals_;
-  std::unique_ptr<ElasticGroup> elastic_;  // an elastic replica's group (TrainOptions::elastic)
+  std::optional<RunLifecycle> life_;
+  std::optional<CheckpointInfo> resume_;  // as the ranks agreed
   std::optional<Session> session_;
   StepState state_;
   Stopwatch clock_;

@@ -213,7 +213,9 @@ std::string human_seconds(double s) {
 class Reporter final : public StepHook {
  public:
   Reporter(Loop& loop, const Evaluator& eval) : loop_(loop), eval_(eval), plan_(loop.spec.plan) {
-    state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(loop.counters().bytes.sent));  // after the start broadcast
+    // The bytes of a fresh run's first record count from here (the session makes the hooks after
+    // the strategy's start broadcast); a resume's load() then sets the checkpoint's.
+    state_[2] = std::bit_cast<std::int64_t>(static_cast<double>(loop.ledger.totals().bytes.sent));
     const NetworkConfig& n = loop.spec.recipe.network;
     if (loop.spec.simulate && std::count(n.stragglers.ranks.begin(), n.stragglers.ranks.end(), loop.rank()))
       slowdown_ = n.straggler_slowdown;
@@ -230,13 +232,13 @@ class Reporter final : public StepHook {
     const bool grid = done % loop_.spec.recipe.train.log_every == 0, last = done == plan_.steps;
     const bool eval_now = eval_.due(done);
     if (!(grid || last || eval_now)) {
-      if (loop_.lead()) progress(done, loop_.wall.seconds());
+      if (loop_.lead()) progress(done, loop_.ledger.wall_s());
       return;
     }
     // Every rank's (sum, count) as doubles, added in rank order: exact and the same on every
     // backend (a native all-reduce would add in an order of its own); and its compute per step.
-    const double per_step = (loop_.compute_s - last_compute_) * slowdown_ / static_cast<double>(done - last_step_);
-    last_compute_ = loop_.compute_s;
+    const double per_step = (loop_.ledger.compute_s() - last_compute_) * slowdown_ / static_cast<double>(done - last_step_);
+    last_compute_ = loop_.ledger.compute_s();
     const double mine[3] = {interval_sum_, interval_count_, per_step};
     gathered_.resize(3 * static_cast<std::size_t>(loop_.control.size()));
     loop_.control.all_gather(CBuf(mine, sizeof mine, DType::u8), Buf{gathered_.data(), gathered_.size() * sizeof(double), DType::u8});
@@ -276,8 +278,8 @@ class Reporter final : public StepHook {
  private:
   void write(const StepState& s, std::int64_t done, bool eval_now) {
     if (!metrics_ && !loop_.opts.run_dir.empty()) open_metrics();
-    const double now = loop_.wall.seconds();
-    const RunCounters c = loop_.counters();
+    const double now = loop_.ledger.wall_s();
+    const RunCounters c = loop_.ledger.totals();
     MetricsRecord r;
     r.step = done;
     r.epoch = epoch(done);
@@ -288,12 +290,12 @@ class Reporter final : public StepHook {
     r.bytes_per_step = (static_cast<double>(c.bytes.sent) - std::bit_cast<double>(state_[2])) /
                        static_cast<double>(done - last_step_);
     r.comm_s = loop_.sync.comm_seconds();
-    r.exposed_comm_s = loop_.exposed_comm_s;
+    r.exposed_comm_s = loop_.ledger.exposed_comm_s();
     r.compression_ratio = c.reducer.compression_ratio();
-    r.compute_s = loop_.compute_s;
+    r.compute_s = loop_.ledger.compute_s();
     r.wall_s = now;
     // Training throughput: the evaluation just run is not training time.
-    r.examples_per_s = static_cast<double>((done - std::max(last_step_, loop_.first_step)) * plan_.global_batch) /
+    r.examples_per_s = static_cast<double>((done - std::max(last_step_, loop_.ledger.first_step())) * plan_.global_batch) /
                        std::max(1e-9, now - last_wall_ - (eval_now ? eval_.last_seconds() : 0.0));
     r.grad_norm = s.grad_norm;
     r.noise_scale = s.noise_scale;
@@ -364,13 +366,13 @@ class Reporter final : public StepHook {
   // resumed from and drops any the interrupted run wrote after its checkpoint.
   void open_metrics() {
     const std::string path = loop_.opts.run_dir + "/metrics.jsonl";
-    const bool resumed = loop_.first_step > 0;
+    const bool resumed = loop_.ledger.resumed();
     if (resumed && std::filesystem::exists(path)) {
       std::ifstream in(path);
       std::string kept;
       for (std::string line; std::getline(in, line);) {
         const nlohmann::json rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (rec.is_object() && rec.value("step", std::int64_t{0}) <= loop_.first_step) kept += line + "\n";
+        if (rec.is_object() && rec.value("step", std::int64_t{0}) <= loop_.ledger.first_step()) kept += line + "\n";
       }
       write_file_atomic(path, kept);
     }
@@ -409,7 +411,7 @@ class Reporter final : public StepHook {
   std::int64_t last_step_ = 0;  // of the previous record
   std::int64_t state_[5] = {};  // checkpoint entry; [2] holds the bytes sent at the previous record
   std::vector<double> gathered_;  // every rank's interval (sum, count, compute per step)
-  double last_compute_ = 0;       // loop_.compute_s at the previous record
+  double last_compute_ = 0;       // loop_.ledger.compute_s() at the previous record
   double slowdown_ = 1;           // this rank's [network] straggler slowdown when simulated
   std::vector<double> step_times_, sorted_;  // rank 0: every rank's compute per step
   std::int64_t run_ = 0, run_rank_ = -1;     // records in a row the same rank was too slow
@@ -458,124 +460,6 @@ void Evaluator::after_step(StepState& s) {
 void Evaluator::finish(TrainSummary& s) {
   s.eval_loss = last_.loss;
   s.eval_accuracy = last_.accuracy;
-}
-
-// ---- Checkpointer ----
-
-Checkpointer::Checkpointer(Loop& loop, const Hooks& all, std::function<void(const RunCounters&)> restore_counters)
-    : loop_(loop), all_(all), restore_(std::move(restore_counters)) {}
-
-void Checkpointer::after_step(StepState& s) {
-  if (loop_.spec.checkpoint_root.empty()) return;  // no run directory
-  const std::int64_t every = loop_.spec.recipe.checkpoint.every, done = s.step + 1;
-  // The last step always, checkpoint.every or not: a finished run can be exported (trainer export),
-  // sampled from (trainer generate) or continued for more steps (--resume auto --train.steps=N).
-  if ((every > 0 && done % every == 0) || done == loop_.spec.plan.steps) write(done);
-}
-
-// Everything a step depends on, as this rank's shard of checkpoint `step`.
-std::string Checkpointer::write(std::int64_t step) {
-  const std::string& root = loop_.spec.checkpoint_root;
-  if (written_ == step) return checkpoint_dir(root, step);
-  written_ = step;
-  Communicator& comm = loop_.control;
-  if (loop_.lead()) prepare_staging(root, step);
-  comm.barrier();
-  ShardWriter w;
-  std::vector<StateTensor> ts = tensors();
-  stage(ts, /*download=*/true);
-  for (const StateTensor& t : ts) w.add(t.name, std::span<const float>(t.data));
-  for (const auto& h : all_) h->save(w);
-  const std::string staging = staging_dir(root, step);
-  w.write(shard_path(staging, comm.rank()), [&](std::uint64_t written) {
-    for (const auto& h : all_) h->on_shard_chunk(step, written);
-  });
-  for (const auto& h : all_) h->save_files(staging);
-  comm.barrier();  // every shard is on disk before the commit
-  if (loop_.lead()) {
-    const CheckpointInfo info = commit_checkpoint(root, step, comm.size(), loop_.spec.identity, loop_.spec.recipe.checkpoint.keep_latest);
-    if (loop_.opts.log) *loop_.opts.log << "laconic: checkpoint " << info.dir << std::endl;
-  }
-  return checkpoint_dir(root, step);
-}
-
-void Checkpointer::save(ShardWriter& w) {
-  if (loop_.sampler) {
-    const auto c = loop_.sampler->cursor();
-    sampler_[0] = c.epoch;
-    sampler_[1] = c.position;
-  }
-  w.add("sampler", std::span<const std::int64_t>(sampler_));
-  // The run's totals, so that a resumed run goes on counting where this one stands.
-  const RunCounters t = loop_.counters();
-  const std::uint64_t v[9] = {t.bytes.sent, t.bytes.recv, t.bytes.messages_sent, t.reducer.calls, t.reducer.input_bytes,
-                              t.reducer.value_bytes, t.reducer.index_bytes, t.reducer.scale_bytes, t.reducer.meta_bytes};
-  for (int i = 0; i < 9; ++i) counters_[i] = static_cast<std::int64_t>(v[i]);
-  w.add("counters", std::span<const std::int64_t>(counters_));
-  // What sizes the model besides the recipe, so that trainer export can build it without the data.
-  w.add_scalar("data.features", loop_.data.features);
-  w.add_scalar("data.classes", loop_.data.classes);
-  w.add_scalar("data.vocab", loop_.data.vocab);
-  w.add_scalar("data.seq_len", loop_.data.seq_len);
-}
-
-void Checkpointer::load(const ShardReader& r) {
-  r.read("sampler", std::span<std::int64_t>(sampler_));
-  if (loop_.sampler) loop_.sampler->seek({sampler_[0], sampler_[1]});
-  r.read("counters", std::span<std::int64_t>(counters_));
-  std::uint64_t v[9];
-  for (int i = 0; i < 9; ++i) v[i] = static_cast<std::uint64_t>(counters_[i]);
-  RunCounters c;
-  c.bytes = {v[0], v[1], v[2]};
-  c.reducer.calls = v[3];
-  c.reducer.input_bytes = v[4];
-  c.reducer.value_bytes = v[5];
-  c.reducer.index_bytes = v[6];
-  c.reducer.scale_bytes = v[7];
-  c.reducer.meta_bytes = v[8];
-  restore_(c);
-}
-
-std::int64_t Checkpointer::resume(const CheckpointInfo& info) {
-  const ShardReader rd = open_shard(info, loop_.rank());  // checked against the manifest too
-  loop_.optimizer.prepare(loop_.store());  // sizes the state that state() then exposes
-  const std::vector<StateTensor> ts = tensors();
-  std::vector<StateTensor> staged = ts;
-  stage(staged, /*download=*/false);
-  for (std::size_t i = 0; i < ts.size(); ++i) {
-    rd.read(staged[i].name, staged[i].data);
-    copy_bytes(ts[i].data.data(), ts[i].device, staged[i].data.data(), Device::cpu,
-               ts[i].data.size_bytes());  // nothing to do for host tensors (same pointer)
-  }
-  for (const auto& h : all_) h->load(rd);
-  if (loop_.lead() && loop_.opts.log) *loop_.opts.log << "laconic: resumed from " << info.dir << std::endl;
-  return info.step;
-}
-
-// Every float tensor of a checkpoint, named as in the shard, wherever it lives.
-std::vector<StateTensor> Checkpointer::tensors() {
-  ParamStore& store = loop_.store();
-  std::vector<StateTensor> all{{"params", store.params(), store.device()}};
-  for (StateTensor& t : loop_.optimizer.state()) all.push_back({"optimizer." + t.name, t.data, t.device});
-  for (StateTensor& t : loop_.sync.state()) all.push_back({"sync." + t.name, t.data, t.device});
-  return all;
-}
-
-// Points each device tensor of `ts` at a host copy in host_stage_ (filled from the device when
-// `download`); host tensors stay as they are. A cpu run never copies.
-void Checkpointer::stage(std::vector<StateTensor>& ts, bool download) {
-  std::size_t total = 0;
-  for (const StateTensor& t : ts)
-    if (t.device != Device::cpu) total += t.data.size();
-  if (host_stage_.size() < total) host_stage_.resize(total);
-  std::size_t at = 0;
-  for (StateTensor& t : ts) {
-    if (t.device == Device::cpu) continue;
-    const std::span<float> host(host_stage_.data() + at, t.data.size());
-    if (download) copy_bytes(host.data(), Device::cpu, t.data.data(), t.device, t.data.size_bytes());
-    t = {t.name, host, Device::cpu};
-    at += host.size();
-  }
 }
 
 }  // namespace laconic

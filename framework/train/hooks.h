@@ -29,6 +29,7 @@
 #include "framework/elastic/elastic.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/hook_factory.h"
+#include "framework/train/ledger.h"
 #include "framework/train/options.h"
 #include "framework/train/run_spec.h"
 #include "optimizers/optimizer.h"
@@ -37,31 +38,21 @@ namespace laconic {
 
 struct TrainSummary;
 
-// The cumulative figures a run reports: this rank's traffic and its reducers' statistics.
-struct RunCounters {
-  ByteCounters bytes;
-  ReducerStats reducer;
-};
-
-// One rank's run as its hooks see it (built by the trainer; everything outlives the hooks).
+// One rank's run as its hooks see it (built by the session with named fields; everything outlives
+// the hooks). What the run has counted and measured so far is the ledger's.
 struct Loop {
   const RunSpec& spec;
   const TrainData& data;
   const TrainOptions& opts;
-  Communicator& comm;   // the training's traffic: the simulated network's when there is one
+  Communicator& comm;     // the training's traffic: the simulated network's when there is one
   Communicator& control;  // the control plane (world.h): checks, metrics, checkpoint barriers
-  SimCommunicator* sim;  // null without [network]
+  SimCommunicator* sim;   // null without [network]
   Model& model;
   Optimizer& optimizer;
   SyncStrategy& sync;
-  ShardedSampler* sampler;  // the data's order (null: the driver reads its own data, laconic.torch)
-  std::function<RunCounters()> counters;  // the run's totals so far (resumed runs included)
-  const ElasticGroup* elastic;            // elastic training's replica group (null: not elastic)
-  std::int64_t first_step = 0;            // > 0 after a resume
-  // What the loop measured so far, this rank: forward + backward + optimizer, and waiting for
-  // communication (what overlap did not hide); the wall clock since the loop started.
-  double compute_s = 0, exposed_comm_s = 0;
-  Stopwatch wall;
+  ShardedSampler* sampler;      // the data's order (null: the driver reads its own data, laconic.torch)
+  const ElasticGroup* elastic;  // elastic training's replica group (null: not elastic)
+  RunLedger& ledger;            // the run's counters (resumed runs included) and measured times
 
   int rank() const { return comm.rank(); }
   bool lead() const { return comm.rank() == 0; }
@@ -110,40 +101,14 @@ class StepHook {
 
 using Hooks = std::vector<std::unique_ptr<StepHook>>;
 
-// The built-in hooks, in the order the trainer runs them (each does nothing when its recipe keys
-// leave it off). The checkpointer saves and restores every hook of `all`, itself included; an
-// elastic replica's hook (elastic_hook.h) comes after it.
+// The built-in hooks, in the order the session runs them (each does nothing when its recipe keys
+// leave it off); then the evaluator, the reporter, the checkpointer (checkpointer.h), which saves
+// and restores every hook, and an elastic replica's hook (elastic_hook.h).
 std::unique_ptr<StepHook> make_nonfinite_guard(Loop& loop);
 std::unique_ptr<StepHook> make_noise_scale(Loop& loop);
 std::unique_ptr<StepHook> make_clipping(Loop& loop);
 std::unique_ptr<StepHook> make_on_step(Loop& loop);
 std::unique_ptr<StepHook> make_replica_check(Loop& loop);
-
-class Checkpointer final : public StepHook {
- public:
-  Checkpointer(Loop& loop, const Hooks& all, std::function<void(const RunCounters&)> restore_counters);
-  void after_step(StepState& s) override;
-  // Restores this rank's shard of `info` (model, optimizer, strategy, sampler, every hook); returns
-  // the step to continue from.
-  std::int64_t resume(const CheckpointInfo& info);
-  void save(ShardWriter& w) override;
-  void load(const ShardReader& r) override;
-  // Every rank together: the checkpoint of `step` steps done (unless it was just written); its
-  // directory.
-  std::string write(std::int64_t step);
-
- private:
-  std::int64_t written_ = -1;  // the step of the last checkpoint written
-  std::vector<StateTensor> tensors();
-  void stage(std::vector<StateTensor>& ts, bool download);
-
-  Loop& loop_;
-  const Hooks& all_;
-  std::function<void(const RunCounters&)> restore_;
-  std::vector<float> host_stage_;  // host copies of device tensors
-  std::int64_t sampler_[2] = {0, 0};
-  std::int64_t counters_[9] = {};
-};
 
 class Evaluator final : public StepHook {
  public:

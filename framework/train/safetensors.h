@@ -1,4 +1,4 @@
-// safetensors, the Hugging Face weights format (../shared/REFERENCES.md, "Formats"):
+// safetensors, the Hugging Face weights format (docs/references.md, "Formats"):
 //
 //   u64 little-endian N | N bytes of UTF-8 JSON | the data buffer
 //   JSON: {"NAME": {"dtype": "F32", "shape": [d0, d1, ...], "data_offsets": [begin, end]}, ...,

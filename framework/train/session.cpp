@@ -24,14 +24,18 @@ std::unique_ptr<SimCommunicator> make_sim(const RunSpec& spec, Communicator& bas
   return std::make_unique<SimCommunicator>(base, make_topology(spec.recipe));
 }
 
-ReducerStats minus(ReducerStats a, const ReducerStats& b) {
-  a.calls -= b.calls;
-  a.input_bytes -= b.input_bytes;
-  a.value_bytes -= b.value_bytes;
-  a.index_bytes -= b.index_bytes;
-  a.scale_bytes -= b.scale_bytes;
-  a.meta_bytes -= b.meta_bytes;
-  return a;
+// The training communicator set up for the recipe: its algorithm and, on a described network,
+// the groups that decide the link tiers and the hierarchical levels, and the cost model that picks
+// the algorithm (the live clock's wrapper `sim` set them on itself already). A device
+// communicator made after this shares these settings (NCCL runs its own).
+Communicator& configured(Communicator& comm, const RunSpec& spec, bool sim) {
+  comm.set_algorithm(spec.recipe.distributed.algorithm);
+  if (spec.simulate) {
+    const Topology topo = make_topology(spec.recipe);
+    if (!sim) comm.set_groups(topo.group_of);
+    comm.set_algorithm_chooser(make_all_reduce_chooser(topo));
+  }
+  return comm;
 }
 
 }  // namespace
@@ -82,23 +86,16 @@ Session::Session(const RunSpec& spec, const TrainData& data, const TrainOptions&
       shard_(data_shard(base, elastic)),
       sim_(make_sim(spec, base)),
       comm_(sim_ ? static_cast<Communicator&>(*sim_) : base),
+      device_comm_(make_device_communicator(spec, configured(comm_, spec, sim_ != nullptr), control)),
       sync_(make_sync(r_, spec.overlap, spec.device,
                       [lr = make_schedule(r_, spec.plan.global_batch, spec.plan.steps)](std::int64_t step) {
                         return lr.at(step);
                       })),
       schedule_(make_schedule(r_, spec.plan.global_batch, spec.plan.steps)),
-      loop_{spec, data, opts, comm_, control, sim_.get(), model, optimizer, *sync_, sampler,
-            [this] { return counters(); }, elastic, /*first_step=*/0, /*compute_s=*/0, /*exposed_comm_s=*/0, Stopwatch{}} {
-  comm_.set_algorithm(r_.distributed.algorithm);
-  if (spec.simulate) {
-    // The described network's groups decide the link tiers and the hierarchical levels, and its
-    // cost model picks the algorithm (the live clock's wrapper set them on itself already).
-    const Topology topo = make_topology(r_);
-    if (!sim_) comm_.set_groups(topo.group_of);
-    comm_.set_algorithm_chooser(make_all_reduce_chooser(topo));
-  }
-  // A staging wrapper shares the host communicator's settings (set above); NCCL runs its own.
-  device_comm_ = make_device_communicator(spec, comm_, control_);
+      ledger_(comm_, device_comm_.get(), *sync_, elastic),
+      loop_{.spec = spec, .data = data, .opts = opts, .comm = comm_, .control = control, .sim = sim_.get(),
+            .model = model, .optimizer = optimizer, .sync = *sync_, .sampler = sampler, .elastic = elastic,
+            .ledger = ledger_} {
   // Modeled compute: training FLOPs of one step's examples at the described device's speed.
   modeled_step_s_ = model.flops_per_example() * r_.train.micro_batch * r_.train.grad_accum /
                     (r_.network.device_tflops * 1e12 * r_.network.mfu);
@@ -132,12 +129,9 @@ std::int64_t Session::start() {
   inter_at_start_ = comm_.tier_bytes(1).sent;
   ready_ = std::make_unique<GradsReady>(loop_.store(), *sync_);
   make_hooks();
-  if (resume_) {
-    loop_.first_step = checkpointer_->resume(*resume_);
-    at_start_ = {traffic(), sync_->reducer_stats()};  // the checkpoint's totals already hold the start
-  }
-  loop_.wall.reset();
-  return loop_.first_step;
+  if (resume_) checkpointer_->resume(*resume_);  // the hooks' state and the ledger's, made above
+  ledger_.start_clock();
+  return ledger_.first_step();
 }
 
 void Session::begin_step(StepState& s, float grad_scale) {
@@ -154,20 +148,20 @@ bool Session::computes(std::int64_t step) const { return sync_->computes(step); 
 bool Session::reduce(StepState& s, double compute_s) {
   ready_->grads_ready(0);  // whatever backward did not report (the scale over micro-batches)
   s.local_sq = ready_->local_sq();
-  loop_.compute_s += charge_compute(compute_s, /*backward=*/true);
+  ledger_.add_compute(charge_compute(compute_s, /*backward=*/true));
   sync_->step_computed(s.step, compute_s);
   Stopwatch t;
   bool admitted = true;
   for (auto& h : hooks_) admitted = admitted && h->admit(s);
   if (!admitted) {
-    loop_.exposed_comm_s += t.seconds();
+    ledger_.add_exposed_comm(t.seconds());
     return false;
   }
   {
     TraceSpan span(tracer_.get(), SpanKind::sync);
     sync_->after_backward(s.step);
   }
-  loop_.exposed_comm_s += t.seconds();
+  ledger_.add_exposed_comm(t.seconds());
   t.reset();
   for (auto& h : hooks_) h->after_reduce(s);
   after_reduce_s_ = t.seconds();  // compute (clipping), charged with the optimizer's
@@ -176,34 +170,43 @@ bool Session::reduce(StepState& s, double compute_s) {
 }
 
 void Session::updated(StepState& s, double optimizer_s) {
-  loop_.compute_s += charge_compute(after_reduce_s_ + optimizer_s, /*backward=*/false);
+  ledger_.add_compute(charge_compute(after_reduce_s_ + optimizer_s, /*backward=*/false));
   Stopwatch t;
   {
     TraceSpan span(tracer_.get(), sync_->averages_params(s.step) ? SpanKind::outer_sync : SpanKind::sync);
     sync_->after_update(s.step);
   }
-  loop_.exposed_comm_s += t.seconds();
-  for (auto& h : hooks_) h->after_step(s);
+  ledger_.add_exposed_comm(t.seconds());
+  after_step_hooks(s);
+}
+
+// In the run's order: the hooks before the checkpointer, the checkpointer, the rest.
+void Session::after_step_hooks(StepState& s) {
+  for (std::size_t i = 0; i < hooks_.size(); ++i) {
+    if (i == checkpoint_at_) checkpointer_->after_step(s);
+    hooks_[i]->after_step(s);
+  }
+  if (checkpoint_at_ == hooks_.size()) checkpointer_->after_step(s);
 }
 
 void Session::end_step(std::int64_t step) {
   for (auto& h : hooks_) h->end_step(step);
 }
 
-int Session::agree_to_stop(std::int64_t step) {
+Stop Session::agree_to_stop(std::int64_t step) {
   const double limit = r_.train.time_limit.seconds;
   // The last step ends the run anyway (every rank knows which step is last).
-  if ((!opts_.stop_on_signals && limit <= 0) || step + 1 == spec_.plan.steps) return 0;
+  if ((!opts_.stop_on_signals && limit <= 0) || step + 1 == spec_.plan.steps) return {};
   // Every rank skips the same steps (StopAgreement; the strategy's meetings).
-  if (step < next_agreement_ || !sync_->ranks_meet(step)) return 0;
+  if (step < next_agreement_ || !sync_->ranks_meet(step)) return {};
   std::int32_t msg[2] = {opts_.stop_on_signals ? SignalStop::received() : 0, 1};  // why, steps to the next
   if (comm_.rank() == 0) {
-    const double elapsed = loop_.wall.seconds();
-    const double mean_step = elapsed / static_cast<double>(step + 1 - loop_.first_step);
+    const double elapsed = ledger_.wall_s();
+    const double mean_step = elapsed / static_cast<double>(step + 1 - ledger_.first_step());
     // Going on means running at least to the strategy's next meeting (or the last step).
     std::int64_t ahead = 1;
     while (step + ahead + 1 < spec_.plan.steps && !sync_->ranks_meet(step + ahead)) ++ahead;
-    if (msg[0] == 0 && limit > 0 && elapsed + static_cast<double>(ahead) * mean_step >= limit) msg[0] = kTimeLimit;
+    if (msg[0] == 0 && limit > 0 && elapsed + static_cast<double>(ahead) * mean_step >= limit) msg[0] = Stop::kTimeLimit;
     // Elastic replicas come and go: a newcomer must find the others agreeing every step.
     if (!elastic_ && !opts_.agree_every_step) {
       // A simulated network: how often the ranks would agree there (a wide-area round trip
@@ -221,12 +224,12 @@ int Session::agree_to_stop(std::int64_t step) {
   // loaded machine, which must not stretch the interval.
   agreement_s_ = agreement_s_ > 0 ? std::min(agreement_s_, t.seconds()) : t.seconds();
   next_agreement_ = step + msg[1];
-  return msg[0];
+  return Stop::from_code(msg[0]);
 }
 
-TrainSummary Session::finish(std::int64_t steps, int why) {
+TrainSummary Session::finish(std::int64_t steps, Stop stop) {
   sync_->drain();  // nothing in flight: a stop's checkpoint holds the step whole
-  for (auto& h : hooks_) h->after_loop(steps, why != 0);
+  for (auto& h : hooks_) h->after_loop(steps, static_cast<bool>(stop));
   // A stop's step (the last step was written by the checkpointer already: this names it).
   std::string checkpoint;
   if (!spec_.checkpoint_root.empty()) checkpoint = checkpointer_->write(steps);
@@ -236,10 +239,10 @@ TrainSummary Session::finish(std::int64_t steps, int why) {
   s.planned_steps = spec_.plan.steps;
   s.checkpoint = checkpoint;
   s.baseline_loss = data_.baseline_loss;
-  if (why != 0) {
-    s.stopped = why == kTimeLimit ? "time_limit" : "signal";
-    s.stop_signal = why == kTimeLimit ? 0 : why;
-    if (s.stop_signal) s.signal = signal_name(why);
+  if (stop) {
+    s.stopped = stop.reason == StopReason::time_limit ? "time_limit" : "signal";
+    s.stop_signal = stop.signal;
+    if (s.stop_signal) s.signal = signal_name(stop.signal);
   }
   return s;
 }
@@ -281,7 +284,7 @@ void Session::finish_trace(std::int64_t end) {
   nlohmann::ordered_json m;
   m["version"] = 1;
   m["world_size"] = comm_.size();
-  m["first_step"] = loop_.first_step;
+  m["first_step"] = ledger_.first_step();
   m["steps"] = end;
   m["log_every"] = r_.train.log_every;
   m["parameters"] = spec_.plan.parameters;
@@ -306,9 +309,8 @@ void Session::make_hooks() {
   const Evaluator& evaluator = *eval;
   add(std::move(eval));
   add(make_reporter(loop_, evaluator));
-  auto ckpt = std::make_unique<Checkpointer>(loop_, hooks_, [this](const RunCounters& c) { resumed_ = c; });
-  checkpointer_ = ckpt.get();
-  add(std::move(ckpt));
+  checkpoint_at_ = hooks_.size();
+  checkpointer_.emplace(loop_, hooks_, checkpoint_at_);
   add(make_elastic_hook(loop_, elastic_, *checkpointer_));
 }
 
@@ -319,15 +321,15 @@ void Session::add(std::unique_ptr<StepHook> h) {
 TrainSummary Session::summary() {
   TrainSummary s;
   s.steps = spec_.plan.steps;
-  s.first_step = loop_.first_step;
-  const RunCounters c = counters();
+  s.first_step = ledger_.first_step();
+  const RunCounters c = ledger_.totals();
   s.bytes_sent = c.bytes.sent;
   s.bytes_recv = c.bytes.recv;
   s.compression_ratio = c.reducer.compression_ratio();
   s.comm_s = sync_->comm_seconds();
-  s.exposed_comm_s = loop_.exposed_comm_s;
-  s.compute_s = loop_.compute_s;
-  s.wall_s = loop_.wall.seconds();
+  s.exposed_comm_s = ledger_.exposed_comm_s();
+  s.compute_s = ledger_.compute_s();
+  s.wall_s = ledger_.wall_s();
   if (sim_) s.sim_time_s = sim_->clock();
   if (spec_.simulate) {
     s.bytes_inter_start = inter_at_start_;
@@ -353,25 +355,6 @@ void Session::check_same_recipe() {
     if (all[q] != all[0])
       LC_INPUT_ERROR(r_.path, ": rank ", q, "'s resolved recipe differs from rank 0's; refusing to train (give every "
                      "rank the same recipe and overrides)");
-}
-
-// This rank's traffic: every ledger of its communicators once (staging shows comm_'s; NCCL
-// moves and counts its own bytes).
-ByteCounters Session::traffic() const {
-  ByteCounters b = total_bytes({&comm_, device_comm_.get()});
-  if (elastic_ && comm_.rank() == 0) b = b + elastic_->bytes();  // across replicas, over gloo
-  return b;
-}
-
-// The run's totals: what a resumed checkpoint had counted, plus what this process has since.
-RunCounters Session::counters() const {
-  const ByteCounters now = traffic();
-  RunCounters c = resumed_;
-  c.bytes.sent += now.sent - at_start_.bytes.sent;
-  c.bytes.recv += now.recv - at_start_.bytes.recv;
-  c.bytes.messages_sent += now.messages_sent - at_start_.bytes.messages_sent;
-  c.reducer += minus(sync_->reducer_stats(), at_start_.reducer);
-  return c;
 }
 
 }  // namespace laconic

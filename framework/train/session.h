@@ -24,10 +24,13 @@
 #include "collectives/trace.h"
 #include "framework/elastic/elastic.h"
 #include "framework/recipe/factory.h"
+#include "framework/train/checkpointer.h"
 #include "framework/train/elastic_hook.h"
 #include "framework/train/hooks.h"
 #include "framework/train/options.h"
+#include "framework/train/ledger.h"
 #include "framework/train/run_spec.h"
+#include "framework/train/stop.h"
 #include "framework/train/summary.h"
 
 namespace laconic {
@@ -81,18 +84,18 @@ class Session {
   // The driver's optimizer stepped in `optimizer_s` seconds.
   void updated(StepState& s, double optimizer_s);
   void end_step(std::int64_t step);
-  static constexpr int kTimeLimit = 1 << 20;  // beyond every signal number
   // After each step: whether to stop now, agreed by every rank (a signal any rank caught; the
   // time limit by rank 0's clock, one mean step early), every step or every few while the
-  // agreement is costly beside a step (StopAgreement). 0: go on; kTimeLimit or the signal.
-  int agree_to_stop(std::int64_t step);
-  // After `steps` steps (`why`: agree_to_stop's verdict): nothing left in flight, the after_loop
+  // agreement is costly beside a step (StopAgreement). False: go on.
+  Stop agree_to_stop(std::int64_t step);
+  // After `steps` steps (`stop`: agree_to_stop's verdict): nothing left in flight, the after_loop
   // hooks, the run's last checkpoint, the trace closed; the summary (rank 0's holds the final
   // parameters).
-  TrainSummary finish(std::int64_t steps, int why);
+  TrainSummary finish(std::int64_t steps, Stop stop);
 
   Tracer* tracer() { return tracer_.get(); }
   Loop& loop() { return loop_; }
+  const RunLedger& ledger() const { return ledger_; }
   const DataShard& shard() const { return shard_; }
   Communicator& comm() { return comm_; }
   Communicator& control() { return control_; }
@@ -103,11 +106,10 @@ class Session {
   void finish_trace(std::int64_t end);
   void make_hooks();
   void add(std::unique_ptr<StepHook> h);
+  void after_step_hooks(StepState& s);
   TrainSummary summary();
   void check_same_recipe();
   Communicator& data_comm() { return device_comm_ ? *device_comm_ : comm_; }
-  ByteCounters traffic() const;
-  RunCounters counters() const;
 
   const RunSpec& spec_;
   const Recipe& r_;
@@ -125,12 +127,12 @@ class Session {
   double after_reduce_s_ = 0;  // this step's after_reduce hooks
   std::unique_ptr<SyncStrategy> sync_;
   LrSchedule schedule_;
+  RunLedger ledger_;
   Loop loop_;
   std::unique_ptr<GradsReady> ready_;  // made once the strategy has started
-  Hooks hooks_;
-  Checkpointer* checkpointer_ = nullptr;
-  RunCounters resumed_;   // the totals of the checkpoint resumed from (zero when fresh)
-  RunCounters at_start_;  // after a resume: this process's counts when the loop started
+  Hooks hooks_;                        // in their order, the checkpointer's place aside
+  std::optional<Checkpointer> checkpointer_;  // runs after hooks_[0, checkpoint_at_)
+  std::size_t checkpoint_at_ = 0;
   std::uint64_t inter_at_start_ = 0;  // inter-tier bytes sent by start()
   std::int64_t next_agreement_ = 0;   // the next step after which the ranks agree on stopping
   double agreement_s_ = 0;            // the fastest agreement so far on this rank (0: none yet)

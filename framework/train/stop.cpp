@@ -73,4 +73,10 @@ std::int64_t StopAgreement::interval(double agree_s, double step_s, double wall_
   return k >= 1 ? static_cast<std::int64_t>(std::min(k, 1e9)) : 1;
 }
 
+Stop Stop::from_code(int code) {
+  if (code == 0) return {};
+  if (code == kTimeLimit) return {StopReason::time_limit, 0};
+  return {StopReason::signal, code};
+}
+
 }  // namespace laconic

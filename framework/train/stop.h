@@ -11,6 +11,19 @@
 
 namespace laconic {
 
+// Why a run ends before its last step, as every rank agreed after a step (Session::agree_to_stop).
+enum class StopReason { none, signal, time_limit };
+struct Stop {
+  StopReason reason = StopReason::none;
+  int signal = 0;  // the signal caught (reason == signal)
+  explicit operator bool() const { return reason != StopReason::none; }
+  // The agreement's wire value and laconic.torch's: 0, the signal, or kTimeLimit (the ranks'
+  // maximum: the time limit wins over a signal caught at the same step).
+  static constexpr int kTimeLimit = 1 << 20;  // beyond every signal number
+  int code() const { return reason == StopReason::time_limit ? kTimeLimit : signal; }
+  static Stop from_code(int code);
+};
+
 class SignalStop {
  public:
   // Installs the handlers (SA_RESTART: system calls the signal interrupts resume); the previous

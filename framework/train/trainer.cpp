@@ -11,15 +11,10 @@
 #include "core/ops/dispatch.h"
 #include "framework/data/sampler.h"
 #include "framework/recipe/factory.h"
-#include "framework/train/banner.h"
-#include "framework/train/checkpoint.h"
 #include "framework/train/elastic_hook.h"
 #include "framework/train/export.h"
-#include "framework/train/resume.h"
-#include "framework/train/run_dir.h"
+#include "framework/train/lifecycle.h"
 #include "framework/train/session.h"
-#include "framework/train/stop.h"
-#include "framework/train/simulate.h"
 #include "framework/train/world.h"
 
 namespace laconic {
@@ -50,14 +45,14 @@ class Worker {
 
   TrainSummary run() {
     std::int64_t step = session_->start();
-    int why = 0;  // a signal, Session::kTimeLimit, or 0 (ran to the end)
+    Stop stop;  // none: ran to the end
     try {
-      while (step < spec_.plan.steps && why == 0) {
+      while (step < spec_.plan.steps && !stop) {
         run_step(step);
         session_->end_step(step);
-        why = session_->agree_to_stop(step++);
+        stop = session_->agree_to_stop(step++);
       }
-      return session_->finish(step, why);
+      return session_->finish(step, stop);
     } catch (const InputError&) {
       throw;
     } catch (const ReplicaDropped&) {
@@ -140,52 +135,26 @@ class Worker {
 
 TrainSummary train(const Recipe& recipe, const TrainData& data, const TrainOptions& options) {
   const RunSpec spec = resolve(recipe, data, options.run_dir);  // every cross-field error, before anything is written
-  const TrainPlan& plan = spec.plan;
-  const std::string& root = spec.checkpoint_root;
-  // An elastic replica joining a run in progress resumes from the state a member sent it.
-  std::unique_ptr<ElasticGroup> elastic;
-  std::optional<TrainOptions> joined;
-  if (options.elastic.replicas > 0) {
-    elastic = make_elastic_group(recipe, spec, options);
-    joined = join_run(*elastic, root, options);
-  }
-  const TrainOptions& opts = joined ? *joined : options;
-  const std::optional<CheckpointInfo> resume = resolve_resume(spec, opts, root);
-  // An unusable checkpoint directory is bad input: found before anything else is written (every
-  // run with a directory checkpoints its last step).
-  if (!opts.run_dir.empty()) check_writable_directory(opts.run_dir, "run directory");
-  if (!root.empty()) check_writable_directory(root, "checkpoint directory (checkpoint.dir)");
+  RunLifecycle life(spec, options);
+  const TrainOptions& opts = life.options();
   TrainSummary summary;
   bool led = false;  // this process ran rank 0
   std::mutex mu;
   const int gemm_threads = gemm_threads_for(spec);
   ops::cpu::set_gemm_threads(gemm_threads);
-  std::optional<SignalStop> signals;  // for the run's duration
-  if (opts.stop_on_signals) signals.emplace();
-  try {
+  life.guarded([&] {
     run_world(spec, [&](Communicator& comm, Communicator& control) {
-      const bool lead = comm.rank() == 0;  // rank 0 alone writes the run directory and the log
-      if (lead && !opts.run_dir.empty()) {
-        make_directories(opts.run_dir);
-        write_file_atomic(opts.run_dir + "/recipe.resolved.toml", to_toml(recipe) + resolved_comment(plan, data));
-      }
-      if (lead && opts.log) start_banner(*opts.log, spec, data, comm, gemm_threads, opts.run_dir);
-      const std::optional<CheckpointInfo> agreed = agree_on_resume(control, opts, resume, root);
-      Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr, elastic.get());
+      const std::optional<CheckpointInfo> agreed = life.open_rank(comm, control, data, gemm_threads);
+      Worker worker(spec, data, opts, comm, control, agreed ? &*agreed : nullptr, life.elastic());
       TrainSummary s = worker.run();
-      if (lead) {
+      if (comm.rank() == 0) {
         std::lock_guard lock(mu);
         summary = std::move(s);
         led = true;
       }
     });
-  } catch (const std::exception&) {
-    if (elastic && !elastic->dropped().empty()) throw ReplicaDropped(elastic->dropped());
-    throw;
-  }
-  if (!led) return summary;
-  if (!opts.run_dir.empty()) write_summary(opts.run_dir, summary);
-  replay_after_run(spec, opts.run_dir, opts.log, summary);
+  });
+  life.close(led, summary);
   return summary;
 }
 

@@ -180,7 +180,7 @@ class TorchSession {
     laconic::TrainSummary s;
     {
       py::gil_scoped_release release;
-      s = run_->finish(why);
+      s = run_->finish(laconic::Stop::from_code(why));
     }
     py::dict d;
     d["steps"] = s.steps;
@@ -244,11 +244,12 @@ void bind_session(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("optimizer_begin", [](TorchSession& s) { s.run().optimizer_begin(); })
       .def("updated", [](TorchSession& s) { s.run().updated(); }, py::call_guard<py::gil_scoped_release>())
-      .def("end_step", [](TorchSession& s) { return s.run().end_step(); }, py::call_guard<py::gil_scoped_release>())
+      // 0: go on; else the signal, or TIME_LIMIT
+      .def("end_step", [](TorchSession& s) { return s.run().end_step().code(); }, py::call_guard<py::gil_scoped_release>())
       .def("finish", &TorchSession::finish);
   m.def("abort_mpi_job", &laconic::abort_mpi_job, py::arg("exit_code"),
         "Ends every rank of a running MPI job (this rank failed); nothing without one.");
-  m.attr("TIME_LIMIT") = laconic::Session::kTimeLimit;  // end_step()'s verdict for train.time_limit
+  m.attr("TIME_LIMIT") = laconic::Stop::kTimeLimit;  // end_step()'s verdict for train.time_limit
 }
 
 }  // namespace laconic::python
