@@ -30,12 +30,12 @@ run: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 $(CTEST_ARGS)
 
-# The libraries, headers, CMake package, programs and scripts under PREFIX (README "Using Laconic
+# The libraries, headers, CMake package, programs and scripts under PREFIX (docs/library.md "Using Laconic
 # as a library"): make install PREFIX=$$HOME/.local
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
-# Sanitizer builds (README "Sanitizers"): the same deps, configure, build and CTest as `make test`,
+# Sanitizer builds (docs/reliability.md "Sanitizers"): the same deps, configure, build and CTest as `make test`,
 # each in its own build folder, configured with LACONIC_SANITIZE (CUDA off; the sanitizer options
 # are the tests' CTest ENVIRONMENT, tests/CMakeLists.txt).
 #   test-asan: AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/, MPI tests included.
