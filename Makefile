@@ -9,7 +9,7 @@ CMAKE_ARGS ?=
 CTEST_ARGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all deps configure build run test install test-asan test-asan-ci test-tsan clean
+.PHONY: all deps configure build run test test-fast install test-asan test-asan-ci test-tsan clean
 
 all: build
 
@@ -29,6 +29,11 @@ run: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 $(CTEST_ARGS)
+
+# The unit tier alone (CTest label "unit", docs/testing.md): the gtest suites and the MPI suites,
+# about two minutes on 2 cores after a build. `ctest -L e2e`, `-L slow`, `-LE slow` pick others.
+test-fast: build
+	@cd $(BUILD) && ctest -L unit --output-on-failure -j$(JOBS) --timeout 900 $(CTEST_ARGS)
 
 # The libraries, headers, CMake package, programs and scripts under PREFIX (docs/library.md "Using Laconic
 # as a library"): make install PREFIX=$$HOME/.local
