@@ -511,8 +511,9 @@ int run_elastic(const ElasticArgs& a, const std::vector<std::string>& overrides)
   return r.exit_code;
 }
 
-int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
-  // `trainer elastic ... -- COMMAND ARGS`: what follows `--` is the replicas' command, untouched.
+// `trainer elastic ... -- COMMAND ARGS`: what follows `--` is the replicas' command, untouched;
+// argc is cut to the arguments before it.
+std::vector<std::string> take_command(int& argc, char** argv) {
   std::vector<std::string> command;
   for (int i = 1; i < argc; ++i)
     if (std::string_view(argv[i]) == "--") {
@@ -521,140 +522,184 @@ int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
       argc = i;
       break;
     }
-  std::vector<std::string> rest;
-  const auto overrides = take_overrides(argc, argv, rest);
+  return command;
+}
 
-  CLI::App app{"Laconic trainer: data-parallel training that communicates little.\n"
-               "Recipe keys can be overridden as --section.key=value (e.g. --train.steps=100)."};
+// The trainer's own options: a run of a recipe (or one replica of an elastic run).
+struct TrainArgs {
   std::string recipe_path, out_dir, resume;
   bool print_config = false, dry_run = false, resume_any_recipe = false;
-  app.add_option("--recipe", recipe_path, "TOML recipe to run");
-  app.add_option("--out", out_dir, "run directory (default: [run] out_dir / [run] name)");
-  app.add_flag("--print-config", print_config, "print the resolved recipe as TOML and exit");
-  app.add_flag("--dry-run", dry_run, "validate the recipe and data, print the plan, write nothing");
-  app.add_option("--resume", resume,
-                 "continue from a checkpoint: 'auto' (the newest complete one of this run, if any) or its directory");
-  app.add_flag("--resume-any-recipe", resume_any_recipe,
-               "resume even if the recipe differs from the checkpoint's (state loaded as saved; not bit-exact)");
   laconic::TrainOptions::Elastic elastic;
-  app.add_option("--replica", elastic.replica, "elastic training: this process is replica I (set by trainer elastic)")
+};
+
+void add_train_options(CLI::App& app, TrainArgs& a) {
+  app.add_option("--recipe", a.recipe_path, "TOML recipe to run");
+  app.add_option("--out", a.out_dir, "run directory (default: [run] out_dir / [run] name)");
+  app.add_flag("--print-config", a.print_config, "print the resolved recipe as TOML and exit");
+  app.add_flag("--dry-run", a.dry_run, "validate the recipe and data, print the plan, write nothing");
+  app.add_option("--resume", a.resume,
+                 "continue from a checkpoint: 'auto' (the newest complete one of this run, if any) or its directory");
+  app.add_flag("--resume-any-recipe", a.resume_any_recipe,
+               "resume even if the recipe differs from the checkpoint's (state loaded as saved; not bit-exact)");
+  app.add_option("--replica", a.elastic.replica, "elastic training: this process is replica I (set by trainer elastic)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--replicas", elastic.replicas, "elastic training: of N replicas")->check(CLI::Range(1, 1024));
-  app.add_option("--elastic-store", elastic.store, "elastic training: the replicas' store, file:DIR or redis:HOST:PORT");
+  app.add_option("--replicas", a.elastic.replicas, "elastic training: of N replicas")->check(CLI::Range(1, 1024));
+  app.add_option("--elastic-store", a.elastic.store, "elastic training: the replicas' store, file:DIR or redis:HOST:PORT");
+}
+
+// The whole command line: the trainer's options and each subcommand's, bound to their arguments
+// (CLI11 keeps pointers to them, so it stays where it is built).
+struct CommandLine {
+  CLI::App app{"Laconic trainer: data-parallel training that communicates little.\n"
+               "Recipe keys can be overridden as --section.key=value (e.g. --train.steps=100)."};
+  TrainArgs train;
   PlanArgs plan_args;
-  CLI::App* plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
-  add_plan_options(*plan, plan_args);
   CompareArgs compare_args;
-  compare_args.package_plot_script = plot_script;
-  CLI::App* compare = app.add_subcommand("compare", "train variants of a recipe side by side (or read finished "
-                                                    "runs) and write a report with plots");
-  add_compare_options(*compare, compare_args);
   SimulateArgs simulate_args;
-  CLI::App* simulate = app.add_subcommand("simulate", "replay a finished run's event trace on a (other) network "
-                                                      "with SimGrid, without retraining");
-  add_simulate_options(*simulate, simulate_args);
   laconic::TokenizeOptions tokenize_args;
-  CLI::App* tokenize = app.add_subcommand("tokenize", "train Laconic's BPE on text and write llm.c token files "
-                                                      "(train.bin, val.bin) with the tokenizer beside them");
-  add_tokenize_options(*tokenize, tokenize_args);
   ExportArgs export_args;
-  CLI::App* exporter = app.add_subcommand("export", "write a run's (or checkpoint's) weights as safetensors, in the "
-                                                    "Hugging Face names of its architecture");
-  add_export_options(*exporter, export_args);
   GenerateArgs generate_args;
-  CLI::App* generate_cmd = app.add_subcommand("generate", "continue a prompt with a GPT run's newest checkpoint");
-  add_generate_options(*generate_cmd, generate_args);
   ElasticArgs elastic_args;
-  CLI::App* elastic_cmd = app.add_subcommand("elastic", "run N replicas of a periodic strategy as processes that may "
-                                                        "leave and rejoin, restarting those that die");
-  add_elastic_options(*elastic_cmd, elastic_args);
-  elastic_cmd->footer("After --, a command each replica runs instead of the trainer (a laconic.torch script:\n"
-                      "  trainer elastic --replicas 3 --recipe R --out DIR -- /usr/bin/python3 train.py); docs/torch.md");
-  std::vector<const char*> args{argv[0]};
+  CLI::App* plan = nullptr;
+  CLI::App* compare = nullptr;
+  CLI::App* simulate = nullptr;
+  CLI::App* tokenize = nullptr;
+  CLI::App* exporter = nullptr;
+  CLI::App* generate = nullptr;
+  CLI::App* elastic = nullptr;
+
+  explicit CommandLine(const char* plot_script);
+  CommandLine(const CommandLine&) = delete;
+  CommandLine& operator=(const CommandLine&) = delete;
+
+  bool subcommand_parsed() const {
+    return plan->parsed() || compare->parsed() || simulate->parsed() || tokenize->parsed() || exporter->parsed() ||
+           generate->parsed() || elastic->parsed();
+  }
+};
+
+CommandLine::CommandLine(const char* plot_script) {
+  add_train_options(app, train);
+  plan = app.add_subcommand("plan", "predicted all-reduce time per step from the alpha-beta cost model");
+  add_plan_options(*plan, plan_args);
+  compare_args.package_plot_script = plot_script;
+  compare = app.add_subcommand("compare", "train variants of a recipe side by side (or read finished "
+                                          "runs) and write a report with plots");
+  add_compare_options(*compare, compare_args);
+  simulate = app.add_subcommand("simulate", "replay a finished run's event trace on a (other) network "
+                                            "with SimGrid, without retraining");
+  add_simulate_options(*simulate, simulate_args);
+  tokenize = app.add_subcommand("tokenize", "train Laconic's BPE on text and write llm.c token files "
+                                            "(train.bin, val.bin) with the tokenizer beside them");
+  add_tokenize_options(*tokenize, tokenize_args);
+  exporter = app.add_subcommand("export", "write a run's (or checkpoint's) weights as safetensors, in the "
+                                          "Hugging Face names of its architecture");
+  add_export_options(*exporter, export_args);
+  generate = app.add_subcommand("generate", "continue a prompt with a GPT run's newest checkpoint");
+  add_generate_options(*generate, generate_args);
+  elastic = app.add_subcommand("elastic", "run N replicas of a periodic strategy as processes that may "
+                                          "leave and rejoin, restarting those that die");
+  add_elastic_options(*elastic, elastic_args);
+  elastic->footer("After --, a command each replica runs instead of the trainer (a laconic.torch script:\n"
+                  "  trainer elastic --replicas 3 --recipe R --out DIR -- /usr/bin/python3 train.py); docs/torch.md");
+}
+
+// Parses `rest` (the arguments other than recipe overrides); an exit code when that is all
+// (--help, or a parse error printed here), nullopt to go on.
+std::optional<int> parse(CommandLine& cl, const char* program, const std::vector<std::string>& rest) {
+  std::vector<const char*> args{program};
   for (const auto& a : rest) args.push_back(a.c_str());
   try {
-    app.parse(static_cast<int>(args.size()), args.data());
-    if (!plan->parsed() && !compare->parsed() && !simulate->parsed() && !tokenize->parsed() && !exporter->parsed() &&
-        !generate_cmd->parsed() && !elastic_cmd->parsed() && recipe_path.empty())
-      throw CLI::RequiredError("--recipe");
+    cl.app.parse(static_cast<int>(args.size()), args.data());
+    if (!cl.subcommand_parsed() && cl.train.recipe_path.empty()) throw CLI::RequiredError("--recipe");
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return cl.app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "trainer: error: " << e.what() << " (see trainer --help)\n";
     return kInputError;
   }
-  if (plan->parsed()) return run_plan(plan_args);
-  if (compare->parsed()) return run_compare(compare_args, overrides, argc, argv);
-  if (tokenize->parsed()) {
-    if (!overrides.empty()) LC_INPUT_ERROR("tokenize: --", overrides.front(), ": recipe overrides do not apply");
-    return run_tokenize(tokenize_args);
-  }
-  if (exporter->parsed()) {
-    if (!overrides.empty()) LC_INPUT_ERROR("export: --", overrides.front(), ": recipe overrides do not apply");
-    return run_export(export_args);
-  }
-  if (generate_cmd->parsed()) {
-    if (!overrides.empty()) LC_INPUT_ERROR("generate: --", overrides.front(), ": recipe overrides do not apply");
-    return run_generate(generate_args);
-  }
-  if (!command.empty() && !elastic_cmd->parsed())
-    LC_INPUT_ERROR("-- ", command.front(), ": a command after -- goes with trainer elastic only");
-  if (elastic_cmd->parsed()) {
-    elastic_args.command = command;
-    return run_elastic(elastic_args, overrides);
-  }
-  if ((elastic.replicas > 0) != !elastic.store.empty() || (elastic.replica != 0 && elastic.replicas == 0))
-    LC_INPUT_ERROR("--replica, --replicas and --elastic-store go together (one replica of an elastic run; see trainer elastic)");
-  if (simulate->parsed()) {
-    if (!overrides.empty()) LC_INPUT_ERROR("simulate: --", overrides.front(), ": recipe overrides do not apply (use --network)");
-    return run_simulate(simulate_args);
-  }
+  return std::nullopt;
+}
 
-  const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
-  if (print_config) {
-    std::cout << laconic::to_toml(recipe);
-    return 0;
+// A subcommand that reads no recipe refuses overrides; `hint` says what to use instead.
+void refuse_overrides(const char* subcommand, const std::vector<std::string>& overrides, const char* hint = "") {
+  if (!overrides.empty()) LC_INPUT_ERROR(subcommand, ": --", overrides.front(), ": recipe overrides do not apply", hint);
+}
+
+// The subcommand given, run; nullopt when there is none (a run of the recipe). argc and argv: the
+// command line before any `--`, which compare's report quotes.
+std::optional<int> run_subcommand(CommandLine& cl, const std::vector<std::string>& overrides,
+                                  const std::vector<std::string>& command, int argc, char** argv) {
+  if (cl.plan->parsed()) return run_plan(cl.plan_args);
+  if (cl.compare->parsed()) return run_compare(cl.compare_args, overrides, argc, argv);
+  if (cl.tokenize->parsed()) {
+    refuse_overrides("tokenize", overrides);
+    return run_tokenize(cl.tokenize_args);
   }
-  const laconic::ProcessRuntime process(recipe);  // outlives the run; every rank parsed the same recipe
-  const bool lead = process.lead(), launched_by_launcher = process.launched();
-  quiet_errors = !lead;  // the same input error on every rank is printed once, by rank 0
-  laconic::LoadOptions load;
-  load.cache_dir = recipe.run.out_dir;  // the tokenizer is cached beside the runs
-  load.write_cache = lead && !dry_run;
-  const laconic::TrainData data = laconic::load_data(recipe, load);
-  const std::string run_dir =
-      out_dir.empty() ? (std::filesystem::path(recipe.run.out_dir) / recipe.run.name).string() : out_dir;
-  if (dry_run) {
-    const laconic::RunSpec spec = laconic::resolve(recipe, data, run_dir);  // refuses what a run would
-    const laconic::TrainPlan& plan_ = spec.plan;
-    if (lead)
-      std::cout << "recipe:       " << recipe_path << "\n"
-                << "model:        " << plan_.model << "\n"
-                << "world size:   " << recipe.distributed.world_size << " ("
-                << laconic::name_of(spec.backend) << ")\n"
-                << "global batch: " << plan_.global_batch << "\n"
-                << "steps:        " << plan_.steps << " (" << plan_.steps_per_epoch << " per epoch)\n"
-                << "dry run: nothing written\n";
-    return 0;
+  if (cl.exporter->parsed()) {
+    refuse_overrides("export", overrides);
+    return run_export(cl.export_args);
   }
+  if (cl.generate->parsed()) {
+    refuse_overrides("generate", overrides);
+    return run_generate(cl.generate_args);
+  }
+  if (!command.empty() && !cl.elastic->parsed())
+    LC_INPUT_ERROR("-- ", command.front(), ": a command after -- goes with trainer elastic only");
+  if (cl.elastic->parsed()) {
+    cl.elastic_args.command = command;
+    return run_elastic(cl.elastic_args, overrides);
+  }
+  const laconic::TrainOptions::Elastic& e = cl.train.elastic;
+  if ((e.replicas > 0) != !e.store.empty() || (e.replica != 0 && e.replicas == 0))
+    LC_INPUT_ERROR("--replica, --replicas and --elastic-store go together (one replica of an elastic run; see trainer elastic)");
+  if (cl.simulate->parsed()) {
+    refuse_overrides("simulate", overrides, " (use --network)");
+    return run_simulate(cl.simulate_args);
+  }
+  return std::nullopt;
+}
+
+// --dry-run: the plan of the run, checked as the run would check it; nothing written.
+int print_dry_run(const TrainArgs& a, const laconic::Recipe& recipe, const laconic::TrainData& data,
+                  const std::string& run_dir, bool lead) {
+  const laconic::RunSpec spec = laconic::resolve(recipe, data, run_dir);  // refuses what a run would
+  const laconic::TrainPlan& plan = spec.plan;
+  if (lead)
+    std::cout << "recipe:       " << a.recipe_path << "\n"
+              << "model:        " << plan.model << "\n"
+              << "world size:   " << recipe.distributed.world_size << " ("
+              << laconic::name_of(spec.backend) << ")\n"
+              << "global batch: " << plan.global_batch << "\n"
+              << "steps:        " << plan.steps << " (" << plan.steps_per_epoch << " per epoch)\n"
+              << "dry run: nothing written\n";
+  return 0;
+}
+
+laconic::TrainOptions train_options(const TrainArgs& a, const laconic::Recipe& recipe, const std::string& run_dir,
+                                    const laconic::ProcessRuntime& process) {
+  const bool lead = process.lead();
   laconic::TrainOptions opts;
   opts.run_dir = run_dir;
   opts.log = lead ? &std::cout : nullptr;
   // Not under mpirun: it hands rank 0 a pseudo-terminal even when its own output is a file.
-  opts.progress_line = lead && !launched_by_launcher && ::isatty(STDOUT_FILENO) != 0;
-  opts.resume = resume;
-  opts.resume_any_recipe = resume_any_recipe;
+  opts.progress_line = lead && !process.launched() && ::isatty(STDOUT_FILENO) != 0;
+  opts.resume = a.resume;
+  opts.resume_any_recipe = a.resume_any_recipe;
   opts.hooks.push_back(laconic::fault_injector(recipe.fault));  // [fault], for tests of the failure paths
   opts.stop_on_signals = true;  // preemption: a checkpoint, then exit 128 + the signal
-  opts.elastic = elastic;
-  const auto s = laconic::train(recipe, data, opts);
+  opts.elastic = a.elastic;
+  return opts;
+}
+
+// The run's last line and exit code. Stopped early: one line saying why and where to continue
+// from, and an exit code that says it too (128 + the signal, as a shell reports a process the
+// signal killed; 75 = EX_TEMPFAIL, "try again", for the time limit).
+int finish_run(const laconic::TrainSummary& s, const std::string& run_dir, bool lead) {
   if (s.stopped.empty()) {
-    if (lead) std::cout << laconic::done_line(s) << "; results in " << opts.run_dir << "/\n";
+    if (lead) std::cout << laconic::done_line(s) << "; results in " << run_dir << "/\n";
     return 0;
   }
-  // Stopped early: one line saying why and where to continue from, and an exit code that says it
-  // too (128 + the signal, as a shell reports a process the signal killed; 75 = EX_TEMPFAIL, "try
-  // again", for the time limit).
   const bool by_signal = s.stopped == "signal";
   if (lead)
     std::cerr << "trainer: stopped by " << (by_signal ? s.signal : "train.time_limit") << " after step " << s.steps
@@ -663,6 +708,38 @@ int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
                                        : "checkpoint " + s.checkpoint + " (continue with --resume auto)")
               << std::endl;
   return by_signal ? 128 + s.stop_signal : 75;
+}
+
+// A run of the recipe (--print-config and --dry-run included). quiet_errors: set on every rank
+// but the lead one, which alone reports an input error.
+int run_recipe(const TrainArgs& a, const std::vector<std::string>& overrides, bool& quiet_errors) {
+  const laconic::Recipe recipe = laconic::load_recipe(a.recipe_path, overrides);
+  if (a.print_config) {
+    std::cout << laconic::to_toml(recipe);
+    return 0;
+  }
+  const laconic::ProcessRuntime process(recipe);  // outlives the run; every rank parsed the same recipe
+  const bool lead = process.lead();
+  quiet_errors = !lead;  // the same input error on every rank is printed once, by rank 0
+  laconic::LoadOptions load;
+  load.cache_dir = recipe.run.out_dir;  // the tokenizer is cached beside the runs
+  load.write_cache = lead && !a.dry_run;
+  const laconic::TrainData data = laconic::load_data(recipe, load);
+  const std::string run_dir =
+      a.out_dir.empty() ? (std::filesystem::path(recipe.run.out_dir) / recipe.run.name).string() : a.out_dir;
+  if (a.dry_run) return print_dry_run(a, recipe, data, run_dir, lead);
+  const laconic::TrainOptions opts = train_options(a, recipe, run_dir, process);
+  return finish_run(laconic::train(recipe, data, opts), opts.run_dir, lead);
+}
+
+int run(int argc, char** argv, const char* plot_script, bool& quiet_errors) {
+  const std::vector<std::string> command = take_command(argc, argv);
+  std::vector<std::string> rest;
+  const auto overrides = take_overrides(argc, argv, rest);
+  CommandLine cl(plot_script);
+  if (const std::optional<int> code = parse(cl, argv[0], rest)) return *code;
+  if (const std::optional<int> code = run_subcommand(cl, overrides, command, argc, argv)) return *code;
+  return run_recipe(cl.train, overrides, quiet_errors);
 }
 
 }  // namespace

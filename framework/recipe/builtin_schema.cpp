@@ -49,8 +49,8 @@ Builder&& add_diloco_keys(Builder&& b) {
   return std::forward<Builder>(b);
 }
 
-// [run] to [schedule]: what is trained, on which data, for how long and with which optimizer.
-void add_training_keys(std::vector<Field>& f) {
+// [run], [model] and [data]: what is trained, on which data.
+void add_model_and_data_keys(std::vector<Field>& f) {
   SectionBuilder<&Recipe::run>{"run", f}
       .add<&RunConfig::name>("name")
       .add<&RunConfig::seed>("seed", at_least(0))
@@ -78,6 +78,10 @@ void add_training_keys(std::vector<Field>& f) {
       .add<&DataConfig::train_path>("train_path")
       .add<&DataConfig::val_path>("val_path")
       .add<&DataConfig::token_format>("token_format");
+}
+
+// [train], [optimizer] and [schedule]: for how long, with which optimizer and learning rate.
+void add_training_keys(std::vector<Field>& f) {
   SectionBuilder<&Recipe::train>{"train", f}
       .add<&TrainConfig::steps>("steps", at_least(0))
       .add<&TrainConfig::epochs>("epochs", at_least(0))
@@ -112,7 +116,7 @@ void add_training_keys(std::vector<Field>& f) {
       .add<&ScheduleConfig::base_batch>("base_batch", at_least(0));
 }
 
-// [distributed], [sync] and its subsections: how the replicas run and synchronise.
+// [distributed], [sync] and the reducers' subsections: how the replicas run and synchronise.
 void add_sync_keys(std::vector<Field>& f) {
   SectionBuilder<&Recipe::distributed>{"distributed", f}
       .add<&DistributedConfig::backend>("backend")
@@ -146,6 +150,10 @@ void add_sync_keys(std::vector<Field>& f) {
       .add<&OneBitOptions::warmup_steps>("warmup_steps", at_least(0))
       .add<&OneBitOptions::error_feedback>("error_feedback")
       .add<&OneBitOptions::scale>("scale");
+}
+
+// [sync.local_sgd] to [sync.demo]: the built-in strategies' own sections.
+void add_strategy_keys(std::vector<Field>& f) {
   SectionBuilder<&Recipe::sync, &SyncConfig::local_sgd>{"sync.local_sgd", f}
       .add<&LocalSgdConfig::period>("period", at_least(1))
       .add<&LocalSgdConfig::warmup_steps>("warmup_steps", at_least(0))
@@ -232,8 +240,10 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
 const std::vector<Field>& recipe_detail::builtin_schema() {
   static const std::vector<Field> fields = [] {
     std::vector<Field> f;
+    add_model_and_data_keys(f);  // in the order to_toml prints them
     add_training_keys(f);
     add_sync_keys(f);
+    add_strategy_keys(f);
     add_network_and_fault_keys(f);
     return f;
   }();

@@ -3,7 +3,7 @@
 // strategies and reducers, its traits (components.h: periodic or not and its period, devices,
 // host-only cases, what it cannot go with), which the rest of Laconic asks instead of comparing
 // names. Laconic's own register here the same way a user's do, one registration each
-// (builtins.cpp); recipes are parsed against the names and sections (components.h).
+// (factory.cpp); recipes are parsed against the names and sections (components.h).
 //
 //   struct MyCnnOptions { int channels = 16; bool operator==(const MyCnnOptions&) const = default; };
 //   laconic::registry().add_model("my_cnn",
@@ -79,7 +79,7 @@ class Registry {
   std::unique_ptr<SyncStrategy> make_strategy(std::string_view name, const Recipe& r, const StrategyContext& c) const;
 
  private:
-  Registry();  // the built-ins (builtins.cpp)
+  Registry();  // the built-ins (factory.cpp)
   friend Registry& registry();
   // A new name (checked: [a-z0-9_]+, not taken) and its section.
   void add_name(Component c, const std::string& name, SectionSchema section);

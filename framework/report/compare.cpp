@@ -542,17 +542,19 @@ Comparison compare_runs(const std::vector<RunResult>& runs, std::optional<double
   return c;
 }
 
-std::string report_markdown(const Comparison& c, const std::vector<RunResult>& runs, const ReportContext& ctx) {
-  LC_CHECK(c.rows.size() == runs.size() && !runs.empty(), "rows and runs disagree");
+namespace {
+
+bool any_evaluated(const Comparison& c) {
+  return std::any_of(c.rows.begin(), c.rows.end(), [](const CompareRow& r) { return !std::isnan(r.eval_loss); });
+}
+
+std::string series_word(const Comparison& c) { return c.series == LossSeries::eval ? "eval loss" : "training loss"; }
+
+// The title and what was compared: the command, the recipe and its variants (or the run
+// directories), the seed, the world size and the baseline.
+void write_context(std::ostream& os, const std::vector<RunResult>& runs, const ReportContext& ctx) {
   std::vector<std::string> names;
   for (const auto& r : runs) names.push_back(r.name);
-  const bool sim = c.clock == CompareClock::simulated;
-  const bool eval = c.series == LossSeries::eval;
-  const bool any_eval = std::any_of(c.rows.begin(), c.rows.end(), [](const CompareRow& r) { return !std::isnan(r.eval_loss); });
-  const std::string clock_word = sim ? "simulated time" : "wall time";
-  const std::string series_word = eval ? "eval loss" : "training loss";
-
-  std::ostringstream os;
   os << "# Comparison: " << join(names, " vs ") << "\n\n";
   if (!ctx.command.empty()) os << "```\n" << ctx.command << "\n```\n\n";
   if (!ctx.recipe.empty()) {
@@ -572,6 +574,12 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
   os << "- **Seed**: " << common_value(runs, "run.seed") << "; **world size**: "
      << common_value(runs, "distributed.world_size") << "\n";
   os << "- **Baseline**: " << runs.front().name << " (the first run): speedups and byte ratios are relative to it\n";
+}
+
+// How the runs are measured: the clock, the loss series, the target loss and any projection.
+void write_measures(std::ostream& os, const Comparison& c, const std::vector<RunResult>& runs) {
+  const bool sim = c.clock == CompareClock::simulated;
+  const bool eval = c.series == LossSeries::eval;
   os << "- **Clock**: "
      << (sim ? "simulated time (`sim_time_s`: the replay of the run's trace on its `[network]`, docs/simulation.md)"
              : "wall time on this machine (`wall_s`; evaluation included)");
@@ -581,13 +589,13 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
   os << "- **Loss**: "
      << (eval ? "evaluation loss on the test split (`eval_loss`)"
               : "training loss (`loss`, rank 0's mean over each log interval)");
-  if (!eval && any_eval) os << "; not every run was evaluated, so training loss is compared";
+  if (!eval && any_evaluated(c)) os << "; not every run was evaluated, so training loss is compared";
   os << "\n";
   os << "- **Target loss**: ";
   if (std::isnan(c.target)) {
-    os << "none (the baseline has no final " << series_word << ")\n";
+    os << "none (the baseline has no final " << series_word(c) << ")\n";
   } else if (c.default_target) {
-    os << fixed(c.target, 4) << " = the baseline's final " << series_word << " x " << kDefaultTargetSlack
+    os << fixed(c.target, 4) << " = the baseline's final " << series_word(c) << " x " << kDefaultTargetSlack
        << " (2% above where it ended; choose another with `--target-loss`)\n";
   } else {
     os << fixed(c.target, 4) << " (`--target-loss`)\n";
@@ -600,39 +608,48 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
     for (std::size_t i = 0; i < runs.size(); ++i) os << (i ? ", " : "") << runs[i].name << " " << fmt_ratio(runs[i].projection);
     os << "); times and bytes are the projected model's, losses as measured\n";
   }
-  if (!c.verdict.text.empty()) os << "\n" << c.verdict.text << "\n";
-  for (const std::string& w : c.warnings) os << "\n**Warning**: " << w << "\n";
+}
 
-  os << "\n## Results\n\n";
+// The results table's columns: eval and inter-group ones only where some run has them.
+std::vector<std::string> result_columns(const Comparison& c) {
   std::vector<std::string> head{"run"};
-  if (any_eval) head.insert(head.end(), {"eval loss", "eval acc"});
+  if (any_evaluated(c)) head.insert(head.end(), {"eval loss", "eval acc"});
   head.insert(head.end(), {"train loss", "sent/rank"});
   if (c.simulated_network) head.insert(head.end(), {"inter-group", "in training", "peak inter-group"});
-  head.insert(head.end(), {"compression", clock_word, "time to target", "steps to target",
-                           "speedup", "bytes vs baseline"});
+  head.insert(head.end(), {"compression", c.clock == CompareClock::simulated ? "simulated time" : "wall time",
+                           "time to target", "steps to target", "speedup", "bytes vs baseline"});
+  return head;
+}
+
+std::vector<std::string> result_cells(const Comparison& c, const CompareRow& row) {
+  std::vector<std::string> cells{row.name};
+  if (any_evaluated(c)) cells.insert(cells.end(), {fmt_loss(row.eval_loss), fmt_percent(row.eval_accuracy)});
+  cells.insert(cells.end(), {fmt_loss(row.final_loss), fmt_bytes(row.bytes_sent)});
+  if (c.simulated_network)
+    cells.insert(cells.end(), {fmt_bytes(row.bytes_inter),
+                               fmt_bytes(row.bytes_inter_training),
+                               fmt_rate(row.peak_inter_bytes_per_s)});
+  cells.push_back(fmt_ratio(row.compression_ratio));
+  cells.push_back(fmt_seconds(row.time_s));
+  if (row.hit) {
+    cells.push_back(fmt_seconds(row.hit->time_s));
+    cells.push_back(fixed(row.hit->step, 0));
+  } else {
+    cells.insert(cells.end(), {"not reached", "not reached"});
+  }
+  cells.push_back(std::isnan(row.speedup) ? kNone : fixed(row.speedup, 2) + "x");
+  cells.push_back(fmt_ratio(row.bytes_ratio));
+  return cells;
+}
+
+// The results table and what its columns mean.
+void write_results(std::ostream& os, const Comparison& c) {
+  os << "\n## Results\n\n";
+  const std::vector<std::string> head = result_columns(c);
   os << "| " << join(head, " | ") << " |\n|";
   for (std::size_t i = 0; i < head.size(); ++i) os << (i == 0 ? " --- |" : " ---: |");
   os << "\n";
-  for (const auto& row : c.rows) {
-    std::vector<std::string> cells{row.name};
-    if (any_eval) cells.insert(cells.end(), {fmt_loss(row.eval_loss), fmt_percent(row.eval_accuracy)});
-    cells.insert(cells.end(), {fmt_loss(row.final_loss), fmt_bytes(row.bytes_sent)});
-    if (c.simulated_network)
-      cells.insert(cells.end(), {fmt_bytes(row.bytes_inter),
-                                 fmt_bytes(row.bytes_inter_training),
-                                 fmt_rate(row.peak_inter_bytes_per_s)});
-    cells.push_back(fmt_ratio(row.compression_ratio));
-    cells.push_back(fmt_seconds(row.time_s));
-    if (row.hit) {
-      cells.push_back(fmt_seconds(row.hit->time_s));
-      cells.push_back(fixed(row.hit->step, 0));
-    } else {
-      cells.insert(cells.end(), {"not reached", "not reached"});
-    }
-    cells.push_back(std::isnan(row.speedup) ? kNone : fixed(row.speedup, 2) + "x");
-    cells.push_back(fmt_ratio(row.bytes_ratio));
-    os << "| " << join(cells, " | ") << " |\n";
-  }
+  for (const auto& row : c.rows) os << "| " << join(result_cells(c, row), " | ") << " |\n";
   os << "\n"
      << "- *sent/rank*: bytes rank 0 sent over the whole run";
   if (c.simulated_network)
@@ -641,61 +658,78 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
           "most of those bytes in one log interval over its simulated time, the bandwidth the link must provision";
   os << "\n"
      << "- *compression*: fp32 gradient bytes / bytes of their encoding\n"
-     << "- *time to target*, *steps to target*: where the " << series_word
+     << "- *time to target*, *steps to target*: where the " << series_word(c)
      << " first reached the target, interpolated linearly between the last record above it and the first at "
         "or below it (the first record itself when that is already at or below)\n"
      << "- *speedup*: the baseline's time to target / this run's (above 1: faster); *bytes vs baseline*: "
         "sent/rank / the baseline's\n";
+}
 
-  // Per-rank compute spread (metrics records' step_time_*): which rank held the others up.
-  std::ostringstream spread;
-  for (const RunResult& r : runs) {
-    double median = 0, slowest = 0;
-    int n = 0;
-    std::map<std::int64_t, int> slowest_count;
-    for (const MetricPoint& p : r.metrics) {
-      if (std::isnan(p.step_time_median_s) || std::isnan(p.step_time_max_s)) continue;
-      median += p.step_time_median_s;
-      slowest += p.step_time_max_s;
-      ++slowest_count[p.slowest_rank];
-      ++n;
-    }
-    if (n == 0) continue;
-    const auto most = std::max_element(slowest_count.begin(), slowest_count.end(),
-                                       [](const auto& a, const auto& b) { return a.second < b.second; });
-    spread << "| " << r.name << " | " << fixed(1e3 * median / n, 3) << " ms | " << fixed(1e3 * slowest / n, 3) << " ms | "
-           << (median > 0 ? fixed(slowest / median, 2) + "x" : kNone) << " | " << most->first << " (" << most->second << " of "
-           << n << " records) |\n";
+// A run's row of the step-time table ("" when its records have no step_time_*).
+std::string step_time_row(const RunResult& r) {
+  double median = 0, slowest = 0;
+  int n = 0;
+  std::map<std::int64_t, int> slowest_count;
+  for (const MetricPoint& p : r.metrics) {
+    if (std::isnan(p.step_time_median_s) || std::isnan(p.step_time_max_s)) continue;
+    median += p.step_time_median_s;
+    slowest += p.step_time_max_s;
+    ++slowest_count[p.slowest_rank];
+    ++n;
   }
-  if (!spread.str().empty())
-    os << "\n## Step time across ranks\n\n| run | median rank's compute per step | slowest rank's | spread | slowest "
-          "rank |\n| --- | ---: | ---: | ---: | ---: |\n"
-       << spread.str()
-       << "\n- means over the metrics records of each rank's compute per step since the previous record (times its "
-          "`[network]` straggler slowdown when simulated); *spread*: slowest / median, 1.00x when the ranks keep pace; "
-          "*slowest rank*: the one slowest in most records\n";
+  if (n == 0) return "";
+  const auto most = std::max_element(slowest_count.begin(), slowest_count.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::ostringstream row;
+  row << "| " << r.name << " | " << fixed(1e3 * median / n, 3) << " ms | " << fixed(1e3 * slowest / n, 3) << " ms | "
+      << (median > 0 ? fixed(slowest / median, 2) + "x" : kNone) << " | " << most->first << " (" << most->second << " of "
+      << n << " records) |\n";
+  return row.str();
+}
 
-  // What differs from the baseline, from the runs' recipe.resolved.toml (run names and output
-  // directories always differ and say nothing).
+// Per-rank compute spread (metrics records' step_time_*): which rank held the others up.
+void write_step_times(std::ostream& os, const std::vector<RunResult>& runs) {
+  std::string rows;
+  for (const RunResult& r : runs) rows += step_time_row(r);
+  if (rows.empty()) return;
+  os << "\n## Step time across ranks\n\n| run | median rank's compute per step | slowest rank's | spread | slowest "
+        "rank |\n| --- | ---: | ---: | ---: | ---: |\n"
+     << rows
+     << "\n- means over the metrics records of each rank's compute per step since the previous record (times its "
+        "`[network]` straggler slowdown when simulated); *spread*: slowest / median, 1.00x when the ranks keep pace; "
+        "*slowest rank*: the one slowest in most records\n";
+}
+
+// The recipe keys of `r` that differ from the baseline's, as "`key = value`" (run names and
+// output directories always differ and say nothing).
+std::vector<std::string> recipe_differences(const RunResult& base, const RunResult& r) {
+  std::vector<std::string> d;
+  std::set<std::string> keys;
+  for (const auto& [k, v] : base.recipe) keys.insert(k);
+  for (const auto& [k, v] : r.recipe) keys.insert(k);
+  for (const auto& k : keys) {
+    if (k == "run.name" || k == "run.out_dir") continue;
+    const std::string a = base.recipe_value(k), b = r.recipe_value(k);
+    if (a != b) d.push_back("`" + k + " = " + (b.empty() ? "(absent)" : b) + "`");
+  }
+  return d;
+}
+
+// What differs from the baseline, from the runs' recipe.resolved.toml.
+void write_differences(std::ostream& os, const std::vector<RunResult>& runs) {
   std::ostringstream diffs;
   const RunResult& base = runs.front();
   for (std::size_t i = 1; i < runs.size(); ++i) {
     const RunResult& r = runs[i];
     if (r.recipe.empty() || base.recipe.empty()) continue;
-    std::vector<std::string> d;
-    std::set<std::string> keys;
-    for (const auto& [k, v] : base.recipe) keys.insert(k);
-    for (const auto& [k, v] : r.recipe) keys.insert(k);
-    for (const auto& k : keys) {
-      if (k == "run.name" || k == "run.out_dir") continue;
-      const std::string a = base.recipe_value(k), b = r.recipe_value(k);
-      if (a != b) d.push_back("`" + k + " = " + (b.empty() ? "(absent)" : b) + "`");
-    }
+    const std::vector<std::string> d = recipe_differences(base, r);
     diffs << "- **" << r.name << "**: " << (d.empty() ? "the same recipe" : join(d, ", ")) << "\n";
   }
   if (!diffs.str().empty())
     os << "\n## Differences from the baseline\n\n(from each run's `recipe.resolved.toml`)\n\n" << diffs.str();
+}
 
+void write_plots(std::ostream& os, const ReportContext& ctx) {
   os << "\n## Plots\n\n";
   if (!ctx.plots.empty()) {
     os << "Eval loss as markers, training loss as a thin line of the same colour; the dashed line is the "
@@ -705,8 +739,74 @@ std::string report_markdown(const Comparison& c, const std::vector<RunResult>& r
     os << "No plots: " << (ctx.plot_note.empty() ? "none were made" : ctx.plot_note)
        << ". `scripts/plot DIR` makes them from this directory's `compare.json`.\n";
   }
+}
+
+}  // namespace
+
+std::string report_markdown(const Comparison& c, const std::vector<RunResult>& runs, const ReportContext& ctx) {
+  LC_CHECK(c.rows.size() == runs.size() && !runs.empty(), "rows and runs disagree");
+  std::ostringstream os;
+  write_context(os, runs, ctx);
+  write_measures(os, c, runs);
+  if (!c.verdict.text.empty()) os << "\n" << c.verdict.text << "\n";
+  for (const std::string& w : c.warnings) os << "\n**Warning**: " << w << "\n";
+  write_results(os, c);
+  write_step_times(os, runs);
+  write_differences(os, runs);
+  write_plots(os, ctx);
   return os.str();
 }
+
+namespace {
+
+nlohmann::json verdict_json(const Comparison& c) {
+  if (c.verdict.text.empty()) return nullptr;
+  const auto name = [](const std::string& n) { return n.empty() ? nlohmann::json(nullptr) : nlohmann::json(n); };
+  const Verdict& v = c.verdict;
+  return {{"first_to_target", name(v.first)}, {"first_time_to_target_s", v.first_time_s},
+          {"least_bytes", name(v.least)}, {"least_bytes_per_rank", v.least_bytes},
+          {"bytes_tier", c.simulated_network ? "inter" : "sent"},
+          {"least_bytes_loss_cost", v.least_loss_cost}, {"lowest_loss", name(v.lowest)},
+          {"lowest_final_loss", v.lowest_loss}, {"text", v.text}};
+}
+
+// The curves as this comparison sees them (its clock; replayed or projected when it replayed),
+// which scripts/plot draws: metrics.jsonl holds the run's own measurement only.
+nlohmann::json records_json(const Comparison& c, const RunResult& run) {
+  nlohmann::json records = nlohmann::json::array();
+  const auto opt = [](const std::optional<std::uint64_t>& b) { return b ? nlohmann::json(*b) : nlohmann::json(nullptr); };
+  for (const MetricPoint& p : run.metrics)
+    records.push_back({{"step", p.step}, {"loss", p.loss}, {"eval_loss", p.eval_loss}, {"bytes_sent", p.bytes_sent},
+                       {"bytes_inter", opt(p.bytes_inter)},
+                       {"time_s", c.clock == CompareClock::simulated ? p.sim_time_s : p.wall_s}});
+  return records;
+}
+
+nlohmann::json run_json(const Comparison& c, const RunResult& run, const CompareRow& row) {
+  nlohmann::json r;
+  r["name"] = run.name;
+  r["dir"] = fs::absolute(run.dir).lexically_normal().string();  // plots work from anywhere
+  r["eval_loss"] = row.eval_loss;
+  r["eval_accuracy"] = row.eval_accuracy;
+  r["final_loss"] = row.final_loss;
+  r["bytes_sent"] = row.bytes_sent;
+  r["bytes_inter"] = row.bytes_inter;
+  r["peak_inter_bytes_per_s"] = row.peak_inter_bytes_per_s;
+  r["bytes_inter_training"] = row.bytes_inter_training;
+  r["compression_ratio"] = row.compression_ratio;
+  r["time_s"] = row.time_s;
+  r["target_reached"] = row.hit.has_value();
+  r["time_to_target_s"] = row.hit ? row.hit->time_s : kAbsent;
+  r["steps_to_target"] = row.hit ? row.hit->step : kAbsent;
+  r["bytes_to_target"] = row.hit ? row.hit->bytes : kAbsent;
+  r["speedup"] = row.speedup;
+  r["bytes_ratio"] = row.bytes_ratio;
+  r["projection"] = run.projection;
+  r["records"] = records_json(c, run);
+  return r;
+}
+
+}  // namespace
 
 std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs) {
   nlohmann::json j;
@@ -715,51 +815,10 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
   j["target"] = c.target;  // NaN is written as null
   j["default_target"] = c.default_target;
   j["as_params"] = c.as_params > 0 ? nlohmann::json(c.as_params) : nlohmann::json(nullptr);
-  if (c.verdict.text.empty()) {
-    j["verdict"] = nullptr;
-  } else {
-    const auto name = [](const std::string& n) { return n.empty() ? nlohmann::json(nullptr) : nlohmann::json(n); };
-    const Verdict& v = c.verdict;
-    j["verdict"] = {{"first_to_target", name(v.first)}, {"first_time_to_target_s", v.first_time_s},
-                    {"least_bytes", name(v.least)}, {"least_bytes_per_rank", v.least_bytes},
-                    {"bytes_tier", c.simulated_network ? "inter" : "sent"},
-                    {"least_bytes_loss_cost", v.least_loss_cost}, {"lowest_loss", name(v.lowest)},
-                    {"lowest_final_loss", v.lowest_loss}, {"text", v.text}};
-  }
+  j["verdict"] = verdict_json(c);
   j["warnings"] = c.warnings;
   j["runs"] = nlohmann::json::array();
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const CompareRow& row = c.rows[i];
-    nlohmann::json r;
-    r["name"] = runs[i].name;
-    r["dir"] = fs::absolute(runs[i].dir).lexically_normal().string();  // plots work from anywhere
-    r["eval_loss"] = row.eval_loss;
-    r["eval_accuracy"] = row.eval_accuracy;
-    r["final_loss"] = row.final_loss;
-    r["bytes_sent"] = row.bytes_sent;
-    r["bytes_inter"] = row.bytes_inter;
-    r["peak_inter_bytes_per_s"] = row.peak_inter_bytes_per_s;
-    r["bytes_inter_training"] = row.bytes_inter_training;
-    r["compression_ratio"] = row.compression_ratio;
-    r["time_s"] = row.time_s;
-    r["target_reached"] = row.hit.has_value();
-    r["time_to_target_s"] = row.hit ? row.hit->time_s : kAbsent;
-    r["steps_to_target"] = row.hit ? row.hit->step : kAbsent;
-    r["bytes_to_target"] = row.hit ? row.hit->bytes : kAbsent;
-    r["speedup"] = row.speedup;
-    r["bytes_ratio"] = row.bytes_ratio;
-    r["projection"] = runs[i].projection;
-    // The curves as this comparison sees them (its clock; replayed or projected when it replayed),
-    // which scripts/plot draws: metrics.jsonl holds the run's own measurement only.
-    nlohmann::json records = nlohmann::json::array();
-    const auto opt = [](const std::optional<std::uint64_t>& b) { return b ? nlohmann::json(*b) : nlohmann::json(nullptr); };
-    for (const MetricPoint& p : runs[i].metrics)
-      records.push_back({{"step", p.step}, {"loss", p.loss}, {"eval_loss", p.eval_loss}, {"bytes_sent", p.bytes_sent},
-                         {"bytes_inter", opt(p.bytes_inter)},
-                         {"time_s", c.clock == CompareClock::simulated ? p.sim_time_s : p.wall_s}});
-    r["records"] = std::move(records);
-    j["runs"].push_back(r);
-  }
+  for (std::size_t i = 0; i < runs.size(); ++i) j["runs"].push_back(run_json(c, runs[i], c.rows[i]));
   // The variants over their seeds (one run each without --seeds), for the plots' bands and fronts.
   j["groups"] = nlohmann::json::array();
   for (const SeedGroup& g : group_by_variant(runs, c, std::nullopt)) {
@@ -773,59 +832,83 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
 
 // ---- the subcommand ----------------------------------------------------------------------------
 
-void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
-                      const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
-  check_target(opts.target);  // now, not after training every variant
+namespace {
+
+// The flags compare_variants refuses now, not after training every variant.
+void check_variant_flags(const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
+  check_target(opts.target);
   // Checked in every build: a non-MPI trainer under mpirun would run the comparison once per process.
   if (launched_by_mpi_launcher())
     LC_INPUT_ERROR("compare: not supported under mpirun: it trains the variants one after another "
                    "in one process on the threads backend; run it without mpirun");
   if (vary_specs.empty()) LC_INPUT_ERROR("compare: --recipe needs at least one --vary section.key=v1,v2");
   if (opts.seeds < 1) LC_INPUT_ERROR("compare: --seeds: expected at least 1, got ", opts.seeds);
-  std::vector<VaryAxis> axes;
-  for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
-  std::vector<Variant> variants = make_variants(axes);
-  if (opts.seeds > 1) {
-    // Each variant once per seed, seeds innermost, named "<variant>/seed<k>" (its directory too).
-    const std::uint64_t base = load_recipe(recipe_path, overrides).run.seed;
-    std::vector<Variant> seeded;
-    for (const Variant& v : variants)
-      for (int k = 0; k < opts.seeds; ++k) {
-        Variant s = v;
-        s.name = v.name + "/seed" + std::to_string(k);
-        s.assignments.push_back("run.seed=" + std::to_string(base + static_cast<std::uint64_t>(k)));
-        seeded.push_back(std::move(s));
-      }
-    variants = std::move(seeded);
-  }
+}
 
-  // Every variant resolved and checked before anything is trained or written.
-  std::vector<Recipe> recipes;
-  for (const auto& v : variants) {
-    std::vector<std::string> all = overrides;
-    all.insert(all.end(), v.assignments.begin(), v.assignments.end());
-    if (!opts.networks.empty() || opts.as_params > 0) all.push_back("train.trace=true");  // replayed afterwards
-    try {
-      recipes.push_back(load_recipe(recipe_path, all));
-    } catch (const InputError& e) {
-      // The recipe names a bad override "--key=value"; the user wrote it as part of a --vary.
-      const std::string msg = e.what();
-      for (const auto& a : v.assignments)
-        if (msg.rfind("--" + a + ":", 0) == 0) throw InputError("--vary " + msg.substr(2));
-      throw;
+// Each variant once per seed (base + 0..seeds-1), seeds innermost, named "<variant>/seed<k>"
+// (its directory too).
+std::vector<Variant> seeded_variants(const std::vector<Variant>& variants, int seeds, std::uint64_t base) {
+  std::vector<Variant> seeded;
+  for (const Variant& v : variants)
+    for (int k = 0; k < seeds; ++k) {
+      Variant s = v;
+      s.name = v.name + "/seed" + std::to_string(k);
+      s.assignments.push_back("run.seed=" + std::to_string(base + static_cast<std::uint64_t>(k)));
+      seeded.push_back(std::move(s));
     }
-    // Not under a launcher (refused above), "auto" is the threads backend: only "mpi" is refused.
-    if (recipes.back().distributed.backend == BackendKind::mpi)
-      LC_INPUT_ERROR("compare: variant ", v.name, ": distributed.backend = \"mpi\": compare runs every "
-                     "variant on the threads backend (use --distributed.backend=threads)");
+  return seeded;
+}
+
+// load_recipe, with an error about one of v's assignments named as the --vary the user wrote.
+Recipe load_variant(const std::string& recipe_path, const std::vector<std::string>& all, const Variant& v) {
+  try {
+    return load_recipe(recipe_path, all);
+  } catch (const InputError& e) {
+    // The recipe names a bad override "--key=value"; the user wrote it as part of a --vary.
+    const std::string msg = e.what();
+    for (const auto& a : v.assignments)
+      if (msg.rfind("--" + a + ":", 0) == 0) throw InputError("--vary " + msg.substr(2));
+    throw;
   }
+}
+
+// Variant v's recipe: the shared overrides, then its assignments.
+Recipe variant_recipe(const std::string& recipe_path, const std::vector<std::string>& overrides, const Variant& v,
+                      const CompareOptions& opts) {
+  std::vector<std::string> all = overrides;
+  all.insert(all.end(), v.assignments.begin(), v.assignments.end());
+  if (!opts.networks.empty() || opts.as_params > 0) all.push_back("train.trace=true");  // replayed afterwards
+  Recipe r = load_variant(recipe_path, all, v);
+  // Not under a launcher (refused above), "auto" is the threads backend: only "mpi" is refused.
+  if (r.distributed.backend == BackendKind::mpi)
+    LC_INPUT_ERROR("compare: variant ", v.name, ": distributed.backend = \"mpi\": compare runs every "
+                   "variant on the threads backend (use --distributed.backend=threads)");
+  return r;
+}
+
+// Every variant's recipe, resolved and checked (with --networks and --as-params) before anything
+// is trained or written.
+std::vector<Recipe> variant_recipes(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                                    const std::vector<Variant>& variants, const CompareOptions& opts) {
+  std::vector<Recipe> recipes;
+  for (const auto& v : variants) recipes.push_back(variant_recipe(recipe_path, overrides, v, opts));
   check_networks(recipes, opts.networks);
   std::vector<std::string> names;
   for (const Variant& v : variants) names.push_back("variant " + v.name);
   check_projection(recipes, names, opts.as_params);
-  // One load per distinct [data] table: the variants then see the very same examples.
-  std::vector<std::size_t> data_of(recipes.size());
-  std::vector<TrainData> data;
+  return recipes;
+}
+
+// The variants' data: one load per distinct [data] table, so the variants see the very same examples.
+struct VariantData {
+  std::vector<TrainData> loaded;
+  std::vector<std::size_t> of;  // of[i]: recipes[i]'s, an index into loaded
+  const TrainData& operator[](std::size_t i) const { return loaded[of[i]]; }
+};
+
+VariantData load_variant_data(const std::vector<Recipe>& recipes) {
+  VariantData data;
+  data.of.resize(recipes.size());
   std::vector<const Recipe*> loaded_for;
   for (std::size_t i = 0; i < recipes.size(); ++i) {
     std::size_t d = 0;
@@ -833,42 +916,59 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
     if (d == loaded_for.size()) {
       LoadOptions load;
       load.cache_dir = recipes[i].run.out_dir;  // the tokenizer cache, as a plain run keeps it
-      data.push_back(load_data(recipes[i], load));
+      data.loaded.push_back(load_data(recipes[i], load));
       loaded_for.push_back(&recipes[i]);
     }
-    data_of[i] = d;
+    data.of[i] = d;
   }
+  return data;
+}
+
+// Variant i of n, trained into out_dir/<its name>, its log lines prefixed "[name] ", and read
+// back from its directory, as --runs reads it: the replay of a [network] run rewrites
+// metrics.jsonl's sim_time_s after training, so the records in memory lack the simulated clock.
+RunResult train_variant(const Variant& v, std::size_t i, std::size_t n, const Recipe& recipe, const TrainData& data,
+                        const CompareOptions& opts) {
+  const std::string dir = (fs::path(opts.out_dir) / v.name).string();
+  std::optional<PrefixBuf> buf;
+  std::optional<std::ostream> prefixed;
+  TrainOptions t;
+  t.run_dir = dir;
+  if (opts.log) {
+    *opts.log << "compare: [" << i + 1 << "/" << n << "] " << v.name << ": " << join(v.assignments, " ") << std::endl;
+    buf.emplace(*opts.log, "[" + v.name + "] ");
+    prefixed.emplace(&*buf);
+    t.log = &*prefixed;
+    t.progress_line = opts.progress_line;
+  }
+  TrainSummary s = train(recipe, data, t);
+  if (t.log) *t.log << done_line(s) << std::endl;
+  return read_run(dir, v.name);
+}
+
+}  // namespace
+
+void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                      const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
+  check_variant_flags(vary_specs, opts);
+  std::vector<VaryAxis> axes;
+  for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
+  std::vector<Variant> variants = make_variants(axes);
+  if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, load_recipe(recipe_path, overrides).run.seed);
+  const std::vector<Recipe> recipes = variant_recipes(recipe_path, overrides, variants, opts);
+  const VariantData data = load_variant_data(recipes);
   // Every variant's cross-field errors before the first one trains.
   for (std::size_t i = 0; i < recipes.size(); ++i)
-    (void)resolve(recipes[i], data[data_of[i]], (fs::path(opts.out_dir) / variants[i].name).string());
+    (void)resolve(recipes[i], data[i], (fs::path(opts.out_dir) / variants[i].name).string());
   if (opts.log)
     *opts.log << "compare: " << variants.size() << " variants of " << recipe_path << ", data loaded "
-              << (data.size() == 1 ? "once for all" : std::to_string(data.size()) + " times") << "; into "
+              << (data.loaded.size() == 1 ? "once for all" : std::to_string(data.loaded.size()) + " times") << "; into "
               << opts.out_dir << "/" << std::endl;
 
   make_directories(opts.out_dir);
   std::vector<RunResult> runs;
-  for (std::size_t i = 0; i < variants.size(); ++i) {
-    const Variant& v = variants[i];
-    const std::string dir = (fs::path(opts.out_dir) / v.name).string();
-    std::optional<PrefixBuf> buf;
-    std::optional<std::ostream> prefixed;
-    TrainOptions t;
-    t.run_dir = dir;
-    if (opts.log) {
-      *opts.log << "compare: [" << i + 1 << "/" << variants.size() << "] " << v.name << ": "
-                << join(v.assignments, " ") << std::endl;
-      buf.emplace(*opts.log, "[" + v.name + "] ");
-      prefixed.emplace(&*buf);
-      t.log = &*prefixed;
-      t.progress_line = opts.progress_line;
-    }
-    TrainSummary s = train(recipes[i], data[data_of[i]], t);
-    if (t.log) *t.log << done_line(s) << std::endl;
-    // Read back from its directory, as --runs reads it: the replay of a [network] run rewrites
-    // metrics.jsonl's sim_time_s after training, so the records in memory lack the simulated clock.
-    runs.push_back(read_run(dir, v.name));
-  }
+  for (std::size_t i = 0; i < variants.size(); ++i)
+    runs.push_back(train_variant(variants[i], i, variants.size(), recipes[i], data[i], opts));
   ReportContext ctx;
   ctx.recipe = recipe_path;
   ctx.overrides = overrides;
