@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "framework/data/tokenizer.h"
-#include "framework/data/train_data.h"
-#include "framework/models/model.h"
+#include "workloads/data/tokenizer.h"
+#include "workloads/data/train_data.h"
+#include "workloads/models/model.h"
 #include "framework/recipe/recipe.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/optimizer.h"
