@@ -25,7 +25,7 @@
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
 #include "workloads/data/token_files.h"
-#include "framework/sync/aggregate_rule.h"
+#include "framework/elastic/aggregate.h"
 #include "workloads/models/mlp.h"
 #include "optimizers/schedule.h"
 
@@ -358,8 +358,7 @@ struct FaultConfig {
 // and the members' verdicts may take before a replica is dropped and the sync retried, how long
 // a joining replica waits to be admitted, how many rounds one sync may take, the address the
 // replica's gloo ranks listen on (another machine's replicas must reach it), and how the members'
-// pseudo-gradients are combined (framework/sync/aggregate_rule.h; framework/elastic/aggregate.h
-// applies it). Not part of the recipe hash: the
+// pseudo-gradients are combined (framework/elastic/aggregate.h). Not part of the recipe hash: the
 // timeouts change when replicas give up, and the replicas agree on the aggregation rule at every
 // sync (a replica with another rule is out of step and dropped).
 struct ElasticConfig {
