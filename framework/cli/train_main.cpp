@@ -45,7 +45,7 @@
 #include "collectives/netsim/topology.h"
 #include "framework/cli/train_main.h"
 #include "core/check.h"
-#include "framework/data/token_files.h"
+#include "workloads/data/token_files.h"
 #include "framework/elastic/elastic.h"
 #include "framework/elastic/supervisor.h"
 #include "framework/recipe/recipe.h"

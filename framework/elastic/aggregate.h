@@ -17,13 +17,20 @@
 // noise still moves theta_global; at least half the members (the median's side) always remain.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <span>
 #include <vector>
 
-#include "framework/sync/aggregate_rule.h"
+#include "core/enum_names.h"
 
 namespace laconic {
+
+// The rule ([elastic] aggregate): the recipe (framework/recipe) names it too.
+enum class Aggregate { mean, trimmed_mean, median };
+inline constexpr std::array kAggregateNames{"mean", "trimmed_mean", "median"};
+constexpr std::span<const char* const> names(Aggregate) { return kAggregateNames; }
+inline const char* name_of(Aggregate a) { return enum_name(a); }
 
 struct AggregateOptions {
   Aggregate rule = Aggregate::mean;

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "core/check.h"
-#include "framework/data/tokenizer.h"
+#include "workloads/data/tokenizer.h"
 #include "framework/recipe/recipe_text.h"
 
 namespace laconic::recipe_detail {

@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "framework/data/train_data.h"
-#include "framework/models/model.h"
+#include "workloads/data/train_data.h"
+#include "workloads/models/model.h"
 #include "framework/recipe/loaders.h"   // run_tokenizer, for the files that include this one
 #include "framework/recipe/recipe.h"
 #include "framework/recipe/schedule.h"  // resolve_lr, make_schedule, likewise

@@ -3,9 +3,9 @@
 #include <filesystem>
 
 #include "core/check.h"
-#include "framework/data/lm.h"
-#include "framework/data/text_corpus.h"
-#include "framework/data/token_files.h"
+#include "workloads/data/lm.h"
+#include "workloads/data/text_corpus.h"
+#include "workloads/data/token_files.h"
 
 namespace laconic {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "framework/data/tokenizer.h"
-#include "framework/data/train_data.h"
+#include "workloads/data/tokenizer.h"
+#include "workloads/data/train_data.h"
 #include "framework/recipe/recipe.h"
 
 namespace laconic {

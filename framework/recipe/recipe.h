@@ -24,9 +24,9 @@
 #include "compression/topk.h"
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
-#include "framework/data/token_files.h"
-#include "framework/sync/aggregate_rule.h"
-#include "framework/models/mlp.h"
+#include "workloads/data/token_files.h"
+#include "framework/elastic/aggregate.h"
+#include "workloads/models/mlp.h"
 #include "optimizers/schedule.h"
 
 namespace laconic {
@@ -82,8 +82,8 @@ struct DataConfig {
   // text: the files read inside a folder ("" = no extension; data.path = "default", the fortune
   // databases, always reads those). Hidden folders, run directories and run.out_dir are skipped.
   std::vector<std::string> extensions = {".txt"};
-  bool lowercase = true;         // text: the tokenizer folds A-Z to a-z (framework/data/tokenizer.h)
-  // tokens: pre-tokenized files, glob patterns (framework/data/token_files.h); val_path "" = no evaluation
+  bool lowercase = true;         // text: the tokenizer folds A-Z to a-z (workloads/data/tokenizer.h)
+  // tokens: pre-tokenized files, glob patterns (workloads/data/token_files.h); val_path "" = no evaluation
   FilePath train_path;
   FilePath val_path;
   TokenFormat token_format = TokenFormat::llmc;  // llm.c's header, or "u16": headerless uint16 (nanoGPT)
@@ -105,7 +105,7 @@ struct TrainConfig {
   // (e.g. "3h50m" under a 4-hour scheduler limit; framework/train/stop.h); 0 = none
   Duration time_limit;
   // The GEMMs' arithmetic: fp32, or bf16 operands with fp32 sums and fp32 master weights, optimizer
-  // and reductions, as torch.autocast (framework/nn/precision.h)
+  // and reductions, as torch.autocast (workloads/nn/precision.h)
   nn::Precision precision = nn::Precision::fp32;
 
   bool operator==(const TrainConfig&) const = default;
@@ -358,8 +358,7 @@ struct FaultConfig {
 // and the members' verdicts may take before a replica is dropped and the sync retried, how long
 // a joining replica waits to be admitted, how many rounds one sync may take, the address the
 // replica's gloo ranks listen on (another machine's replicas must reach it), and how the members'
-// pseudo-gradients are combined (framework/sync/aggregate_rule.h; framework/elastic/aggregate.h
-// applies it). Not part of the recipe hash: the
+// pseudo-gradients are combined (framework/elastic/aggregate.h). Not part of the recipe hash: the
 // timeouts change when replicas give up, and the replicas agree on the aggregation rule at every
 // sync (a replica with another rule is out of step and dropped).
 struct ElasticConfig {

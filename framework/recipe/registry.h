@@ -32,8 +32,8 @@
 
 #include "compression/reducer.h"
 #include "core/device.h"
-#include "framework/models/model.h"
-#include "framework/data/train_data.h"
+#include "workloads/models/model.h"
+#include "workloads/data/train_data.h"
 #include "framework/recipe/components.h"
 #include "framework/recipe/recipe.h"
 #include "framework/sync/sync_strategy.h"

@@ -3,7 +3,7 @@
 #include <ostream>
 #include <span>
 
-#include "framework/data/sampler.h"
+#include "workloads/data/sampler.h"
 
 namespace laconic {
 

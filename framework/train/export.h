@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "framework/models/model.h"
+#include "workloads/models/model.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/model_weights.h"

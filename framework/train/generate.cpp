@@ -7,7 +7,7 @@
 
 #include "core/batch.h"
 #include "core/check.h"
-#include "framework/models/gpt.h"
+#include "workloads/models/gpt.h"
 #include "framework/train/export.h"
 #include "framework/recipe/factory.h"
 

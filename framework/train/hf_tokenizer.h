@@ -1,4 +1,4 @@
-// Laconic's BPE (framework/data/tokenizer.h) as a Hugging Face `tokenizers` file (tokenizer.json,
+// Laconic's BPE (workloads/data/tokenizer.h) as a Hugging Face `tokenizers` file (tokenizer.json,
 // what PreTrainedTokenizerFast.from_pretrained and Tokenizer.from_file read), so that a run's
 // exported weights come with the tokenizer they were trained on.
 //
@@ -19,7 +19,7 @@
 
 #include <string>
 
-#include "framework/data/tokenizer.h"
+#include "workloads/data/tokenizer.h"
 
 namespace laconic {
 

@@ -25,7 +25,7 @@
 #include "collectives/netsim/sim_communicator.h"
 #include "compression/reducer.h"
 #include "core/timer.h"
-#include "framework/data/sampler.h"
+#include "workloads/data/sampler.h"
 #include "framework/elastic/elastic.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/hook_factory.h"

@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "framework/models/model.h"
+#include "workloads/models/model.h"
 #include "framework/train/safetensors.h"
 
 namespace laconic {

@@ -9,7 +9,7 @@
 #include "core/units.h"
 #include "core/rng.h"
 #include "core/ops/dispatch.h"
-#include "framework/data/sampler.h"
+#include "workloads/data/sampler.h"
 #include "framework/recipe/factory.h"
 #include "framework/train/elastic_hook.h"
 #include "framework/train/export.h"

@@ -1,11 +1,11 @@
 // Data: sources and samplers, Fashion-MNIST, text corpora, the tokenizer, token files.
 #pragma once
 
-#include "framework/data/source.h"
-#include "framework/data/sampler.h"
-#include "framework/data/fashion_mnist.h"
-#include "framework/data/text_corpus.h"
-#include "framework/data/tokenizer.h"
-#include "framework/data/token_files.h"
-#include "framework/data/lm.h"
-#include "framework/data/mlm.h"
+#include "workloads/data/source.h"
+#include "workloads/data/sampler.h"
+#include "workloads/data/fashion_mnist.h"
+#include "workloads/data/text_corpus.h"
+#include "workloads/data/tokenizer.h"
+#include "workloads/data/token_files.h"
+#include "workloads/data/lm.h"
+#include "workloads/data/mlm.h"

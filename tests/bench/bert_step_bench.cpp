@@ -7,11 +7,11 @@
 //                   [--device cpu|cuda] [--batch N] [--peak-tflops X] [--threads N] [--label S]
 //                   [--precision fp32|bf16]
 //
-// - bert: framework/models/bert.h, BERT-small (the cross_dc recipes' width; vocab 4000, seq_len 128, dim 128,
+// - bert: workloads/models/bert.h, BERT-small (the cross_dc recipes' width; vocab 4000, seq_len 128, dim 128,
 //   2 layers, 4 heads, ffn 512, dropout 0.1), 32 sequences per step, 19 of the 128 positions of
 //   each sequence (15%, rounded down) as targets, LAMB with its defaults (no gradient clipping).
 // - mlp: 784-512-256-10 ReLU at batch 256, SGD momentum 0.9, weight decay 5e-4.
-// - gpt: framework/models/gpt.h at the gpt_fortunes size (vocab 4000, seq_len 128, dim 192,
+// - gpt: workloads/models/gpt.h at the gpt_fortunes size (vocab 4000, seq_len 128, dim 192,
 //   4 layers, 6 heads, ffn 768, no dropout), 16 sequences per step, every position a target,
 //   AdamW (beta2 0.95, weight decay 0.1 on the decay group).
 //
@@ -43,12 +43,12 @@
 #include "core/device.h"
 #include "core/rng.h"
 #include "core/step.h"
-#include "framework/models/bert.h"
-#include "framework/models/gpt.h"
+#include "workloads/models/bert.h"
+#include "workloads/models/gpt.h"
 #include "core/ops/cpu_peak.h"
 #include "core/ops/ops.h"
 #include "optimizers/adamw.h"
-#include "framework/models/mlp.h"
+#include "workloads/models/mlp.h"
 #include "optimizers/lamb.h"
 #include "optimizers/sgd.h"
 

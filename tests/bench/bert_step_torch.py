@@ -5,7 +5,7 @@ same machine (tests/bench/bert_step.sh runs them in alternation).
 
   bert_step_torch.py [--threads N] [--reps N] [--warmup N] [--model bert|mlp|gpt|all] [--optim lamb|adamw]
 
-bert: what framework/models/bert.cpp computes, layer for layer: post-LN encoder (Devlin et al.
+bert: what workloads/models/bert.cpp computes, layer for layer: post-LN encoder (Devlin et al.
 2019) with e = Drop(LN(E[tok] + P[t])); per block x = LN(x + Drop(Attn(x))), x = LN(x + Drop(FFN(x)))
 with one fused QKV projection, dropout on the attention probabilities, exact GELU, LayerNorm eps
 1e-12; the MLM head runs on the predicted positions only (gathered first, as ours):
@@ -18,7 +18,7 @@ parameters), or torch.optim.AdamW (--optim adamw) as a stand-in made of torch's 
 mlp: 784-512-256-10 ReLU at batch 256, torch.optim.SGD momentum 0.9, weight decay 5e-4 on the
 weights only (our decay group).
 
-gpt: what framework/models/gpt.cpp computes: pre-LN decoder (GPT-2) with x = E[tok] + P[t]; per
+gpt: what workloads/models/gpt.cpp computes: pre-LN decoder (GPT-2) with x = E[tok] + P[t]; per
 block x = x + Attn(LN1(x)) with a causal mask, x = x + FFN(LN2(x)) (exact GELU, LayerNorm eps
 1e-5); logits = LN_f(x) E^T (tied, no bias) at every position; mean cross-entropy. Sizes: vocab
 4000, seq_len 128, dim 192, 4 layers, 6 heads, ffn 768, no dropout, 16 sequences.

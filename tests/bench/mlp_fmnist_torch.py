@@ -9,7 +9,7 @@ Debian's interpreter, which has python3-torch 1.13:
 What it mirrors from the recipe:
   - model 784-512-256-10, ReLU, PyTorch's default nn.Linear init, mean cross-entropy loss;
   - Fashion-MNIST read from the idx .gz files, pixels / 255 normalised with mean 0.2860,
-    std 0.3530 (framework/data/fashion_mnist.h);
+    std 0.3530 (workloads/data/fashion_mnist.h);
   - global batch 256. The recipe runs 4 data-parallel ranks x micro-batch 64 with a mean
     all-reduce of gradients every step; that is mathematically one worker taking a step on the
     same 256-example global batch, which is what this script does (no communication);

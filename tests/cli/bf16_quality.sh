@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train.precision = "bf16" (GEMM operands rounded to bf16, fp32 sums, fp32 master weights,
-# optimizer and reductions: framework/nn/precision.h) trains the MLP and the GPT to within 1% of
+# optimizer and reductions: workloads/nn/precision.h) trains the MLP and the GPT to within 1% of
 # fp32's held-out loss at equal steps, same seed and data; and it is in effect (the losses differ
 # from fp32's in their bits). The MLP: mlp_fmnist as reciped; the GPT: gpt_fortunes cut to 60
 # steps of 8 sequences per rank.

@@ -15,7 +15,7 @@ prefix=$tmp/prefix
 
 cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
 for f in bin/trainer lib/cmake/Laconic/LaconicConfig.cmake lib/cmake/Laconic/LaconicConfigVersion.cmake \
-         include/laconic/laconic.h include/laconic/framework/models/model.h share/laconic/scripts/plot \
+         include/laconic/laconic.h include/laconic/workloads/models/model.h share/laconic/scripts/plot \
          share/laconic/recipes/lamb_bert.toml; do
   [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done

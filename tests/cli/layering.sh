@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$check" --root "$src"
 
 # A copy of the source folders to plant into.
-for d in core collectives optimizers compression sim framework tools python include scripts; do cp -r "$src/$d" "$tmp/"; done
+for d in core collectives optimizers compression sim workloads framework tools python include scripts; do cp -r "$src/$d" "$tmp/"; done
 line=$(( $(wc -l < "$tmp/core/check.h") + 1 ))
 echo '#include "framework/train/trainer.h"' >> "$tmp/core/check.h"
 if "$tmp/scripts/check-layering" --root "$tmp" > "$tmp/out" 2>&1; then

@@ -19,9 +19,9 @@
 #include "core/check.h"
 #include "core/device.h"
 #include "core/rng.h"
-#include "framework/models/bert.h"
-#include "framework/models/gpt.h"
-#include "framework/models/mlp.h"
+#include "workloads/models/bert.h"
+#include "workloads/models/gpt.h"
+#include "workloads/models/mlp.h"
 #include "core/ops/dispatch.h"
 
 namespace laconic {

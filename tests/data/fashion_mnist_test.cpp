@@ -1,4 +1,4 @@
-#include "framework/data/fashion_mnist.h"
+#include "workloads/data/fashion_mnist.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

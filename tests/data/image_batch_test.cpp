@@ -1,4 +1,4 @@
-#include "framework/data/image_batch.h"
+#include "workloads/data/image_batch.h"
 
 #include <gtest/gtest.h>
 

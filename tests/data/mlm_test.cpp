@@ -1,4 +1,4 @@
-#include "framework/data/mlm.h"
+#include "workloads/data/mlm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "framework/data/sampler.h"
+#include "workloads/data/sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "framework/data/text_corpus.h"
+#include "workloads/data/text_corpus.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

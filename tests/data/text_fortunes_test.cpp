@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/mlm.h"
-#include "framework/data/text_corpus.h"
-#include "framework/data/tokenizer.h"
+#include "workloads/data/mlm.h"
+#include "workloads/data/text_corpus.h"
+#include "workloads/data/tokenizer.h"
 
 namespace laconic {
 namespace {

@@ -1,7 +1,7 @@
 // Token streams for the GPT: llm.c's .bin files (both header kinds, headerless uint16), every
 // corruption case as a one-line error naming the file, globs, windows and their next-token
 // targets, the unigram baseline, and `trainer tokenize`'s files decoding back to the corpus.
-#include "framework/data/token_files.h"
+#include "workloads/data/token_files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/check.h"
-#include "framework/data/lm.h"
-#include "framework/data/mlm.h"
+#include "workloads/data/lm.h"
+#include "workloads/data/mlm.h"
 
 namespace laconic {
 namespace {

@@ -1,4 +1,4 @@
-#include "framework/data/tokenizer.h"
+#include "workloads/data/tokenizer.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "framework/models/bert.h"
+#include "workloads/models/bert.h"
 #include "tests/models/model_checks.h"
 #include "tests/nn/gradcheck.h"
 

@@ -10,7 +10,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "framework/models/gpt.h"
+#include "workloads/models/gpt.h"
 #include "tests/models/model_checks.h"
 #include "tests/nn/gradcheck.h"
 

@@ -7,7 +7,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "framework/models/mlp.h"
+#include "workloads/models/mlp.h"
 #include "tests/models/model_checks.h"
 #include "tests/nn/gradcheck.h"
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "framework/models/model.h"
+#include "workloads/models/model.h"
 
 namespace laconic::testing {
 

@@ -11,7 +11,7 @@
 #include "core/check.h"
 #include "core/ops/attention_cpu.h"
 #include "core/ops/ops.h"
-#include "framework/nn/attention.h"
+#include "workloads/nn/attention.h"
 #include "tests/nn/gradcheck.h"
 
 namespace laconic::nn {

@@ -8,13 +8,13 @@
 #include "core/check.h"
 #include "core/ops/ops.h"
 #include "core/rng.h"
-#include "framework/nn/activation.h"
-#include "framework/nn/dropout.h"
-#include "framework/nn/embedding.h"
-#include "framework/nn/init.h"
-#include "framework/nn/layernorm.h"
-#include "framework/nn/linear.h"
-#include "framework/nn/softmax_xent.h"
+#include "workloads/nn/activation.h"
+#include "workloads/nn/dropout.h"
+#include "workloads/nn/embedding.h"
+#include "workloads/nn/init.h"
+#include "workloads/nn/layernorm.h"
+#include "workloads/nn/linear.h"
+#include "workloads/nn/softmax_xent.h"
 #include "tests/nn/gradcheck.h"
 
 namespace laconic::nn {
@@ -105,7 +105,7 @@ TEST(Linear, BackwardAccumulatesParameterGradients) {
   for (std::size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(store.grads()[i], 2 * once[i], 1e-6f * (1 + std::abs(once[i])));
 }
 
-// A bf16 Linear is the fp32 Linear on bf16-rounded x, W and dy (framework/nn/precision.h): its
+// A bf16 Linear is the fp32 Linear on bf16-rounded x, W and dy (workloads/nn/precision.h): its
 // output, weight gradient and input gradient bit for bit; its bias gradient sums dy unrounded, and
 // its weight (the fp32 master) is left as it was.
 TEST(Linear, Bf16IsTheFp32LayerOnRoundedOperands) {

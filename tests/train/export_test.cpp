@@ -18,8 +18,8 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "framework/models/bert.h"
-#include "framework/models/gpt.h"
+#include "workloads/models/bert.h"
+#include "workloads/models/gpt.h"
 #include "framework/train/export.h"
 #include "framework/train/safetensors.h"
 #include "framework/train/trainer.h"

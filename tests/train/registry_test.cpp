@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "framework/models/mlp.h"
+#include "workloads/models/mlp.h"
 #include "framework/sync/periodic.h"
 #include "framework/recipe/registry.h"
 #include "framework/train/trainer.h"

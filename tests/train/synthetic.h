@@ -7,7 +7,7 @@
 #include <span>
 
 #include "core/rng.h"
-#include "framework/data/fashion_mnist.h"
+#include "workloads/data/fashion_mnist.h"
 #include "framework/train/faults.h"
 #include "framework/train/trainer.h"
 
