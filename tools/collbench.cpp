@@ -630,25 +630,71 @@ int run_gloo_backend(const Config& cfg) {
   return run_process_backend(cfg, comm, "gloo (" + std::to_string(cfg.streams) + " TCP streams per pair)");
 }
 
-int run(int argc, char** argv) {
-  CLI::App app{"collbench: collective benchmark (nccl-tests style rows)"};
-  Config cfg;
+// The flags given as text, before resolve() checks them into a Config.
+struct Flags {
   std::string b = "8", e = "256M", op = "allreduce", backend = "threads", algo, dtype = "f32", redop = "sum";
-  app.add_option("-b,--minbytes", b, "smallest size (bytes; K, M, G suffixes)");
-  app.add_option("-e,--maxbytes", e, "largest size");
+  CLI::Option* ranks = nullptr;
+};
+
+void add_options(CLI::App& app, Config& cfg, Flags& f) {
+  app.add_option("-b,--minbytes", f.b, "smallest size (bytes; K, M, G suffixes)");
+  app.add_option("-e,--maxbytes", f.e, "largest size");
   app.add_option("-f,--stepfactor", cfg.factor, "size multiplier between rows (>= 2)");
-  app.add_option("--op", op, "allreduce|reduce|reduce_scatter|allgather|alltoall|broadcast");
-  app.add_option("--backend", backend, "threads|mpi|mpi_c|gloo (mpi, mpi_c: under mpirun; gloo: LACONIC_RANK, LACONIC_WORLD_SIZE, LACONIC_STORE)");
+  app.add_option("--op", f.op, "allreduce|reduce|reduce_scatter|allgather|alltoall|broadcast");
+  app.add_option("--backend", f.backend, "threads|mpi|mpi_c|gloo (mpi, mpi_c: under mpirun; gloo: LACONIC_RANK, LACONIC_WORLD_SIZE, LACONIC_STORE)");
   app.add_option("--streams", cfg.streams, "gloo: TCP connections per pair of ranks (1-64)");
-  app.add_option("--algo", algo, "ring|recursive_doubling|rabenseifner|hierarchical|native|auto");
-  auto* nopt = app.add_option("-n,--ranks", cfg.n, "ranks (threads; under mpirun must match -np)");
-  app.add_option("--dtype", dtype, "f32|bf16|f16|i32|u8");
-  app.add_option("--redop", redop, "sum|avg|max");
+  app.add_option("--algo", f.algo, "ring|recursive_doubling|rabenseifner|hierarchical|native|auto");
+  f.ranks = app.add_option("-n,--ranks", cfg.n, "ranks (threads; under mpirun must match -np)");
+  app.add_option("--dtype", f.dtype, "f32|bf16|f16|i32|u8");
+  app.add_option("--redop", f.redop, "sum|avg|max");
   app.add_option("--root", cfg.root, "root of reduce and broadcast");
   app.add_option("--iters", cfg.iters, "timed iterations per size");
   app.add_option("--warmup", cfg.warmup, "untimed iterations per size");
   app.add_option("--spin-us", cfg.spin_us, "threads: microseconds a waiter spins before it sleeps");
   app.add_flag("--bind", cfg.bind, "threads: pin rank r to CPU r (as mpirun -np N <= cores does)");
+}
+
+// The text flags into cfg, and every flag checked (InputError for the first that is wrong).
+void resolve(Config& cfg, const Flags& f) {
+  cfg.min_bytes = parse_size("-b", f.b);
+  cfg.max_bytes = parse_size("-e", f.e);
+  cfg.op = pick(kOps, "--op", f.op);
+  cfg.backend = pick(kBackends, "--backend", f.backend);
+  if (!f.algo.empty()) cfg.algo = pick(kAlgos, "--algo", f.algo);
+  cfg.dtype = pick(kDTypes, "--dtype", f.dtype);
+  cfg.redop = pick(kRedOps, "--redop", f.redop);
+  cfg.n_given = f.ranks->count() > 0;
+  if (cfg.min_bytes > cfg.max_bytes) LC_INPUT_ERROR("-b ", f.b, " is larger than -e ", f.e);
+  if (cfg.factor < 2) LC_INPUT_ERROR("-f must be at least 2, got ", cfg.factor);
+  if (cfg.n < 1) LC_INPUT_ERROR("-n must be at least 1, got ", cfg.n);
+  if (cfg.iters < 1 || cfg.warmup < 0) LC_INPUT_ERROR("--iters must be >= 1 and --warmup >= 0");
+  if (cfg.spin_us < 0 || cfg.spin_us >= 1e6) LC_INPUT_ERROR("--spin-us must be in [0, 1e6)");
+  if (cfg.root < 0 || (cfg.backend == Backend::threads && cfg.root >= cfg.n))
+    LC_INPUT_ERROR("--root ", cfg.root, " is not a rank");
+  if (cfg.backend == Backend::mpi_c && cfg.algo && *cfg.algo != Algorithm::native)
+    LC_INPUT_ERROR("--backend mpi_c runs the MPI library's own collectives: --algo must be native or absent");
+  if (cfg.streams < 1 || cfg.streams > kMaxStreams) LC_INPUT_ERROR("--streams must be in [1, ", kMaxStreams, "]");
+}
+
+// `backend`: the --backend flag as given, for the messages.
+int run_backend(const Config& cfg, const std::string& backend, [[maybe_unused]] int& argc,
+                [[maybe_unused]] char**& argv) {
+  if (cfg.backend == Backend::threads) return run_threads_backend(cfg);
+  if (cfg.backend == Backend::gloo) return run_gloo_backend(cfg);
+#ifdef LACONIC_HAVE_MPI
+  if (!launched_by_mpi_launcher())
+    std::fprintf(stderr, "collbench: note: --backend %s outside mpirun runs a single rank\n", backend.c_str());
+  return run_mpi_backend(cfg, argc, argv);
+#else
+  LC_INPUT_ERROR("--backend ", backend, ": this build has no MPI (configure with -DLACONIC_MPI=ON)");
+#endif
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"collbench: collective benchmark (nccl-tests style rows)"};
+  Config cfg;
+  Flags flags;
+  add_options(app, cfg, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& ex) {
@@ -658,33 +704,8 @@ int run(int argc, char** argv) {
     return kInputError;
   }
   try {
-    cfg.min_bytes = parse_size("-b", b);
-    cfg.max_bytes = parse_size("-e", e);
-    cfg.op = pick(kOps, "--op", op);
-    cfg.backend = pick(kBackends, "--backend", backend);
-    if (!algo.empty()) cfg.algo = pick(kAlgos, "--algo", algo);
-    cfg.dtype = pick(kDTypes, "--dtype", dtype);
-    cfg.redop = pick(kRedOps, "--redop", redop);
-    cfg.n_given = nopt->count() > 0;
-    if (cfg.min_bytes > cfg.max_bytes) LC_INPUT_ERROR("-b ", b, " is larger than -e ", e);
-    if (cfg.factor < 2) LC_INPUT_ERROR("-f must be at least 2, got ", cfg.factor);
-    if (cfg.n < 1) LC_INPUT_ERROR("-n must be at least 1, got ", cfg.n);
-    if (cfg.iters < 1 || cfg.warmup < 0) LC_INPUT_ERROR("--iters must be >= 1 and --warmup >= 0");
-    if (cfg.spin_us < 0 || cfg.spin_us >= 1e6) LC_INPUT_ERROR("--spin-us must be in [0, 1e6)");
-    if (cfg.root < 0 || (cfg.backend == Backend::threads && cfg.root >= cfg.n))
-      LC_INPUT_ERROR("--root ", cfg.root, " is not a rank");
-    if (cfg.backend == Backend::mpi_c && cfg.algo && *cfg.algo != Algorithm::native)
-      LC_INPUT_ERROR("--backend mpi_c runs the MPI library's own collectives: --algo must be native or absent");
-    if (cfg.streams < 1 || cfg.streams > kMaxStreams) LC_INPUT_ERROR("--streams must be in [1, ", kMaxStreams, "]");
-    if (cfg.backend == Backend::threads) return run_threads_backend(cfg);
-    if (cfg.backend == Backend::gloo) return run_gloo_backend(cfg);
-#ifdef LACONIC_HAVE_MPI
-    if (!launched_by_mpi_launcher())
-      std::fprintf(stderr, "collbench: note: --backend %s outside mpirun runs a single rank\n", backend.c_str());
-    return run_mpi_backend(cfg, argc, argv);
-#else
-    LC_INPUT_ERROR("--backend ", backend, ": this build has no MPI (configure with -DLACONIC_MPI=ON)");
-#endif
+    resolve(cfg, flags);
+    return run_backend(cfg, flags.backend, argc, argv);
   } catch (const InputError& ex) {
     std::fprintf(stderr, "collbench: error: %s\n", ex.what());
     return kInputError;

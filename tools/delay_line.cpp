@@ -42,7 +42,6 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace {
@@ -153,61 +152,66 @@ class Direction {
   std::int64_t last_due_ = 0;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"delay_line: a link with latency between two network namespaces (TUN devices)"};
+struct Options {
   std::string ns_a, ns_b, dev_a, dev_b;
   double rtt_ms = 0, jitter_ms = 0, loss = 0;
   std::uint64_t seed = 1;
   std::size_t queue_packets = 4096;
-  app.add_option("--ns-a", ns_a, "namespace of side A (ip netns name)")->required();
-  app.add_option("--dev-a", dev_a, "TUN device to create in A")->required();
-  app.add_option("--ns-b", ns_b, "namespace of side B")->required();
-  app.add_option("--dev-b", dev_b, "TUN device to create in B")->required();
-  app.add_option("--rtt-ms", rtt_ms, "round-trip time added by the link (each way RTT/2)")->required()
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--ns-a", o.ns_a, "namespace of side A (ip netns name)")->required();
+  app.add_option("--dev-a", o.dev_a, "TUN device to create in A")->required();
+  app.add_option("--ns-b", o.ns_b, "namespace of side B")->required();
+  app.add_option("--dev-b", o.dev_b, "TUN device to create in B")->required();
+  app.add_option("--rtt-ms", o.rtt_ms, "round-trip time added by the link (each way RTT/2)")->required()
       ->check(CLI::Range(0.0, 10000.0));
-  app.add_option("--jitter-ms", jitter_ms, "each packet's one-way hold varies uniformly by +-J ms (no reordering)")
+  app.add_option("--jitter-ms", o.jitter_ms, "each packet's one-way hold varies uniformly by +-J ms (no reordering)")
       ->check(CLI::Range(0.0, 10000.0));
-  app.add_option("--loss", loss, "fraction of packets dropped, each way")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", seed, "seed of the jitter and loss draws");
-  app.add_option("--queue-packets", queue_packets, "packets held per direction at most (tail drop beyond)")
+  app.add_option("--loss", o.loss, "fraction of packets dropped, each way")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed of the jitter and loss draws");
+  app.add_option("--queue-packets", o.queue_packets, "packets held per direction at most (tail drop beyond)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16));
-  CLI11_PARSE(app, argc, argv);
-  if (jitter_ms > rtt_ms / 2) {
-    std::fprintf(stderr, "delay_line: --jitter-ms %g exceeds the one-way delay %g ms (a hold cannot be negative)\n",
-                 jitter_ms, rtt_ms / 2);
-    return 2;
+}
+
+// The link's draws: each packet's one-way hold and whether it is lost (one generator for both,
+// in the order the packets arrive).
+class Link {
+ public:
+  explicit Link(const Options& o)
+      : rng_(o.seed), one_way_ns_(static_cast<std::int64_t>(o.rtt_ms * 0.5e6)),
+        jitter_ns_(static_cast<std::int64_t>(o.jitter_ms * 1e6)), loss_(o.loss) {}
+  std::int64_t hold() {
+    return jitter_ns_ == 0 ? one_way_ns_
+                           : one_way_ns_ + static_cast<std::int64_t>((2 * unit_(rng_) - 1) * static_cast<double>(jitter_ns_));
   }
+  bool lose() { return loss_ > 0 && unit_(rng_) < loss_; }
 
-  const int a = open_tun_in(ns_a, dev_a);
-  const int b = open_tun_in(ns_b, dev_b);
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGHUP, on_signal);
+ private:
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> unit_{0.0, 1.0};
+  std::int64_t one_way_ns_, jitter_ns_;
+  double loss_;
+};
 
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const auto one_way_ns = static_cast<std::int64_t>(rtt_ms * 0.5e6);
-  const auto jitter_ns = static_cast<std::int64_t>(jitter_ms * 1e6);
-  auto hold = [&] {
-    return jitter_ns == 0 ? one_way_ns
-                          : one_way_ns + static_cast<std::int64_t>((2 * unit(rng) - 1) * static_cast<double>(jitter_ns));
-  };
-  auto lose = [&] { return loss > 0 && unit(rng) < loss; };
+// Releases what is due in both directions; returns the time the next packet is due (-1: none).
+std::int64_t release_due(Direction& ab, Direction& ba) {
+  const std::int64_t now = now_ns();
+  const std::int64_t next_ab = ab.release(now), next_ba = ba.release(now);
+  std::int64_t next = -1;
+  for (std::int64_t t : {next_ab, next_ba}) {
+    if (t >= 0 && (next < 0 || t < next)) next = t;
+  }
+  return next;
+}
 
-  Direction ab(a, b, queue_packets), ba(b, a, queue_packets);
-  std::printf("ready\n");
-  std::fflush(stdout);
-
+// Forwards between devices a and b until a signal, or until a device goes away.
+void forward(int a, int b, Direction& ab, Direction& ba, Link& link) {
+  auto hold = [&] { return link.hold(); };
+  auto lose = [&] { return link.lose(); };
   pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
   while (!g_stop) {
-    const std::int64_t now = now_ns();
-    const std::int64_t next_ab = ab.release(now), next_ba = ba.release(now);
-    std::int64_t next = -1;
-    for (std::int64_t t : {next_ab, next_ba}) {
-      if (t >= 0 && (next < 0 || t < next)) next = t;
-    }
+    const std::int64_t next = release_due(ab, ba);
     timespec timeout{};
     if (next >= 0) {
       const std::int64_t wait = std::max<std::int64_t>(0, next - now_ns());
@@ -219,16 +223,45 @@ int main(int argc, char** argv) {
     if (r <= 0) continue;
     if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL) || fds[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
       std::fprintf(stderr, "delay_line: a TUN device went away\n");
-      break;
+      return;
     }
     if (fds[0].revents & POLLIN) ab.read_all(hold, lose);
     if (fds[1].revents & POLLIN) ba.read_all(hold, lose);
   }
-  for (const auto& [from, to, d] : {std::tuple{&ns_a, &ns_b, &ab}, std::tuple{&ns_b, &ns_a, &ba}}) {
-    std::fprintf(stderr, "delay_line: %s -> %s: %llu packets forwarded, dropped %llu (full queue) %llu (loss) %llu (device down)\n",
-                 from->c_str(), to->c_str(), static_cast<unsigned long long>(d->forwarded),
-                 static_cast<unsigned long long>(d->dropped_full), static_cast<unsigned long long>(d->dropped_loss),
-                 static_cast<unsigned long long>(d->dropped_down));
+}
+
+void print_counts(const std::string& from, const std::string& to, const Direction& d) {
+  std::fprintf(stderr, "delay_line: %s -> %s: %llu packets forwarded, dropped %llu (full queue) %llu (loss) %llu (device down)\n",
+               from.c_str(), to.c_str(), static_cast<unsigned long long>(d.forwarded),
+               static_cast<unsigned long long>(d.dropped_full), static_cast<unsigned long long>(d.dropped_loss),
+               static_cast<unsigned long long>(d.dropped_down));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"delay_line: a link with latency between two network namespaces (TUN devices)"};
+  Options o;
+  add_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  if (o.jitter_ms > o.rtt_ms / 2) {
+    std::fprintf(stderr, "delay_line: --jitter-ms %g exceeds the one-way delay %g ms (a hold cannot be negative)\n",
+                 o.jitter_ms, o.rtt_ms / 2);
+    return 2;
   }
+
+  const int a = open_tun_in(o.ns_a, o.dev_a);
+  const int b = open_tun_in(o.ns_b, o.dev_b);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGHUP, on_signal);
+
+  Link link(o);
+  Direction ab(a, b, o.queue_packets), ba(b, a, o.queue_packets);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  forward(a, b, ab, ba, link);
+  print_counts(o.ns_a, o.ns_b, ab);
+  print_counts(o.ns_b, o.ns_a, ba);
   return 0;
 }

@@ -344,7 +344,16 @@ void ShardWriter::write(const std::string& path, const std::function<void(std::u
 
 // ---- ShardReader -------------------------------------------------------------------------------
 
-ShardReader::ShardReader(const std::string& path) : path_(path) {
+namespace {
+
+// A shard mapped whole, read-only. Mapped, not read: a rank's shard can be gigabytes, and entries
+// are copied out only once.
+struct MappedShard {
+  const std::byte* base;
+  std::size_t size;
+};
+
+MappedShard map_shard(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) sys_fail(path, "cannot open checkpoint shard", errno);
   struct stat st {};
@@ -363,55 +372,105 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
     LC_INPUT_ERROR(path, ": truncated checkpoint shard (", size, " bytes; a shard has at least ",
                    kHeaderBytes + kTrailerBytes, ")");
   }
-  // Mapped, not read: a rank's shard can be gigabytes, and entries are copied out only once.
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_err = errno;
   ::close(fd);
   if (map == MAP_FAILED) sys_fail(path, "cannot map checkpoint shard", map_err);
-  base_ = static_cast<const std::byte*>(map);
-  size_ = size;
+  return {static_cast<const std::byte*>(map), size};
+}
 
+// The header's magic and version; returns its entry count.
+std::uint32_t check_shard_header(const std::byte* base, const std::string& path) {
+  if (std::memcmp(base, kMagic, sizeof kMagic) != 0) LC_INPUT_ERROR(path, ": not a Laconic checkpoint shard (bad magic)");
+  const auto version = load<std::uint32_t>(base + 8);
+  if (version != kShardVersion)
+    LC_INPUT_ERROR(path, ": checkpoint shard format version ", version, ", this build reads version ", kShardVersion);
+  return load<std::uint32_t>(base + 12);
+}
+
+struct ShardEntry {
+  std::string name;
+  std::uint8_t kind;
+  std::uint64_t count;
+  std::size_t offset;  // of the data in the file
+};
+
+// Walks the entries of a shard's data region [kHeaderBytes, end), checking that each fits in it.
+class EntryCursor {
+ public:
+  EntryCursor(const std::byte* base, std::size_t size, std::uint32_t count, const std::string& path)
+      : base_(base), size_(size), end_(size - kTrailerBytes), count_(count), path_(path) {}
+
+  // Entry `index`, its data skipped.
+  ShardEntry next(std::uint32_t index) {
+    need(4, index, "name length");
+    const auto name_len = load<std::uint32_t>(base_ + at_);
+    at_ += 4;
+    need(name_len, index, "name");
+    ShardEntry e{std::string(reinterpret_cast<const char*>(base_ + at_), name_len), 0, 0, 0};
+    at_ += name_len;
+    need(9, index, "kind and count");
+    e.kind = load<std::uint8_t>(base_ + at_);
+    e.count = load<std::uint64_t>(base_ + at_ + 1);
+    at_ += 9;
+    if (e.kind != kF32 && e.kind != kI64)
+      LC_INPUT_ERROR(path_, ": corrupt: entry '", printable(e.name), "' has unknown kind ", int{e.kind});
+    if (e.count > (end_ - at_) / kind_bytes(e.kind))
+      LC_INPUT_ERROR(path_, ": truncated or corrupt: entry '", printable(e.name), "' holds ", e.count, " ",
+                     kind_name(e.kind), " values but only ", end_ - at_, " bytes of data remain (", size_,
+                     " bytes in the file)");
+    e.offset = at_;
+    at_ += static_cast<std::size_t>(e.count) * kind_bytes(e.kind);
+    return e;
+  }
+
+  // After the last entry: the data region holds nothing more.
+  void check_end() const {
+    if (at_ != end_)
+      LC_INPUT_ERROR(path_, ": corrupt: ", end_ - at_, " unexpected bytes after the last of ", count_, " entries");
+  }
+
+ private:
+  void need(std::size_t n, std::uint32_t index, const char* what) const {
+    if (end_ - at_ < n)
+      LC_INPUT_ERROR(path_, ": truncated or corrupt: entry ", index, " of ", count_, ": ", what, " at byte ", at_,
+                     " runs past the end of the data (", size_, " bytes in the file)");
+  }
+
+  const std::byte* base_;
+  std::size_t size_, end_, at_ = kHeaderBytes;
+  std::uint32_t count_;
+  const std::string& path_;
+};
+
+// The trailer's hash, checked against the data before it.
+std::uint64_t checked_hash(const std::byte* base, std::size_t size, const std::string& path) {
+  const std::size_t end = size - kTrailerBytes;
+  const auto stored = load<std::uint64_t>(base + end);
+  const std::uint64_t computed = hash_bytes(base, end);
+  if (computed != stored)
+    LC_INPUT_ERROR(path, ": checksum mismatch (stored ", hex64(stored), ", computed ", hex64(computed),
+                   "): the file is corrupt");
+  return stored;
+}
+
+}  // namespace
+
+ShardReader::ShardReader(const std::string& path) : path_(path) {
+  const MappedShard mapped = map_shard(path);
+  base_ = mapped.base;
+  size_ = mapped.size;
   try {
-    if (std::memcmp(base_, kMagic, sizeof kMagic) != 0) LC_INPUT_ERROR(path, ": not a Laconic checkpoint shard (bad magic)");
-    const auto version = load<std::uint32_t>(base_ + 8);
-    if (version != kShardVersion)
-      LC_INPUT_ERROR(path, ": checkpoint shard format version ", version, ", this build reads version ", kShardVersion);
-    const auto count = load<std::uint32_t>(base_ + 12);
-    const std::size_t end = size - kTrailerBytes;  // the data region
-    std::size_t at = kHeaderBytes;
-    auto need = [&](std::size_t n, std::uint32_t index, const char* what) {
-      if (end - at < n)
-        LC_INPUT_ERROR(path, ": truncated or corrupt: entry ", index, " of ", count, ": ", what, " at byte ", at,
-                       " runs past the end of the data (", size, " bytes in the file)");
-    };
+    const std::uint32_t count = check_shard_header(base_, path);
+    EntryCursor cursor(base_, size_, count, path);
     for (std::uint32_t i = 0; i < count; ++i) {
-      need(4, i, "name length");
-      const auto name_len = load<std::uint32_t>(base_ + at);
-      at += 4;
-      need(name_len, i, "name");
-      std::string name(reinterpret_cast<const char*>(base_ + at), name_len);
-      at += name_len;
-      need(9, i, "kind and count");
-      const auto kind = load<std::uint8_t>(base_ + at);
-      const auto n = load<std::uint64_t>(base_ + at + 1);
-      at += 9;
-      if (kind != kF32 && kind != kI64)
-        LC_INPUT_ERROR(path, ": corrupt: entry '", printable(name), "' has unknown kind ", int{kind});
-      if (n > (end - at) / kind_bytes(kind))
-        LC_INPUT_ERROR(path, ": truncated or corrupt: entry '", printable(name), "' holds ", n, " ", kind_name(kind),
-                       " values but only ", end - at, " bytes of data remain (", size, " bytes in the file)");
-      if (entries_.count(name) != 0) LC_INPUT_ERROR(path, ": corrupt: entry '", printable(name), "' appears twice");
-      entries_.emplace(name, Entry{kind, n, at});
-      order_.push_back(std::move(name));
-      at += static_cast<std::size_t>(n) * kind_bytes(kind);
+      ShardEntry e = cursor.next(i);
+      if (entries_.count(e.name) != 0) LC_INPUT_ERROR(path, ": corrupt: entry '", printable(e.name), "' appears twice");
+      entries_.emplace(e.name, Entry{e.kind, e.count, e.offset});
+      order_.push_back(std::move(e.name));
     }
-    if (at != end)
-      LC_INPUT_ERROR(path, ": corrupt: ", end - at, " unexpected bytes after the last of ", count, " entries");
-    hash_ = load<std::uint64_t>(base_ + end);
-    const std::uint64_t computed = hash_bytes(base_, end);
-    if (computed != hash_)
-      LC_INPUT_ERROR(path, ": checksum mismatch (stored ", hex64(hash_), ", computed ", hex64(computed),
-                     "): the file is corrupt");
+    cursor.check_end();
+    hash_ = checked_hash(base_, size_, path);
   } catch (...) {
     release();
     throw;

@@ -76,35 +76,51 @@ struct Trial {
   std::int64_t done_dp = 0;  // steps data parallel kept (all of them unless it hit the horizon)
 };
 
-Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  // Far enough: the failure-free time, many times over (the loops below stop at the end anyway).
-  const double ideal = static_cast<double>(r.steps) * r.step_s;
-  const double horizon = 50 * ideal + 100 * (m.restart_s + m.mtbf_s);
-  std::vector<std::vector<std::pair<double, double>>> down(static_cast<std::size_t>(r.hosts));
-  Trial t;
-  for (auto& d : down) {
-    d = failures_of(rng, m, horizon);
-    for (const auto& f : d) t.failures += f.first < ideal ? 1 : 0;
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// Hosts [first, second).
+using Hosts = std::pair<int, int>;
+
+Hosts hosts_of(const FailureRun& r, int replica) {
+  const int per = r.hosts / r.replicas;
+  return {replica * per, (replica + 1) * per};
+}
+
+// Every host's down intervals in one trial. Each host's intervals are sorted and disjoint: the
+// queries binary-search them.
+class Outages {
+ public:
+  Outages(std::mt19937_64& rng, const FailureModel& m, int hosts, double horizon)
+      : down_(static_cast<std::size_t>(hosts)) {
+    for (auto& d : down_) d = failures_of(rng, m, horizon);
   }
-  // The first failure of any of hosts [h0, h1) in [from, to) (infinity: none), and the first time
-  // >= from when all of them are up. Each host's intervals are sorted and disjoint: binary search.
-  constexpr double kNever = std::numeric_limits<double>::infinity();
-  auto first_failure = [&](int h0, int h1, double from, double to) {
+
+  // Failures that begin before `t`, over all hosts.
+  double count_before(double t) const {
+    double n = 0;
+    for (const auto& d : down_)
+      for (const auto& f : d) n += f.first < t ? 1 : 0;
+    return n;
+  }
+
+  // The first failure of any of `hosts` in [from, to) (kNever: none).
+  double first_failure(Hosts hosts, double from, double to) const {
     double when = kNever;
-    for (int h = h0; h < h1; ++h) {
-      const auto& d = down[static_cast<std::size_t>(h)];
+    for (int h = hosts.first; h < hosts.second; ++h) {
+      const auto& d = down_[static_cast<std::size_t>(h)];
       const auto it = std::lower_bound(d.begin(), d.end(), from, [](const auto& f, double t) { return f.first < t; });
       if (it != d.end() && it->first < to) when = std::min(when, it->first);
     }
     return when;
-  };
-  auto all_up_at = [&](int h0, int h1, double from) {
+  }
+
+  // The first time >= from when all of `hosts` are up.
+  double all_up_at(Hosts hosts, double from) const {
     double t0 = from;
     for (bool moved = true; moved;) {
       moved = false;
-      for (int h = h0; h < h1; ++h) {
-        const auto& d = down[static_cast<std::size_t>(h)];
+      for (int h = hosts.first; h < hosts.second; ++h) {
+        const auto& d = down_[static_cast<std::size_t>(h)];
         auto it = std::upper_bound(d.begin(), d.end(), t0, [](double t, const auto& f) { return t < f.first; });
         if (it != d.begin() && t0 < std::prev(it)->second) {  // inside the interval that began last
           t0 = std::prev(it)->second;
@@ -113,74 +129,93 @@ Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) 
       }
     }
     return t0;
-  };
-
-  // Data parallel with checkpoint-restart (given up at the horizon: its goodput is then what it
-  // kept by then).
-  {
-    double now = all_up_at(0, r.hosts, 0);
-    std::int64_t done = 0;
-    while (done < r.steps && now < horizon) {
-      const double finish = now + static_cast<double>(r.steps - done) * r.step_s;
-      const double fail = first_failure(0, r.hosts, now, finish);
-      if (fail == kNever) {
-        now = finish;
-        done = r.steps;
-        break;
-      }
-      const auto progressed = static_cast<std::int64_t>(std::floor((fail - now) / r.step_s));
-      const std::int64_t reached = done + progressed;
-      const std::int64_t kept = reached / r.checkpoint_every * r.checkpoint_every;  // >= done: a checkpoint
-      t.lost_dp += static_cast<double>(reached - kept);
-      done = kept;
-      now = all_up_at(0, r.hosts, fail);
-    }
-    t.wall_dp = std::min(now, horizon);
-    t.done_dp = done;
   }
 
-  // Elastic periodic training, period by period.
-  {
-    const int per = r.hosts / r.replicas;
-    auto hosts_of = [&](int q) { return std::pair{q * per, (q + 1) * per}; };
-    std::vector<bool> member(static_cast<std::size_t>(r.replicas), true);
-    double now = 0;
-    std::int64_t done = 0;
-    while (done < r.steps && now < horizon) {
-      const std::int64_t h = std::min(r.period, r.steps - done);
-      const double end = now + static_cast<double>(h) * r.step_s;
-      int contributing = 0;
-      bool awaited = false;  // a member that failed and is not back by the sync: the quorum waits for it
-      for (int q = 0; q < r.replicas; ++q) {
-        const auto [h0, h1] = hosts_of(q);
-        if (!member[static_cast<std::size_t>(q)]) continue;
-        if (first_failure(h0, h1, now, end) == kNever) ++contributing;
-        else if (all_up_at(h0, h1, end) != end) awaited = true;
-      }
-      if (contributing == 0) {
-        // Every member failed within the period: it is run again from the last sync's state (as
-        // from a checkpoint) by the replicas up when the first is back after the last failure.
-        double last = now;
-        for (int q = 0; q < r.replicas; ++q)
-          if (member[static_cast<std::size_t>(q)])
-            last = std::max(last, first_failure(hosts_of(q).first, hosts_of(q).second, now, end));
-        double back = kNever;
-        for (int q = 0; q < r.replicas; ++q) back = std::min(back, all_up_at(hosts_of(q).first, hosts_of(q).second, last));
-        for (int q = 0; q < r.replicas; ++q)
-          member[static_cast<std::size_t>(q)] = all_up_at(hosts_of(q).first, hosts_of(q).second, back) == back;
-        now = back;
-        continue;
-      }
-      t.useful_elastic += static_cast<double>(contributing) * static_cast<double>(h);
-      done += h;
-      // At the sync every replica up (never down, or restarted and waiting as a joiner) holds the
-      // state of the next period.
-      for (int q = 0; q < r.replicas; ++q)
-        member[static_cast<std::size_t>(q)] = all_up_at(hosts_of(q).first, hosts_of(q).second, end) == end;
-      now = end + (awaited ? r.join_timeout_s : 0.0);
+ private:
+  std::vector<std::vector<std::pair<double, double>>> down_;
+};
+
+// Data parallel with checkpoint-restart (given up at the horizon: its goodput is then what it
+// kept by then).
+void run_data_parallel(const Outages& o, const FailureRun& r, double horizon, Trial& t) {
+  const Hosts all{0, r.hosts};
+  double now = o.all_up_at(all, 0);
+  std::int64_t done = 0;
+  while (done < r.steps && now < horizon) {
+    const double finish = now + static_cast<double>(r.steps - done) * r.step_s;
+    const double fail = o.first_failure(all, now, finish);
+    if (fail == kNever) {
+      now = finish;
+      done = r.steps;
+      break;
     }
-    t.wall_elastic = std::min(now, horizon);
+    const auto progressed = static_cast<std::int64_t>(std::floor((fail - now) / r.step_s));
+    const std::int64_t reached = done + progressed;
+    const std::int64_t kept = reached / r.checkpoint_every * r.checkpoint_every;  // >= done: a checkpoint
+    t.lost_dp += static_cast<double>(reached - kept);
+    done = kept;
+    now = o.all_up_at(all, fail);
   }
+  t.wall_dp = std::min(now, horizon);
+  t.done_dp = done;
+}
+
+// The replicas that hold the state at time `at`: those all up then (never down, or restarted and
+// waiting as joiners).
+void set_members(const Outages& o, const FailureRun& r, std::vector<bool>& member, double at) {
+  for (int q = 0; q < r.replicas; ++q) member[static_cast<std::size_t>(q)] = o.all_up_at(hosts_of(r, q), at) == at;
+}
+
+// Every member failed within the period [now, end): it is run again from the last sync's state
+// (as from a checkpoint) by the replicas up when the first is back after the last failure.
+// Returns that time.
+double rerun_period(const Outages& o, const FailureRun& r, std::vector<bool>& member, double now, double end) {
+  double last = now;
+  for (int q = 0; q < r.replicas; ++q)
+    if (member[static_cast<std::size_t>(q)]) last = std::max(last, o.first_failure(hosts_of(r, q), now, end));
+  double back = kNever;
+  for (int q = 0; q < r.replicas; ++q) back = std::min(back, o.all_up_at(hosts_of(r, q), last));
+  set_members(o, r, member, back);
+  return back;
+}
+
+// Elastic periodic training, period by period.
+void run_elastic(const Outages& o, const FailureRun& r, double horizon, Trial& t) {
+  std::vector<bool> member(static_cast<std::size_t>(r.replicas), true);
+  double now = 0;
+  std::int64_t done = 0;
+  while (done < r.steps && now < horizon) {
+    const std::int64_t h = std::min(r.period, r.steps - done);
+    const double end = now + static_cast<double>(h) * r.step_s;
+    int contributing = 0;
+    bool awaited = false;  // a member that failed and is not back by the sync: the quorum waits for it
+    for (int q = 0; q < r.replicas; ++q) {
+      if (!member[static_cast<std::size_t>(q)]) continue;
+      if (o.first_failure(hosts_of(r, q), now, end) == kNever) ++contributing;
+      else if (o.all_up_at(hosts_of(r, q), end) != end) awaited = true;
+    }
+    if (contributing == 0) {
+      now = rerun_period(o, r, member, now, end);
+      continue;
+    }
+    t.useful_elastic += static_cast<double>(contributing) * static_cast<double>(h);
+    done += h;
+    set_members(o, r, member, end);  // they hold the state of the next period
+    now = end + (awaited ? r.join_timeout_s : 0.0);
+  }
+  t.wall_elastic = std::min(now, horizon);
+}
+
+Trial run_trial(const FailureModel& m, const FailureRun& r, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  // Far enough: the failure-free time, many times over (the loops stop at the end anyway).
+  const double ideal = static_cast<double>(r.steps) * r.step_s;
+  const double horizon = 50 * ideal + 100 * (m.restart_s + m.mtbf_s);
+  const Outages outages(rng, m, r.hosts, horizon);
+  Trial t;
+  t.failures = outages.count_before(ideal);
+  run_data_parallel(outages, r, horizon, t);
+  run_elastic(outages, r, horizon, t);
   return t;
 }
 

@@ -112,12 +112,18 @@ std::optional<std::uint64_t> Simulation::inter_at_step(std::int64_t step) const 
   return inter_at[static_cast<std::size_t>(it - steps.begin())];
 }
 
-Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts) {
+namespace {
+
+void check_options(const SimulateOptions& opts) {
   if (opts.world < 0 || opts.world > kMaxProjectedWorld)
     LC_INPUT_ERROR("--world: expected 1 to ", kMaxProjectedWorld, " ranks, got ", opts.world);
   if (opts.groups != 0 && opts.world == 0) LC_INPUT_ERROR("--groups: expected it with --world N");
   if (opts.groups < 0) LC_INPUT_ERROR("--groups: expected a number of groups >= 1, got ", opts.groups);
   if (opts.exact_up_to < 1) LC_INPUT_ERROR("--exact-up-to: expected a number of ranks >= 1, got ", opts.exact_up_to);
+}
+
+// The run's resolved recipe with the network the options replay it on.
+Recipe replayed_recipe(const std::string& run_dir, const SimulateOptions& opts) {
   const std::string recipe_path = (fs::path(run_dir) / "recipe.resolved.toml").string();
   if (!fs::exists(recipe_path)) LC_INPUT_ERROR(run_dir, ": not a run directory (no recipe.resolved.toml)");
   Recipe r = load_recipe(recipe_path);
@@ -129,42 +135,61 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   // SimGrid reads the platform itself, in the replay's child; checked here, a FIFO or a device in
   // its place is a one-line error instead of a replay that hangs or never ends.
   if (!r.network.platform.empty()) InputFile(r.network.platform.path, kMaxPlatformBytes, "SimGrid platform file");
+  return r;
+}
+
+// What the run recorded: its trace and the trace's meta.json.
+struct Recorded {
+  std::string meta_path;
+  nlohmann::json meta;
+  std::int64_t parameters = 0, examples = 0;
+  double flops = 0;
+  std::vector<RankTrace> trace;
+};
+
+Recorded read_recorded(const std::string& run_dir, const Recipe& r) {
+  Recorded rec;
   const std::string trace_dir = (fs::path(run_dir) / "trace").string();
-  const std::string meta_path = trace_dir + "/meta.json";
-  if (!fs::exists(meta_path))
-    LC_INPUT_ERROR(run_dir, ": no complete event trace (", meta_path, " is missing; record one with train.trace = true "
+  rec.meta_path = trace_dir + "/meta.json";
+  if (!fs::exists(rec.meta_path))
+    LC_INPUT_ERROR(run_dir, ": no complete event trace (", rec.meta_path, " is missing; record one with train.trace = true "
                             "and let the run finish)");
-  const nlohmann::json meta = parse_json(read_text(meta_path), meta_path);
-  if (!meta.is_object()) LC_INPUT_ERROR(meta_path, ": expected a JSON object, got ", meta.type_name());
-  const std::int64_t parameters = meta_int(meta, "parameters", meta_path);
-  const std::int64_t examples = meta_int(meta, "examples_per_rank_step", meta_path);
-  const double flops = meta.value("flops_per_example", 0.0);
-  const std::vector<RankTrace> trace = read_run_trace(trace_dir);
-  if (static_cast<int>(trace.size()) != r.distributed.world_size)
-    LC_INPUT_ERROR(trace_dir, ": a trace of ", trace.size(), " ranks, the recipe says distributed.world_size = ",
+  rec.meta = parse_json(read_text(rec.meta_path), rec.meta_path);
+  if (!rec.meta.is_object()) LC_INPUT_ERROR(rec.meta_path, ": expected a JSON object, got ", rec.meta.type_name());
+  rec.parameters = meta_int(rec.meta, "parameters", rec.meta_path);
+  rec.examples = meta_int(rec.meta, "examples_per_rank_step", rec.meta_path);
+  rec.flops = rec.meta.value("flops_per_example", 0.0);
+  rec.trace = read_run_trace(trace_dir);
+  if (static_cast<int>(rec.trace.size()) != r.distributed.world_size)
+    LC_INPUT_ERROR(trace_dir, ": a trace of ", rec.trace.size(), " ranks, the recipe says distributed.world_size = ",
                    r.distributed.world_size);
-  if (opts.as_params < 0) LC_INPUT_ERROR("--as-params: expected a parameter count >= 1, got ", opts.as_params);
+  return rec;
+}
 
-  // A projection (sim/project.h): the same run as opts.world ranks on the recipe's network laid
-  // out for them (stragglers are the recorded world's ranks: not projected).
+// A projection (sim/project.h): the same run as opts.world ranks on the recipe's network laid
+// out for them (stragglers are the recorded world's ranks: not projected). Returns the recipe
+// laid out for the world replayed (r itself without a projection).
+Recipe project(const Recipe& r, const SimulateOptions& opts, const std::vector<RankTrace>& trace,
+               ProjectedTrace& projected) {
   Recipe laid = r;
-  ProjectedTrace projected;
-  if (opts.world != 0) {
-    if (!r.network.platform.empty())
-      LC_INPUT_ERROR("--world: a projection lays out its network from [network] (groups, links); not with a platform file");
-    ProjectionOptions po;
-    po.recorded_groups = std::max(1, r.network.groups);
-    po.world = opts.world;
-    po.groups = opts.groups;
-    laid.distributed.world_size = opts.world;
-    laid.network.groups = opts.groups > 0 ? opts.groups : po.recorded_groups;
-    laid.network.stragglers.ranks.clear();
-    // (More groups than ranks lay out no topology: project_trace refuses them with the reason.)
-    if (laid.network.groups <= opts.world && r.distributed.algorithm == Algorithm::auto_)
-      po.choose = make_all_reduce_chooser(make_topology(laid));
-    projected = project_trace(trace, po);
-  }
+  if (opts.world == 0) return laid;
+  if (!r.network.platform.empty())
+    LC_INPUT_ERROR("--world: a projection lays out its network from [network] (groups, links); not with a platform file");
+  ProjectionOptions po;
+  po.recorded_groups = std::max(1, r.network.groups);
+  po.world = opts.world;
+  po.groups = opts.groups;
+  laid.distributed.world_size = opts.world;
+  laid.network.groups = opts.groups > 0 ? opts.groups : po.recorded_groups;
+  laid.network.stragglers.ranks.clear();
+  // (More groups than ranks lay out no topology: project_trace refuses them with the reason.)
+  if (laid.network.groups <= opts.world && r.distributed.algorithm == Algorithm::auto_)
+    po.choose = make_all_reduce_chooser(make_topology(laid));
+  projected = project_trace(trace, po);
+  return laid;
+}
 
+ReplayNetwork replay_network(const Recipe& r, const Recipe& laid) {
   ReplayNetwork net;
   net.topo = make_topology(laid);
   net.inter_link = r.network.inter_link;
@@ -175,25 +200,24 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
   net.transport.streams = r.network.streams;
   net.transport.window_bytes = static_cast<std::uint64_t>(r.network.tcp_window_kib * 1024);
   net.transport.initial_window_bytes = static_cast<std::uint64_t>(r.network.tcp_initial_window_segments) * 1448;
+  return net;
+}
+
+ReplayOptions replay_options(const Recipe& r, const SimulateOptions& opts, const Recorded& rec,
+                             const ProjectedTrace& projected) {
   ReplayOptions ro;
   ro.modeled = r.network.compute == ComputeKind::modeled;
-  ro.modeled_step_s = flops * static_cast<double>(examples) / (r.network.device_tflops * 1e12 * r.network.mfu);
-  ro.scale = opts.as_params > 0 ? static_cast<double>(opts.as_params) / static_cast<double>(parameters) : 1.0;
+  ro.modeled_step_s = rec.flops * static_cast<double>(rec.examples) / (r.network.device_tflops * 1e12 * r.network.mfu);
+  ro.scale = opts.as_params > 0 ? static_cast<double>(opts.as_params) / static_cast<double>(rec.parameters) : 1.0;
   ro.timeline = opts.world == 0 || opts.world <= kMaxTimelineRanks;
   ro.sources = projected.source;
   ro.message_level_ranks = opts.exact_up_to;
   if (r.sync.phases.phases.empty()) ro.strategy = r.sync.strategy.value;  // phases: the messages' own names
+  return ro;
+}
 
-  Simulation s;
-  s.replay = replay(opts.world ? projected.lanes : trace, net, ro);
-  s.world = opts.world;
-  s.groups = opts.world ? laid.network.groups : 0;
-  s.recorded_world = static_cast<int>(trace.size());
-  s.network = describe(r.network);
-  s.scale = ro.scale;
-  s.as_params = opts.as_params;
-  s.first_step = meta_int(meta, "first_step", meta_path);
-  s.steps = s.replay.steps;
+// Per step mark: the slowest rank's time, rank 0's exposed communication and inter-tier bytes.
+void mark_steps(Simulation& s) {
   for (std::size_t i = 0; i < s.steps.size(); ++i) {
     double t = 0;
     for (const RankReplay& k : s.replay.ranks) t = std::max(t, i < k.step_begin.size() ? k.step_begin[i] : 0.0);
@@ -206,25 +230,59 @@ Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts)
     s.time_s = s.time_at.back();
     s.exposed_s = s.exposed_at.back();
   }
-  // Marks at multiples of log_every, without the last: the run's end, whose interval holds the
-  // drain of syncs launched in its last steps, without the inner steps they would have overlapped.
+}
+
+// Marks at multiples of log_every, without the last: the run's end, whose interval holds the
+// drain of syncs launched in its last steps, without the inner steps they would have overlapped.
+double peak_inter_rate(const Simulation& s, std::int64_t log_every) {
   std::vector<double> window_t;
   std::vector<std::uint64_t> window_bytes;
   for (std::size_t i = 0; i + 1 < s.steps.size(); ++i)
-    if (s.steps[i] % r.train.log_every == 0) {
+    if (s.steps[i] % log_every == 0) {
       window_t.push_back(s.time_at[i]);
       window_bytes.push_back(s.inter_at[i]);
     }
-  s.peak_inter_bytes_per_s = peak_rate(window_t, window_bytes);
-  s.bytes_intra = s.replay.ranks[0].tiers[0].sent;
-  s.bytes_inter = s.replay.ranks[0].tiers[1].sent;
+  return peak_rate(window_t, window_bytes);
+}
+
+void write_simulation(Simulation& s, const Recipe& r, const std::string& run_dir, const SimulateOptions& opts,
+                      bool timeline) {
   const std::string own = opts.world ? "simulated-world-" + std::to_string(opts.world) : "simulated";
   s.out_dir = opts.out_dir.empty() ? (fs::path(run_dir) / own).string() : opts.out_dir;
   make_directories(s.out_dir);
   write_file_atomic(s.out_dir + "/summary.json", summary_json(s, r));
-  if (ro.timeline)
+  if (timeline)
     write_file_atomic(s.out_dir + "/timeline.json", timeline_json(s.replay.timeline, static_cast<int>(s.replay.ranks.size()),
                                                                   r.run.name + " on " + s.network));
+}
+
+}  // namespace
+
+Simulation simulate_run(const std::string& run_dir, const SimulateOptions& opts) {
+  check_options(opts);
+  const Recipe r = replayed_recipe(run_dir, opts);
+  const Recorded rec = read_recorded(run_dir, r);
+  if (opts.as_params < 0) LC_INPUT_ERROR("--as-params: expected a parameter count >= 1, got ", opts.as_params);
+  ProjectedTrace projected;
+  const Recipe laid = project(r, opts, rec.trace, projected);
+  const ReplayNetwork net = replay_network(r, laid);
+  const ReplayOptions ro = replay_options(r, opts, rec, projected);
+
+  Simulation s;
+  s.replay = replay(opts.world ? projected.lanes : rec.trace, net, ro);
+  s.world = opts.world;
+  s.groups = opts.world ? laid.network.groups : 0;
+  s.recorded_world = static_cast<int>(rec.trace.size());
+  s.network = describe(r.network);
+  s.scale = ro.scale;
+  s.as_params = opts.as_params;
+  s.first_step = meta_int(rec.meta, "first_step", rec.meta_path);
+  s.steps = s.replay.steps;
+  mark_steps(s);
+  s.peak_inter_bytes_per_s = peak_inter_rate(s, r.train.log_every);
+  s.bytes_intra = s.replay.ranks[0].tiers[0].sent;
+  s.bytes_inter = s.replay.ranks[0].tiers[1].sent;
+  write_simulation(s, r, run_dir, opts, ro.timeline);
   return s;
 }
 

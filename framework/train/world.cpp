@@ -47,79 +47,122 @@ const char* first_set(const char* a, const char* b) {
   return v && *v ? a : b;
 }
 
+// What a process world runs on: the runtime (MPI's, the gloo store or the threads world) and the
+// two communicators over it (declared after it: destroyed before it).
+struct Connection {
+  std::shared_ptr<void> runtime;
+  std::unique_ptr<Communicator> comm, control;
+};
+
+// Where the environment says this process's world is, and how big: gloo's variables (LACONIC_*,
+// else torchrun's), and the backend the recipe and the environment choose.
+struct Environment {
+  const char* size_var;
+  const char* rank_var;
+  BackendKind backend;
+};
+
+Environment environment_of(const Recipe& recipe) {
+  Environment env{first_set("LACONIC_WORLD_SIZE", "WORLD_SIZE"), first_set("LACONIC_RANK", "RANK"),
+                  recipe.distributed.backend};
+  const bool gloo_env = std::getenv(env.size_var) && *std::getenv(env.size_var);
+  // A recipe written for the trainer's threads: here every rank is a process, so the
+  // environment says which (a world of one when nothing does).
+  if (env.backend == BackendKind::auto_ || env.backend == BackendKind::threads)
+    env.backend = launched_by_mpi_launcher() ? BackendKind::mpi : gloo_env ? BackendKind::gloo : BackendKind::threads;
+  return env;
+}
+
+// Before connecting: a gloo rank of the wrong world would wait for peers that never come.
+void check_size(const Recipe& recipe, const Environment& env, int size) {
+  const int want = recipe.distributed.world_size;
+  if (size == want) return;
+  const BackendKind b = env.backend;
+  LC_INPUT_ERROR(recipe.path, ": distributed.world_size = ", want, " but ",
+                 b == BackendKind::mpi    ? detail::concat("the MPI launcher started ", size, " ranks")
+                 : b == BackendKind::gloo ? detail::concat(env.size_var, " = ", size)
+                                          : std::string("this process is alone (no MPI launcher, no LACONIC_WORLD_SIZE)"),
+                 ": start ", want, " processes (mpirun -np ", want, ", or LACONIC_WORLD_SIZE=", want,
+                 " with LACONIC_RANK and LACONIC_STORE), or set distributed.world_size = ", size);
+}
+
+Connection connect_mpi(const Recipe& recipe) {
+#ifdef LACONIC_HAVE_MPI
+  if (!launched_by_mpi_launcher())
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"mpi\" but this process was not started by an MPI "
+                                "launcher (mpirun -np N python3 ...)");
+  Connection c;
+  c.runtime = std::make_shared<MpiRuntime>();
+  MpiOptions opts;
+  opts.timeout_s = recipe.distributed.timeout_s;
+  c.comm = std::make_unique<MpiCommunicator>(opts);
+  c.control = std::make_unique<MpiCommunicator>(opts);
+  return c;
+#else
+  LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"mpi\" but this build has no MPI (apt-get install "
+                              "libopenmpi-dev and rebuild), or use gloo (LACONIC_WORLD_SIZE, LACONIC_STORE)");
+#endif
+}
+
+// The gloo store the environment names (LACONIC_STORE), for a world of `size`.
+std::shared_ptr<KeyStore> open_store(int size) {
+  const char* store = std::getenv("LACONIC_STORE");
+  if (!store || !*store)
+    LC_INPUT_ERROR("environment: LACONIC_STORE: expected where the gloo processes meet, \"file:DIR\" (a folder "
+                   "they all see) or \"redis:HOST:PORT\", for a world of ", size);
+  StoreSpec spec;
+  try {
+    spec = StoreSpec::parse(store);
+  } catch (const std::exception& e) {
+    LC_INPUT_ERROR("environment: LACONIC_STORE: ", e.what());
+  }
+  return KeyStore::open(spec);
+}
+
+Connection connect_gloo(const Recipe& recipe, const Environment& env) {
+  const int size = env_int(env.size_var, 0, 1);
+  if (size == 0)
+    LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"gloo\" but LACONIC_WORLD_SIZE (or WORLD_SIZE) is not "
+                                "set: start each process with LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE");
+  check_size(recipe, env, size);
+  const int rank = env_int(env.rank_var, -1, 0);
+  if (rank < 0 || rank >= size)
+    LC_INPUT_ERROR("environment: ", env.rank_var, ": expected a rank in [0, ", size, ") for ", env.size_var, " = ", size,
+                   rank < 0 ? ", got nothing" : "");
+  std::shared_ptr<KeyStore> keys = open_store(size);
+  Connection c;
+  c.runtime = keys;
+  GlooOptions opts;
+  opts.timeout_s = recipe.distributed.timeout_s;
+  opts.streams = recipe.distributed.streams;
+  if (const char* a = std::getenv("LACONIC_ADDRESS"); a && *a) opts.address = a;
+  c.comm = std::make_unique<GlooCommunicator>(*keys, "world.train", rank, size, opts);
+  c.control = std::make_unique<GlooCommunicator>(*keys, "world.control", rank, size, opts);
+  return c;
+}
+
+// A world of one: this process alone, on the threads backend.
+Connection connect_alone() {
+  auto worlds = std::make_shared<std::pair<ThreadsWorld, ThreadsWorld>>(1, 1);
+  Connection c;
+  c.runtime = worlds;
+  c.comm = std::make_unique<ThreadsCommunicator>(worlds->first, 0);
+  c.control = std::make_unique<ThreadsCommunicator>(worlds->second, 0);
+  return c;
+}
+
 }  // namespace
 
 ProcessWorld::ProcessWorld(const Recipe& recipe) {
-  const int want = recipe.distributed.world_size;
-  const char* size_var = first_set("LACONIC_WORLD_SIZE", "WORLD_SIZE");
-  const char* rank_var = first_set("LACONIC_RANK", "RANK");
-  const bool gloo_env = std::getenv(size_var) && *std::getenv(size_var);
-  BackendKind b = recipe.distributed.backend;
-  // A recipe written for the trainer's threads: here every rank is a process, so the
-  // environment says which (a world of one when nothing does).
-  if (b == BackendKind::auto_ || b == BackendKind::threads)
-    b = launched_by_mpi_launcher() ? BackendKind::mpi : gloo_env ? BackendKind::gloo : BackendKind::threads;
-  backend_ = b;
-  // Before connecting: a gloo rank of the wrong world would wait for peers that never come.
-  const auto check_size = [&](int size) {
-    if (size == want) return;
-    LC_INPUT_ERROR(recipe.path, ": distributed.world_size = ", want, " but ",
-                   b == BackendKind::mpi    ? detail::concat("the MPI launcher started ", size, " ranks")
-                   : b == BackendKind::gloo ? detail::concat(size_var, " = ", size)
-                                            : std::string("this process is alone (no MPI launcher, no LACONIC_WORLD_SIZE)"),
-                   ": start ", want, " processes (mpirun -np ", want, ", or LACONIC_WORLD_SIZE=", want,
-                   " with LACONIC_RANK and LACONIC_STORE), or set distributed.world_size = ", size);
-  };
-  const double timeout = recipe.distributed.timeout_s;
-  if (b == BackendKind::mpi) {
-#ifdef LACONIC_HAVE_MPI
-    if (!launched_by_mpi_launcher())
-      LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"mpi\" but this process was not started by an MPI "
-                                  "launcher (mpirun -np N python3 ...)");
-    runtime_ = std::make_shared<MpiRuntime>();
-    MpiOptions opts;
-    opts.timeout_s = timeout;
-    comm_ = std::make_unique<MpiCommunicator>(opts);
-    control_ = std::make_unique<MpiCommunicator>(opts);
-#else
-    LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"mpi\" but this build has no MPI (apt-get install "
-                                "libopenmpi-dev and rebuild), or use gloo (LACONIC_WORLD_SIZE, LACONIC_STORE)");
-#endif
-  } else if (b == BackendKind::gloo) {
-    const int size = env_int(size_var, 0, 1);
-    if (size == 0)
-      LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"gloo\" but LACONIC_WORLD_SIZE (or WORLD_SIZE) is not "
-                                  "set: start each process with LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE");
-    check_size(size);
-    const int rank = env_int(rank_var, -1, 0);
-    if (rank < 0 || rank >= size)
-      LC_INPUT_ERROR("environment: ", rank_var, ": expected a rank in [0, ", size, ") for ", size_var, " = ", size,
-                     rank < 0 ? ", got nothing" : "");
-    const char* store = std::getenv("LACONIC_STORE");
-    if (!store || !*store)
-      LC_INPUT_ERROR("environment: LACONIC_STORE: expected where the gloo processes meet, \"file:DIR\" (a folder "
-                     "they all see) or \"redis:HOST:PORT\", for a world of ", size);
-    StoreSpec spec;
-    try {
-      spec = StoreSpec::parse(store);
-    } catch (const std::exception& e) {
-      LC_INPUT_ERROR("environment: LACONIC_STORE: ", e.what());
-    }
-    std::shared_ptr<KeyStore> keys = KeyStore::open(spec);
-    runtime_ = keys;
-    GlooOptions opts;
-    opts.timeout_s = timeout;
-    opts.streams = recipe.distributed.streams;
-    if (const char* a = std::getenv("LACONIC_ADDRESS"); a && *a) opts.address = a;
-    comm_ = std::make_unique<GlooCommunicator>(*keys, "world.train", rank, size, opts);
-    control_ = std::make_unique<GlooCommunicator>(*keys, "world.control", rank, size, opts);
-  } else {
-    auto worlds = std::make_shared<std::pair<ThreadsWorld, ThreadsWorld>>(1, 1);
-    runtime_ = worlds;
-    comm_ = std::make_unique<ThreadsCommunicator>(worlds->first, 0);
-    control_ = std::make_unique<ThreadsCommunicator>(worlds->second, 0);
-  }
-  check_size(comm_->size());
+  const Environment env = environment_of(recipe);
+  backend_ = env.backend;
+  Connection c = env.backend == BackendKind::mpi    ? connect_mpi(recipe)
+                 : env.backend == BackendKind::gloo ? connect_gloo(recipe, env)
+                                                    : connect_alone();
+  runtime_ = std::move(c.runtime);
+  comm_ = std::move(c.comm);
+  control_ = std::move(c.control);
+  check_size(recipe, env, comm_->size());
 }
 
 ProcessWorld::~ProcessWorld() {

@@ -95,6 +95,45 @@ def _elastic_from_environment(recipe, out, resume):
     return _laconic.Elastic(replica, count, store), out, resume
 
 
+def _trainable_parameters(model):
+    """(parameters, their names, the names of those that need no gradient, their device): a tied
+    parameter once, under its first name; every parameter float32, dense and on one device."""
+    params, names, frozen = [], [], []
+    device = None
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            frozen.append(name)
+            continue
+        if p.dtype != torch.float32:
+            raise laconic.Error(f"laconic.torch.Sync: parameter {name} is {p.dtype}: Laconic syncs float32 "
+                                "parameters (model.float(); keep lower precision for autocast)")
+        if p.device.type not in ("cpu", "cuda"):
+            raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}: expected the CPU or a "
+                                "CUDA device")
+        if device is not None and p.device != device:
+            raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}, others on {device}: "
+                                "expected every parameter on one device")
+        device = p.device
+        if p.is_sparse:
+            raise laconic.Error(f"laconic.torch.Sync: parameter {name} is sparse: expected dense tensors")
+        params.append(p)
+        names.append(name)
+    return params, names, frozen, device
+
+
+def _print_notes(recipe, frozen, stream):
+    """Rank 0's notes on what the recipe sets that lt.Sync leaves alone, and on the parameters
+    that stay out of the sync."""
+    ignored = _sections_of_yours(recipe)
+    if ignored:
+        print(f"laconic: the recipe's {', '.join(ignored)} are not used here: your torch model, data loader and "
+              "optimizer train; Laconic syncs", file=stream)
+    if frozen:
+        shown = ", ".join(frozen[:4]) + (f" and {len(frozen) - 4} more" if len(frozen) > 4 else "")
+        print(f"laconic: {len(frozen)} parameters need no gradient and stay out of the sync: {shown}",
+              file=stream)
+
+
 class Sync:
     """One rank of a Laconic run around a torch model (see the module's doc).
 
@@ -121,26 +160,7 @@ class Sync:
             raise laconic.Error(f"laconic.torch.Sync: model: expected a torch.nn.Module, got {type(model).__name__}")
         self.model = model
         self._optimizer = optimizer
-        self._params, names, frozen = [], [], []
-        device = None
-        for name, p in model.named_parameters():  # a tied parameter once, under its first name
-            if not p.requires_grad:
-                frozen.append(name)
-                continue
-            if p.dtype != torch.float32:
-                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is {p.dtype}: Laconic syncs float32 "
-                                    "parameters (model.float(); keep lower precision for autocast)")
-            if p.device.type not in ("cpu", "cuda"):
-                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}: expected the CPU or a "
-                                    "CUDA device")
-            if device is not None and p.device != device:
-                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is on {p.device}, others on {device}: "
-                                    "expected every parameter on one device")
-            device = p.device
-            if p.is_sparse:
-                raise laconic.Error(f"laconic.torch.Sync: parameter {name} is sparse: expected dense tensors")
-            self._params.append(p)
-            names.append(name)
+        self._params, names, frozen, device = _trainable_parameters(model)
         stream = sys.stdout if log is True else (log or None)
         recipe = os.fspath(recipe)
         out = "" if out is None else os.fspath(out)
@@ -148,10 +168,13 @@ class Sync:
         self.out = out or None
         try:
             self._session = _laconic.Session(
-                recipe, _override_list(overrides), out, [(n, list(p.shape)) for n, p in zip(names, self._params)],
-                "" if resume is None else str(resume), stream, None if eval_fn is None else self._evaluator(eval_fn),
-                self._save_files if out else None, float(flops_per_example or 0), True, bool(stop_every_step), elastic,
-                _cuda_index(device))
+                recipe=recipe, overrides=_override_list(overrides), out=out,
+                tensors=[(n, list(p.shape)) for n, p in zip(names, self._params)],
+                resume="" if resume is None else str(resume), log=stream,
+                evaluate=None if eval_fn is None else self._evaluator(eval_fn),
+                save_files=self._save_files if out else None, flops_per_example=float(flops_per_example or 0),
+                stop_on_signals=True, agree_every_step=bool(stop_every_step), elastic=elastic,
+                cuda_index=_cuda_index(device))
         except _laconic.RunFinished as finished:
             # resume="auto" on a run that had finished: nothing to train, nothing written (the
             # trainer's line); the run's weights are its last checkpoint's (trainer export).
@@ -160,67 +183,19 @@ class Sync:
             self._finished_before()
             return
         if self._session.rank == 0 and stream is not None:
-            ignored = _sections_of_yours(recipe)
-            if ignored:
-                print(f"laconic: the recipe's {', '.join(ignored)} are not used here: your torch model, data loader and "
-                      "optimizer train; Laconic syncs", file=stream)
-        if frozen and self._session.rank == 0 and stream is not None:
-            shown = ", ".join(frozen[:4]) + (f" and {len(frozen) - 4} more" if len(frozen) > 4 else "")
-            print(f"laconic: {len(frozen)} parameters need no gradient and stay out of the sync: {shown}",
-                  file=stream)
-        # The store's two buffers as torch tensors over its memory (DLPack, host or GPU: no copy);
-        # each parameter and its gradient a view.
-        flat = torch.utils.dlpack.from_dlpack(self._session.params())
-        gflat = torch.utils.dlpack.from_dlpack(self._session.grads())
-        self._offsets, self._grads = [], []
-        with torch.no_grad():
-            for p, (_, offset, numel) in zip(self._params, self._session.views()):
-                view = flat[offset:offset + numel].view(p.shape)
-                view.copy_(p.data)
-                p.data = view
-                g = gflat[offset:offset + numel].view(p.shape)
-                p.grad = g
-                self._offsets.append(offset)
-                self._grads.append(g)
-        self.rank = self._session.rank
-        self.world_size = self._session.world_size
-        self.data_rank = self._session.data_rank
-        self.data_world = self._session.data_world
-        self.steps = self._session.steps
-        self.micro_batch = self._session.micro_batch  # train.micro_batch: the loader's batch per process
-        self.grad_accum = self._accum = self._session.grad_accum  # backward passes per optimizer step
-        self._examples = float(examples) if examples else None
+            _print_notes(recipe, frozen, stream)
+        self._bind_store()
+        self._read_run_shape(examples)
         self.first_step = self._session.start()  # rank 0's parameters everywhere, or the checkpoint's
         self.resumed_from = self._session.resumed_from or None
-        self._torch_state = None
-        if self.resumed_from:
-            path = os.path.join(self.resumed_from, _TORCH_FILE.format(rank=self.rank))
-            if os.path.exists(path):
-                self._torch_state = torch.load(path)
-                self._load_buffers(self._torch_state.get("buffers", {}))
-                if "torch_rng" in self._torch_state:
-                    torch.set_rng_state(self._torch_state["torch_rng"])
-                if optimizer is not None and "optimizer" in self._torch_state:
-                    optimizer.load_state_dict(self._torch_state["optimizer"])
-                    self._torch_state = None
+        self._load_torch_state(optimizer)
         self.step_count = self.first_step  # optimizer steps done
         self.done = self.step_count >= self.steps
         self._micro = 0
         self._loss_sum = 0.0
         self._loss_count = 0.0
         self._summary = None
-        # Gradient hooks after accumulation (the AccumulateGrad node's): the store's tail that is
-        # final goes to the strategy while backward runs on (torch 1.13 has no post-accumulate hook
-        # on tensors; this node is what DDP's reducer and Horovod hook).
-        self._ready = [False] * len(self._params)
-        self._pending = len(self._params)
-        self._accumulators = []
-        if self._session.overlap:
-            with torch.enable_grad():
-                for i, p in enumerate(self._params):
-                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                    acc.register_hook(self._hook(i))
-                    self._accumulators.append(acc)
+        self._hook_accumulators()
         if not self.done:
             self._session.begin_step(self.step_count)
 
@@ -259,8 +234,7 @@ class Sync:
         why = self._session.end_step()
         self.step_count += 1
         self._loss_sum = self._loss_count = 0.0
-        self._ready = [False] * len(self._params)
-        self._pending = len(self._params)
+        self._reset_ready()
         if why or self.step_count >= self.steps:
             self.done = True
             self._finish(why)
@@ -281,6 +255,69 @@ class Sync:
 
 
     # ---- internals ----
+
+    def _bind_store(self):
+        """The store's two buffers as torch tensors over its memory (DLPack, host or GPU: no copy);
+        each parameter (its values copied in) and its gradient become a view."""
+        flat = torch.utils.dlpack.from_dlpack(self._session.params())
+        gflat = torch.utils.dlpack.from_dlpack(self._session.grads())
+        self._offsets, self._grads = [], []
+        with torch.no_grad():
+            for p, (_, offset, numel) in zip(self._params, self._session.views()):
+                view = flat[offset:offset + numel].view(p.shape)
+                view.copy_(p.data)
+                p.data = view
+                g = gflat[offset:offset + numel].view(p.shape)
+                p.grad = g
+                self._offsets.append(offset)
+                self._grads.append(g)
+
+    def _read_run_shape(self, examples):
+        """The run's ranks, steps and batch as the session resolved them from the recipe."""
+        self.rank = self._session.rank
+        self.world_size = self._session.world_size
+        self.data_rank = self._session.data_rank
+        self.data_world = self._session.data_world
+        self.steps = self._session.steps
+        self.micro_batch = self._session.micro_batch  # train.micro_batch: the loader's batch per process
+        self.grad_accum = self._accum = self._session.grad_accum  # backward passes per optimizer step
+        self._examples = float(examples) if examples else None
+
+    def _load_torch_state(self, optimizer):
+        """Resumed: the buffers, torch's RNG and the optimizer's state that the checkpoint holds in
+        torch's format. Without the optimizer yet, its state waits for the first step()."""
+        self._torch_state = None
+        if not self.resumed_from:
+            return
+        path = os.path.join(self.resumed_from, _TORCH_FILE.format(rank=self.rank))
+        if not os.path.exists(path):
+            return
+        self._torch_state = torch.load(path)
+        self._load_buffers(self._torch_state.get("buffers", {}))
+        if "torch_rng" in self._torch_state:
+            torch.set_rng_state(self._torch_state["torch_rng"])
+        if optimizer is not None and "optimizer" in self._torch_state:
+            optimizer.load_state_dict(self._torch_state["optimizer"])
+            self._torch_state = None
+
+    def _hook_accumulators(self):
+        """Gradient hooks after accumulation (the AccumulateGrad node's): the store's tail that is
+        final goes to the strategy while backward runs on (torch 1.13 has no post-accumulate hook
+        on tensors; this node is what DDP's reducer and Horovod hook)."""
+        self._reset_ready()
+        self._accumulators = []
+        if not self._session.overlap:
+            return
+        with torch.enable_grad():
+            for i, p in enumerate(self._params):
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._hook(i))
+                self._accumulators.append(acc)
+
+    def _reset_ready(self):
+        """No gradient final yet: the next step's backward starts."""
+        self._ready = [False] * len(self._params)
+        self._pending = len(self._params)
 
     def _finished_before(self):
         self._session = None
