@@ -28,83 +28,61 @@ namespace laconic {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct ElasticGroup::Hello {
-  int replica = 0;
-  bool joiner = false;
-  std::int64_t step = -1;
-  int fragment = 0;
-  std::string checksum;
-  std::string rule;  // the aggregation rule: members must share it (the same collective, the same result)
-  std::int64_t examples = 0;
-  std::int64_t size = 0;  // the contribution: its values, whether all are finite, its L2 norm
-  bool finite = true;
-  double norm = 0;
-  // A joiner's newest checkpoint of the run (its theta_global's checksum; "" none): `step` is its step.
-  std::string held;
-  json to_json() const {
-    return {{"replica", replica}, {"role", joiner ? "joiner" : "member"}, {"step", step},
-            {"fragment", fragment}, {"checksum", checksum}, {"rule", rule}, {"examples", examples},
-            {"size", size}, {"finite", finite}, {"norm", finite ? norm : 0.0}, {"held", held}};
-  }
-  static Hello from_json(const json& j) {
-    Hello h;
-    h.replica = j.at("replica").get<int>();
-    h.joiner = j.at("role").get<std::string>() == "joiner";
-    h.step = j.at("step").get<std::int64_t>();
-    h.fragment = j.at("fragment").get<int>();
-    h.checksum = j.at("checksum").get<std::string>();
-    h.rule = j.at("rule").get<std::string>();
-    h.examples = j.at("examples").get<std::int64_t>();
-    h.size = j.at("size").get<std::int64_t>();
-    h.finite = j.at("finite").get<bool>();
-    h.norm = j.at("norm").get<double>();
-    h.held = j.at("held").get<std::string>();
-    return h;
-  }
-  auto tag() const { return std::tie(step, fragment, checksum, rule); }
-};
-
-struct ElasticGroup::Quorum {
-  std::vector<int> members, joiners, dropped;
-  std::vector<std::int64_t> examples;  // per member
-  std::vector<double> norms;           // per member: its pseudo-gradient's L2 norm
-  std::vector<int> rejected;           // in step, but their contribution failed a check
-  std::vector<std::string> reasons;    // why, per rejected member
-  std::int64_t step = -1;
-  int decided_by = -1;
-  // Formed by replicas that found no live member: the members hold the checkpoint chosen and resume
-  // from it, the joiners receive it now; no reduction (it commits as it is written).
-  bool recovery = false;
-  bool void_round = false;  // its key did not parse (not stored): the round is skipped
-  static Quorum from_json(const json& j, int replicas) {
-    Quorum q;
-    q.members = j.at("members").get<std::vector<int>>();
-    q.joiners = j.at("joiners").get<std::vector<int>>();
-    q.dropped = j.at("dropped").get<std::vector<int>>();
-    q.examples = j.at("examples").get<std::vector<std::int64_t>>();
-    q.norms = j.at("norms").get<std::vector<double>>();
-    q.rejected = j.at("rejected").get<std::vector<int>>();
-    q.reasons = j.at("reasons").get<std::vector<std::string>>();
-    q.step = j.at("step").get<std::int64_t>();
-    q.decided_by = j.at("decided_by").get<int>();
-    q.recovery = j.at("recovery").get<bool>();
-    auto in_range = [&](const std::vector<int>& v) {
-      return std::all_of(v.begin(), v.end(), [&](int i) { return i >= 0 && i < replicas; });
-    };
-    LC_CHECK(q.examples.size() == q.members.size() && q.norms.size() == q.members.size() &&
-             q.reasons.size() == q.rejected.size() && in_range(q.members) && in_range(q.joiners) &&
-             std::is_sorted(q.members.begin(), q.members.end()),
-             "a quorum's lists disagree or name replicas outside [0, ", replicas, ")");
-    return q;
-  }
-  json to_json() const {
-    return {{"members", members}, {"joiners", joiners}, {"dropped", dropped},
-            {"examples", examples}, {"norms", norms}, {"rejected", rejected}, {"reasons", reasons},
-            {"step", step}, {"decided_by", decided_by}, {"recovery", recovery}};
-  }
-};
-
 namespace {
+
+using elastic::Hello;
+using elastic::Quorum;
+
+json to_json(const Hello& h) {
+  return {{"replica", h.replica}, {"role", h.joiner ? "joiner" : "member"}, {"step", h.step},
+          {"fragment", h.fragment}, {"checksum", h.checksum}, {"rule", h.rule}, {"examples", h.examples},
+          {"size", h.size}, {"finite", h.finite}, {"norm", h.finite ? h.norm : 0.0}, {"held", h.held}};
+}
+
+Hello hello_from_json(const json& j) {
+  Hello h;
+  h.replica = j.at("replica").get<int>();
+  h.joiner = j.at("role").get<std::string>() == "joiner";
+  h.step = j.at("step").get<std::int64_t>();
+  h.fragment = j.at("fragment").get<int>();
+  h.checksum = j.at("checksum").get<std::string>();
+  h.rule = j.at("rule").get<std::string>();
+  h.examples = j.at("examples").get<std::int64_t>();
+  h.size = j.at("size").get<std::int64_t>();
+  h.finite = j.at("finite").get<bool>();
+  h.norm = j.at("norm").get<double>();
+  h.held = j.at("held").get<std::string>();
+  return h;
+}
+
+json to_json(const Quorum& q) {
+  return {{"members", q.members}, {"joiners", q.joiners}, {"dropped", q.dropped},
+          {"examples", q.examples}, {"norms", q.norms}, {"rejected", q.rejected}, {"reasons", q.reasons},
+          {"step", q.step}, {"decided_by", q.decided_by}, {"recovery", q.recovery}};
+}
+
+// A quorum as stored, checked: its lists agree and name replicas in [0, replicas).
+Quorum quorum_from_json(const json& j, int replicas) {
+  Quorum q;
+  q.members = j.at("members").get<std::vector<int>>();
+  q.joiners = j.at("joiners").get<std::vector<int>>();
+  q.dropped = j.at("dropped").get<std::vector<int>>();
+  q.examples = j.at("examples").get<std::vector<std::int64_t>>();
+  q.norms = j.at("norms").get<std::vector<double>>();
+  q.rejected = j.at("rejected").get<std::vector<int>>();
+  q.reasons = j.at("reasons").get<std::vector<std::string>>();
+  q.step = j.at("step").get<std::int64_t>();
+  q.decided_by = j.at("decided_by").get<int>();
+  q.recovery = j.at("recovery").get<bool>();
+  auto in_range = [&](const std::vector<int>& v) {
+    return std::all_of(v.begin(), v.end(), [&](int i) { return i >= 0 && i < replicas; });
+  };
+  LC_CHECK(q.examples.size() == q.members.size() && q.norms.size() == q.members.size() &&
+           q.reasons.size() == q.rejected.size() && in_range(q.members) && in_range(q.joiners) &&
+           std::is_sorted(q.members.begin(), q.members.end()),
+           "a quorum's lists disagree or name replicas outside [0, ", replicas, ")");
+  return q;
+}
 
 std::string checksum_of(std::span<const float> x) {
   char hex[17];
@@ -129,8 +107,6 @@ void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
 // The rounds a store keeps behind the newest committed one: a joiner receives its state over the
 // keys of the round that admitted it, a few syncs at most after it.
 constexpr std::int64_t kKeptRounds = 16;
-
-bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 std::string list(const std::vector<int>& v) {
   std::string s;
@@ -222,6 +198,8 @@ ElasticGroup::ElasticGroup(ElasticOptions opts, std::ostream* log)
   LC_CHECK(opts_.min_quorum >= 0 && opts_.min_quorum <= opts_.replicas, "elastic: min_quorum ", opts_.min_quorum,
            ": expected 0 (a majority) to ", opts_.replicas, " (--replicas)");
   if (opts_.min_quorum == 0) opts_.min_quorum = opts_.replicas / 2 + 1;
+  rules_ = {.replicas = opts_.replicas, .min_quorum = opts_.min_quorum, .join_timeout_s = opts_.join_timeout_s,
+            .max_examples = opts_.max_local_steps * opts_.examples_per_step};
   for (int i = 0; i < opts_.replicas; ++i) committed_.push_back(i);  // a run starts with all of them
 }
 
@@ -253,12 +231,12 @@ void ElasticGroup::ignored(const std::string& k, const std::string& why) {
   if (warned_.emplace(k, true).second) log(detail::concat("store key '", k, "' ignored: ", why));
 }
 
-std::optional<ElasticGroup::Quorum> ElasticGroup::read_quorum(std::int64_t round) {
+std::optional<elastic::Quorum> ElasticGroup::read_quorum(std::int64_t round) {
   const std::string k = key(round, "quorum");
   const auto text = store_->find(k);
   if (!text) return std::nullopt;
   try {
-    return Quorum::from_json(json::parse(*text), opts_.replicas);
+    return quorum_from_json(json::parse(*text), opts_.replicas);
   } catch (const std::exception& e) {  // a damaged or foreign value: nobody can act on this round
     ignored(k, detail::concat("it does not parse (", e.what(), "); the round is skipped"));
     Quorum q;
@@ -274,7 +252,7 @@ void ElasticGroup::read_hellos(std::int64_t round, std::map<int, Hello>& here) {
     const auto text = store_->find(k);
     if (!text) continue;
     try {
-      Hello h = Hello::from_json(json::parse(*text));
+      Hello h = hello_from_json(json::parse(*text));
       LC_CHECK(h.replica == i, "it names replica ", h.replica);
       here.emplace(i, std::move(h));
     } catch (const std::exception& e) {  // as if that replica had not come
@@ -329,170 +307,83 @@ bool ElasticGroup::run_finished() { return store_->find("finished").has_value();
 
 void ElasticGroup::finished() { store_->create("finished", std::to_string(opts_.replica)); }
 
-std::optional<ElasticGroup::Quorum> ElasticGroup::decide(std::int64_t round, const Hello& mine) {
-  if (!store_->create(key(round, "hello." + std::to_string(opts_.replica)), mine.to_json().dump())) return std::nullopt;
+std::optional<elastic::Quorum> ElasticGroup::decide(std::int64_t round, const Hello& mine) {
+  if (!store_->create(key(round, "hello." + std::to_string(opts_.replica)), to_json(mine).dump())) return std::nullopt;
+  return mine.joiner ? joiner_round(round) : member_round(round);
+}
+
+elastic::Quorum ElasticGroup::member_round(std::int64_t round) {
   const auto t0 = std::chrono::steady_clock::now();
   std::map<int, Hello> here;
-  std::vector<int> awaited = expected_;
-  if (awaited.empty())
-    for (int i = 0; i < opts_.replicas; ++i) awaited.push_back(i);
-  // A joiner watches the heartbeats of the replicas that are not joiners here: one that changed
-  // within join_timeout_s is a live member (perhaps mid-period) that will come, or is here, and
-  // decides. A member's hello with a dead heartbeat is a process that died waiting in this round.
-  std::map<int, std::pair<std::optional<std::string>, std::chrono::steady_clock::time_point>> beats;
+  const std::vector<int> awaited = elastic::awaited(expected_, opts_.replicas);
   bool said = false;
   for (;;) {
     if (auto q = read_quorum(round)) return *q;
     read_hellos(round, here);
-    if (mine.joiner) {
-      if (run_finished())
-        throw RunFinished(detail::concat("replica ", opts_.replica, ": the run finished before it could rejoin"));
-      LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " waited ", opts_.join_wait_s,
-               " s (elastic.join_wait_s) at round ", round, " and no quorum of at least ", opts_.min_quorum,
-               " (elastic.min_quorum) formed");
-      if (head() >= round) {  // the run committed this round without a key here: the store was lost and rebuilt
-        Quorum q;
-        q.void_round = true;
-        return q;
-      }
-      const auto now = std::chrono::steady_clock::now();
-      bool live = false;
-      for (int i = 0; i < opts_.replicas; ++i) {
-        if (here.count(i) && here.at(i).joiner) continue;
-        auto [it, fresh] = beats.try_emplace(i, std::nullopt, now);
-        auto beat = store_->find("alive." + std::to_string(i));
-        if (fresh || beat != it->second.first) it->second = {std::move(beat), now};
-        live = live || std::chrono::duration<double>(now - it->second.second).count() < opts_.join_timeout_s;
-      }
-      const bool all_joiners = std::all_of(here.begin(), here.end(), [](const auto& h) { return h.second.joiner; });
-      const bool ready = (all_joiners && static_cast<int>(here.size()) == opts_.replicas) ||
-                         (since(t0) >= opts_.join_timeout_s && !live);
-      if (ready)
-        if (auto q = recovery(here))
-          if (store_->create(key(round, "quorum"), q->to_json().dump())) continue;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      continue;
-    }
-    const bool all_here = std::all_of(awaited.begin(), awaited.end(), [&](int i) { return here.count(i) > 0; });
-    if (all_here || since(t0) >= opts_.join_timeout_s) {
-      // The members in step: those sharing the most common (step, fragment, anchor, rule); ties go
-      // to the later step, then to the lowest replica.
-      std::map<std::tuple<std::int64_t, int, std::string, std::string>, int> votes;
-      for (const auto& [i, h] : here)
-        if (!h.joiner) ++votes[h.tag()];
-      auto best = votes.begin();
-      for (auto it = votes.begin(); it != votes.end(); ++it)
-        if (it->second > best->second || (it->second == best->second && std::get<0>(it->first) > std::get<0>(best->first)))
-          best = it;
-      // The size of a contribution: the one most members in step send (ties to the smaller).
-      std::map<std::int64_t, int> sizes;
-      for (const auto& [i, h] : here)
-        if (!h.joiner && h.tag() == best->first) ++sizes[h.size];
-      const auto size = std::max_element(sizes.begin(), sizes.end(),
-                                         [](const auto& a, const auto& b) { return a.second < b.second; })->first;
-      Quorum q;
-      q.decided_by = opts_.replica;
-      q.step = std::get<0>(best->first);
-      for (const auto& [i, h] : here) {
-        if (h.joiner) {
-          q.joiners.push_back(i);
-        } else if (h.tag() == best->first) {
-          if (std::string why = invalid(h, size); !why.empty()) {
-            q.rejected.push_back(i);
-            q.reasons.push_back(std::move(why));
-            continue;
-          }
-          q.members.push_back(i);
-          q.examples.push_back(h.examples);
-          q.norms.push_back(h.norm);
-        } else {
-          q.dropped.push_back(i);
-        }
-      }
-      // Fewer than min_quorum replicas never go on as the run (another part of it may be going on
-      // without them): wait for more, up to join_wait_s.
-      const int size_now = static_cast<int>(q.members.size() + q.joiners.size());
-      if (q.members.empty() || size_now < opts_.min_quorum) {
-        LC_CHECK(!opts_.stop_requested || !opts_.stop_requested(), "elastic: round ", round, ": asked to stop while ",
-                 size_now, " replica(s) waited for elastic.min_quorum = ", opts_.min_quorum,
-                 " (the others stopped before this sync): stopping without this step's checkpoint; --resume continues "
-                 "from this replica's last one");
-        LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: round ", round, ": ", size_now, " replica(s) came within ",
-                 opts_.join_wait_s, " s (elastic.join_wait_s), fewer than elastic.min_quorum = ", opts_.min_quorum,
-                 ": a minority does not train on as the run");
-        if (!said)
-          log(detail::concat("round ", round, ": ", size_now, " replica(s) here, waiting for elastic.min_quorum = ",
-                             opts_.min_quorum));
-        said = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        continue;
-      }
-      store_->create(key(round, "quorum"), q.to_json().dump());  // the first decision stands
-      continue;
-    }
-    pause();
-  }
-}
-
-// No live member comes (a member's hello here is of a process that died in this round): the
-// theta_global most joiners hold as their newest checkpoint (ties to the later step) is the run's;
-// its holders are the members and resume from their own checkpoints (their steps may differ within
-// a period: they hold the same theta_global, so they sync at the same step), the other joiners
-// receive the lowest member's. When none holds a checkpoint, they all start from the beginning.
-std::optional<ElasticGroup::Quorum> ElasticGroup::recovery(const std::map<int, Hello>& here) {
-  std::map<std::string, std::pair<int, std::int64_t>> votes;  // theta_global: holders, the latest step
-  int joiners = 0;
-  for (const auto& [i, h] : here) {
-    if (!h.joiner) continue;  // a member that died in this round (its heartbeat stopped)
-    ++joiners;
-    if (h.held.empty()) continue;
-    auto& [n, step] = votes.try_emplace(h.held, 0, h.step).first->second;
-    ++n;
-    step = std::max(step, h.step);
-  }
-  if (joiners < opts_.min_quorum) return std::nullopt;
-  std::string chosen;
-  std::pair<int, std::int64_t> best{0, -1};
-  for (const auto& [sum, v] : votes)
-    if (v > best) best = v, chosen = sum;
-  Quorum q;
-  q.recovery = true;
-  q.decided_by = opts_.replica;
-  q.step = best.second;
-  for (const auto& [i, h] : here) {
-    if (!h.joiner) continue;
-    if (h.held == chosen) {
-      q.members.push_back(i);
-      q.examples.push_back(0);
-      q.norms.push_back(0);
+    const elastic::Decision d = elastic::decide_members(here, awaited, since(t0), rules_, opts_.replica);
+    if (d.verdict == elastic::Verdict::wait) {
+      pause();
+    } else if (d.verdict == elastic::Verdict::decide) {
+      store_->create(key(round, "quorum"), to_json(d.quorum).dump());  // the first decision stands
     } else {
-      q.joiners.push_back(i);
+      wait_for_min_quorum(round, d.quorum, since(t0), said);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  return q;
 }
 
-std::string ElasticGroup::invalid(const Hello& h, std::int64_t size) const {
-  if (h.size != size) return detail::concat("its pseudo-gradient has ", h.size, " values, expected ", size);
-  if (!h.finite) return "its pseudo-gradient is not finite";
-  const std::int64_t most = opts_.max_local_steps * opts_.examples_per_step;
-  if (h.examples < 1 || (most > 0 && h.examples > most))
-    return detail::concat("it claims ", h.examples, " examples since its last sync, expected 1 to ",
-                          most > 0 ? std::to_string(most) : "any", " (the longest period x examples per step)");
-  return {};
+void ElasticGroup::wait_for_min_quorum(std::int64_t round, const Quorum& q, double waited_s, bool& said) {
+  const int size_now = elastic::headcount(q);
+  LC_CHECK(!opts_.stop_requested || !opts_.stop_requested(), "elastic: round ", round, ": asked to stop while ",
+           size_now, " replica(s) waited for elastic.min_quorum = ", opts_.min_quorum,
+           " (the others stopped before this sync): stopping without this step's checkpoint; --resume continues "
+           "from this replica's last one");
+  LC_CHECK(waited_s < opts_.join_wait_s, "elastic: round ", round, ": ", size_now, " replica(s) came within ",
+           opts_.join_wait_s, " s (elastic.join_wait_s), fewer than elastic.min_quorum = ", opts_.min_quorum,
+           ": a minority does not train on as the run");
+  if (!said)
+    log(detail::concat("round ", round, ": ", size_now, " replica(s) here, waiting for elastic.min_quorum = ",
+                       opts_.min_quorum));
+  said = true;
 }
 
-void ElasticGroup::reduce(ReplicaSync& sync) {
+// A joiner watches the heartbeats of the replicas that are not joiners here: one that changed within
+// join_timeout_s is a live member (perhaps mid-period) that will come, or is here, and decides.
+elastic::Quorum ElasticGroup::joiner_round(std::int64_t round) {
   const auto t0 = std::chrono::steady_clock::now();
-  LC_CHECK(store_ != nullptr, "elastic: no store");
-  beat();
-  // What a retry starts again from.
-  const std::vector<float> delta0(sync.delta.begin(), sync.delta.end());
-  std::vector<std::vector<float>> state0;
-  for (const StateTensor& s : sync.reducer_state) {
-    LC_CHECK(s.device == Device::cpu, "elastic: reducer state '", s.name, "' on a device (elastic runs on the CPU)");
-    state0.emplace_back(s.data.begin(), s.data.end());
+  std::map<int, Hello> here;
+  elastic::Heartbeats beats;
+  for (;;) {
+    if (auto q = read_quorum(round)) return *q;
+    read_hellos(round, here);
+    if (run_finished())
+      throw RunFinished(detail::concat("replica ", opts_.replica, ": the run finished before it could rejoin"));
+    LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " waited ", opts_.join_wait_s,
+             " s (elastic.join_wait_s) at round ", round, " and no quorum of at least ", opts_.min_quorum,
+             " (elastic.min_quorum) formed");
+    if (head() >= round) {  // the run committed this round without a key here: the store was lost and rebuilt
+      Quorum q;
+      q.void_round = true;
+      return q;
+    }
+    const bool live = member_alive(here, beats);
+    if (auto q = elastic::decide_joiners(here, since(t0), live, rules_, opts_.replica))
+      if (store_->create(key(round, "quorum"), to_json(*q).dump())) continue;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+bool ElasticGroup::member_alive(const elastic::Hellos& here, elastic::Heartbeats& beats) {
+  const auto now = std::chrono::steady_clock::now();
+  bool live = false;
+  for (int i = 0; i < opts_.replicas; ++i) {
+    if (here.count(i) && here.at(i).joiner) continue;
+    live = beats.alive(i, store_->find("alive." + std::to_string(i)), now, opts_.join_timeout_s) || live;
+  }
+  return live;
+}
+
+elastic::Hello ElasticGroup::hello_of(const ReplicaSync& sync) const {
   Hello mine;
   mine.replica = opts_.replica;
   mine.step = sync.step;
@@ -503,119 +394,168 @@ void ElasticGroup::reduce(ReplicaSync& sync) {
   mine.size = static_cast<std::int64_t>(sync.delta.size());
   mine.norm = l2_norm(sync.delta);
   mine.finite = std::isfinite(mine.norm);
+  return mine;
+}
+
+namespace {
+
+// What a retry of a sync starts again from: its pseudo-gradient and its reducer's state.
+struct SyncInputs {
+  std::vector<float> delta;
+  std::vector<std::vector<float>> state;
+
+  explicit SyncInputs(const ReplicaSync& sync) : delta(sync.delta.begin(), sync.delta.end()) {
+    for (const StateTensor& s : sync.reducer_state) {
+      LC_CHECK(s.device == Device::cpu, "elastic: reducer state '", s.name, "' on a device (elastic runs on the CPU)");
+      state.emplace_back(s.data.begin(), s.data.end());
+    }
+  }
+  void restore(ReplicaSync& sync) const {
+    std::copy(delta.begin(), delta.end(), sync.delta.begin());
+    for (std::size_t i = 0; i < state.size(); ++i)
+      std::copy(state[i].begin(), state[i].end(), sync.reducer_state[i].data.begin());
+  }
+};
+
+}  // namespace
+
+void ElasticGroup::reduce(ReplicaSync& sync) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LC_CHECK(store_ != nullptr, "elastic: no store");
+  beat();
+  const SyncInputs inputs(sync);
+  const Hello mine = hello_of(sync);
   std::string why;
   for (int attempt = 1;; ++attempt) {
     const std::int64_t round = round_++;
     const std::optional<Quorum> decided = decide(round, mine);
-    if (!decided) {  // an earlier process of this replica announced itself here before it died
-      why = detail::concat("replica ", opts_.replica, " had already announced itself in round ", round);
-      LC_CHECK(attempt < opts_.max_attempts, "elastic: ", why, " (two processes with one replica id?)");
-      continue;
-    }
+    if (unusable(decided, round, attempt, why)) continue;
     const Quorum& q = *decided;
-    if (q.void_round) {
-      why = detail::concat("round ", round, "'s quorum key does not parse");
-      LC_CHECK(attempt < opts_.max_attempts, "elastic: ", why);
-      continue;
-    }
-    const auto self = std::find(q.members.begin(), q.members.end(), opts_.replica);
-    for (std::size_t j = 0; j < q.rejected.size(); ++j)
-      if (q.rejected[j] == opts_.replica) {
-        dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
-                                  sync.step + 1, "): its contribution was rejected: ", q.reasons[j], "; restart it to rejoin");
-        throw ReplicaDropped(dropped_);
-      } else if (self != q.members.end()) {
-        log(detail::concat("round ", round, ": replica ", q.rejected[j], " left out, its contribution was rejected: ",
-                           q.reasons[j]));
-      }
-    if (self == q.members.end()) {
-      dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
-                                          q.step + 1, " of replicas ", list(q.members), "; this replica is at step ",
-                                          sync.step + 1, contains(q.dropped, opts_.replica) ? ", its anchor or aggregation rule differs" : ", it came late",
-                                          "): restart it to rejoin");
-      throw ReplicaDropped(dropped_);
-    }
-    const int rank = static_cast<int>(self - q.members.begin()), size = static_cast<int>(q.members.size());
-    const bool mean = opts_.aggregate.rule == Aggregate::mean;
-    if (mean) {
-      // The reducer averages over the quorum: weigh this replica's share by its examples over those
-      // of the members kept (max_norm_ratio leaves out by the norms the hellos declared; one left
-      // out sends zeros).
-      use_.resize(q.members.size());
-      std::iota(use_.begin(), use_.end(), std::size_t{0});
-      keep_within_norm(q.norms, q.members, round);
-      std::int64_t total = 0;
-      for (std::size_t j : use_) total += q.examples[j];
-      const double w = kept(rank) ? static_cast<double>(mine.examples) * size / static_cast<double>(total) : 0.0;
-      if (w != 1.0)
-        for (float& x : sync.delta) x *= static_cast<float>(w);
-    }
-    bool ok = false;
-    try {
-      GlooCommunicator comm(*store_, key(round, "gloo"), rank, size, {.timeout_s = opts_.sync_timeout_s, .address = opts_.address, .streams = opts_.streams});
-      if (mean) sync.reduce(comm);
-      else gather_and_aggregate(comm, sync.delta, q.members, round);
-      count(comm);
-      ok = true;
-    } catch (const Error& e) {
-      why = e.what();
-    }
-    std::string verdict = "retry";
-    if (ok) {
-      store_->create(key(round, "ok." + std::to_string(opts_.replica)), "1");
-      const auto t1 = std::chrono::steady_clock::now();
-      std::vector<int> missing = q.members;
-      while (!missing.empty() && since(t1) < opts_.sync_timeout_s) {
-        if (store_->find(key(round, "ok." + std::to_string(missing.back())))) missing.pop_back();
-        else if (store_->find(key(round, "outcome"))) break;  // decided already (a retry)
-        else pause();
-      }
-      if (missing.empty()) verdict = "commit";
-      else why = detail::concat("replica ", missing.back(), " did not confirm its reduction within ", opts_.sync_timeout_s, " s");
-    }
-    store_->create(key(round, "outcome"), verdict);
-    const std::string outcome = store_->find(key(round, "outcome")).value_or("retry");
-    if (outcome == "commit") {
+    const Attempt a{.round = round, .number = attempt, .rank = take_seat(q, round, sync), .t0 = t0};
+    const bool ok = reduce_in(q, a, mine.examples, sync, why);
+    if (outcome(q, round, ok, why) == "commit") {
       LC_CHECK(ok, "elastic: round ", round, " committed without this replica's reduction");
-      Membership m;
-      m.round = round;
-      m.step = sync.step;
-      m.fragment = sync.fragment;
-      m.attempts = attempt;
-      m.members = q.members;
-      m.joiners = q.joiners;
-      std::vector<int> now = q.members;
-      now.insert(now.end(), q.joiners.begin(), q.joiners.end());
-      std::sort(now.begin(), now.end());
-      // Left: in the last committed quorum (as member or joiner) but no member now; joined: the
-      // joiners, who receive the state now and are members from the next sync on.
-      for (int i : committed_)
-        if (!contains(q.members, i)) m.left.push_back(i);
-      m.joined = q.joiners;
-      m.seconds = since(t0);
-      // Left out by max_norm_ratio, its steps did not reach theta_global.
-      m.contributed_steps = kept(rank) ? static_cast<double>(sync.local_steps) * sync.share : 0.0;
-      if (!m.left.empty() || !m.joined.empty() || attempt > 1)
-        log(detail::concat("sync at step ", sync.step + 1, " (round ", round, "): quorum ", list(q.members),
-                           q.joiners.empty() ? "" : ", joining " + list(q.joiners),
-                           m.left.empty() ? "" : ", left " + list(m.left),
-                           attempt > 1 ? ", after " + std::to_string(attempt - 1) + " failed round(s)" : ""));
-      expected_ = committed_ = now;
-      committed(round, rank == 0);
-      std::lock_guard lock(mu_);
-      history_.push_back(std::move(m));
-      if (!q.joiners.empty() && rank == 0) donations_.push_back({round, q.joiners});
+      commit(q, a, sync);
       return;
     }
     log(detail::concat("round ", round, " (sync at step ", sync.step + 1, ", replicas ", list(q.members),
                        ") failed: ", why.empty() ? "another member failed" : why, "; retrying with the replicas left"));
     LC_CHECK(attempt < opts_.max_attempts, "elastic: the sync at step ", sync.step + 1, " failed in ", attempt,
              " rounds (elastic.max_attempts): ", why);
-    std::copy(delta0.begin(), delta0.end(), sync.delta.begin());
-    for (std::size_t i = 0; i < state0.size(); ++i)
-      std::copy(state0[i].begin(), state0[i].end(), sync.reducer_state[i].data.begin());
+    inputs.restore(sync);
     expected_ = q.members;  // wait for those that were in step, not for the ones that failed
   }
+}
+
+bool ElasticGroup::unusable(const std::optional<Quorum>& decided, std::int64_t round, int attempt,
+                            std::string& why) const {
+  if (!decided) {  // an earlier process of this replica announced itself here before it died
+    why = detail::concat("replica ", opts_.replica, " had already announced itself in round ", round);
+    LC_CHECK(attempt < opts_.max_attempts, "elastic: ", why, " (two processes with one replica id?)");
+    return true;
+  }
+  if (decided->void_round) {
+    why = detail::concat("round ", round, "'s quorum key does not parse");
+    LC_CHECK(attempt < opts_.max_attempts, "elastic: ", why);
+    return true;
+  }
+  return false;
+}
+
+int ElasticGroup::take_seat(const Quorum& q, std::int64_t round, const ReplicaSync& sync) {
+  const elastic::Place place = elastic::place_of(q, opts_.replica);
+  if (place.seat == elastic::Seat::rejected) {
+    dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
+                              sync.step + 1, "): its contribution was rejected: ", place.reason,
+                              "; restart it to rejoin");
+    throw ReplicaDropped(dropped_);
+  }
+  if (place.seat != elastic::Seat::member) {
+    dropped_ = detail::concat("replica ", opts_.replica, " was left out of round ", round, " (the sync at step ",
+                              q.step + 1, " of replicas ", list(q.members), "; this replica is at step ",
+                              sync.step + 1,
+                              place.seat == elastic::Seat::dropped ? ", its anchor or aggregation rule differs"
+                                                                   : ", it came late",
+                              "): restart it to rejoin");
+    throw ReplicaDropped(dropped_);
+  }
+  for (std::size_t j = 0; j < q.rejected.size(); ++j)
+    log(detail::concat("round ", round, ": replica ", q.rejected[j], " left out, its contribution was rejected: ",
+                       q.reasons[j]));
+  return place.rank;
+}
+
+bool ElasticGroup::reduce_in(const Quorum& q, const Attempt& a, std::int64_t examples, ReplicaSync& sync,
+                             std::string& why) {
+  const bool mean = opts_.aggregate.rule == Aggregate::mean;
+  if (mean) weigh(q, a, examples, sync.delta);
+  try {
+    GlooCommunicator comm(*store_, key(a.round, "gloo"), a.rank, static_cast<int>(q.members.size()),
+                          {.timeout_s = opts_.sync_timeout_s, .address = opts_.address, .streams = opts_.streams});
+    if (mean) sync.reduce(comm);
+    else gather_and_aggregate(comm, sync.delta, q.members, a.round);
+    count(comm);
+    return true;
+  } catch (const Error& e) {
+    why = e.what();
+    return false;
+  }
+}
+
+// The reducer averages over the quorum: weigh this replica's share by its examples over those of
+// the members kept (max_norm_ratio leaves out by the norms the hellos declared; one left out sends zeros).
+void ElasticGroup::weigh(const Quorum& q, const Attempt& a, std::int64_t examples, std::span<float> delta) {
+  use_.resize(q.members.size());
+  std::iota(use_.begin(), use_.end(), std::size_t{0});
+  keep_within_norm(q.norms, q.members, a.round);
+  const double w = elastic::mean_weight(q.examples, use_, a.rank, examples);
+  if (w != 1.0)
+    for (float& x : delta) x *= static_cast<float>(w);
+}
+
+std::string ElasticGroup::outcome(const Quorum& q, std::int64_t round, bool ok, std::string& why) {
+  std::string verdict = "retry";
+  if (ok) {
+    store_->create(key(round, "ok." + std::to_string(opts_.replica)), "1");
+    const auto t1 = std::chrono::steady_clock::now();
+    std::vector<int> missing = q.members;
+    while (!missing.empty() && since(t1) < opts_.sync_timeout_s) {
+      if (store_->find(key(round, "ok." + std::to_string(missing.back())))) missing.pop_back();
+      else if (store_->find(key(round, "outcome"))) break;  // decided already (a retry)
+      else pause();
+    }
+    if (missing.empty()) verdict = "commit";
+    else why = detail::concat("replica ", missing.back(), " did not confirm its reduction within ", opts_.sync_timeout_s, " s");
+  }
+  store_->create(key(round, "outcome"), verdict);
+  return store_->find(key(round, "outcome")).value_or("retry");
+}
+
+void ElasticGroup::commit(const Quorum& q, const Attempt& a, const ReplicaSync& sync) {
+  Membership m;
+  m.round = a.round;
+  m.step = sync.step;
+  m.fragment = sync.fragment;
+  m.attempts = a.number;
+  m.members = q.members;
+  m.joiners = q.joiners;
+  // Left: in the last committed quorum (as member or joiner) but no member now; joined: the
+  // joiners, who receive the state now and are members from the next sync on.
+  m.left = elastic::left(committed_, q);
+  m.joined = q.joiners;
+  m.seconds = since(a.t0);
+  // Left out by max_norm_ratio, its steps did not reach theta_global.
+  m.contributed_steps = kept(a.rank) ? static_cast<double>(sync.local_steps) * sync.share : 0.0;
+  if (!m.left.empty() || !m.joined.empty() || a.number > 1)
+    log(detail::concat("sync at step ", sync.step + 1, " (round ", a.round, "): quorum ", list(q.members),
+                       q.joiners.empty() ? "" : ", joining " + list(q.joiners),
+                       m.left.empty() ? "" : ", left " + list(m.left),
+                       a.number > 1 ? ", after " + std::to_string(a.number - 1) + " failed round(s)" : ""));
+  expected_ = committed_ = elastic::everyone(q);
+  committed(a.round, a.rank == 0);
+  std::lock_guard lock(mu_);
+  history_.push_back(std::move(m));
+  if (elastic::donates(q, opts_.replica)) donations_.push_back({a.round, q.joiners});
 }
 
 std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root,
@@ -636,57 +576,52 @@ std::optional<std::string> ElasticGroup::join(const std::string& checkpoint_root
     mine.step = held->step;
     mine.held = held->theta_global;
   }
-  auto enter = [&](const Quorum& q) {  // this replica is in the run from the next round on
-    round_ = round + 1;
-    pruned_to_ = std::max<std::int64_t>(0, round - kKeptRounds);
-    expected_ = q.members;
-    expected_.insert(expected_.end(), q.joiners.begin(), q.joiners.end());
-    std::sort(expected_.begin(), expected_.end());
-    committed_ = expected_;
-    beat();
-  };
-  for (;;) {
+  // A round this replica is not admitted at (its earlier process announced itself there before it
+  // died, or it was decided before this hello arrived, or skipped): the next open one.
+  for (;; round = std::max(round + 1, first_open_round())) {
     LC_CHECK(since(t0) < opts_.join_wait_s, "elastic: replica ", opts_.replica, " could not join within ",
              opts_.join_wait_s, " s (elastic.join_wait_s)");
     const std::optional<Quorum> decided = decide(round, mine);
-    const auto next = [&] { round = std::max(round + 1, first_open_round()); };
-    if (!decided) {  // this replica's earlier process announced itself here before it died
-      next();
-      continue;
-    }
+    if (!decided) continue;
     const Quorum& q = *decided;
     if (q.recovery) store_->create(key(round, "outcome"), "commit");  // it commits as it is written
-    if (q.recovery && contains(q.members, opts_.replica)) {
-      log(detail::concat("no live member: the run recovers at round ", round, " with replicas ", list(q.members),
-                         q.joiners.empty() ? "" : " (sending the state to " + list(q.joiners) + ")",
-                         q.step < 0 ? ", from the beginning (no checkpoint held)"
-                                    : ", each from its own checkpoint of theta_global " + held->theta_global));
-      enter(q);
-      committed(round, q.members.front() == opts_.replica);
-      if (q.step < 0) return std::nullopt;
-      if (q.members.front() == opts_.replica && !q.joiners.empty()) donate(held->dir, round, q.joiners);
-      return held->dir;
-    }
-    const auto self = std::find(q.joiners.begin(), q.joiners.end(), opts_.replica);
-    if (self == q.joiners.end()) {  // decided before this replica's hello arrived, or skipped
-      next();
-      continue;
-    }
-    const auto outcome = store_->wait(key(round, "outcome"), opts_.join_wait_s);
-    if (outcome != "commit") {
-      next();
-      continue;
-    }
-    log(detail::concat("joining at round ", round, q.recovery ? " (a recovery" : " (after the sync at step ",
-                       q.recovery ? "" : std::to_string(q.step + 1), ", from replica ", q.members.front(), ")"));
-    GlooCommunicator comm(*store_, key(round, "join"), 1 + static_cast<int>(self - q.joiners.begin()),
-                          1 + static_cast<int>(q.joiners.size()), {.timeout_s = opts_.join_wait_s, .address = opts_.address, .streams = opts_.streams});
-    const std::string blob = receive_state(comm, opts_.max_state_bytes, opts_.secret, state_name(opts_, round));
-    count(comm);
-    const std::string dir = unpack_dir(blob, checkpoint_root);
-    enter(q);
-    return dir;
+    const elastic::JoinPlace place = elastic::join_place_of(q, opts_.replica);
+    if (place.seat == elastic::JoinSeat::recovers) return recover(q, round, held);
+    if (place.seat == elastic::JoinSeat::receives && store_->wait(key(round, "outcome"), opts_.join_wait_s) == "commit")
+      return receive(q, round, place.index, checkpoint_root);
   }
+}
+
+void ElasticGroup::enter(const Quorum& q, std::int64_t round) {
+  round_ = round + 1;
+  pruned_to_ = std::max<std::int64_t>(0, round - kKeptRounds);
+  expected_ = committed_ = elastic::everyone(q);
+  beat();
+}
+
+std::optional<std::string> ElasticGroup::recover(const Quorum& q, std::int64_t round,
+                                                 const std::optional<HeldCheckpoint>& held) {
+  log(detail::concat("no live member: the run recovers at round ", round, " with replicas ", list(q.members),
+                     q.joiners.empty() ? "" : " (sending the state to " + list(q.joiners) + ")",
+                     q.step < 0 ? ", from the beginning (no checkpoint held)"
+                                : ", each from its own checkpoint of theta_global " + held->theta_global));
+  enter(q, round);
+  committed(round, q.members.front() == opts_.replica);
+  if (q.step < 0) return std::nullopt;
+  if (elastic::donates(q, opts_.replica)) donate(held->dir, round, q.joiners);
+  return held->dir;
+}
+
+std::string ElasticGroup::receive(const Quorum& q, std::int64_t round, int index, const std::string& root) {
+  log(detail::concat("joining at round ", round, q.recovery ? " (a recovery" : " (after the sync at step ",
+                     q.recovery ? "" : std::to_string(q.step + 1), ", from replica ", q.members.front(), ")"));
+  GlooCommunicator comm(*store_, key(round, "join"), 1 + index, 1 + static_cast<int>(q.joiners.size()),
+                        {.timeout_s = opts_.join_wait_s, .address = opts_.address, .streams = opts_.streams});
+  const std::string blob = receive_state(comm, opts_.max_state_bytes, opts_.secret, state_name(opts_, round));
+  count(comm);
+  const std::string dir = unpack_dir(blob, root);
+  enter(q, round);
+  return dir;
 }
 
 bool ElasticGroup::donation_pending() const {

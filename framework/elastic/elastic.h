@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -31,6 +32,7 @@
 #include "collectives/gloo/key_store.h"
 #include "collectives/transport.h"
 #include "framework/elastic/aggregate.h"
+#include "framework/elastic/quorum.h"
 #include "framework/sync/replica_group.h"
 
 namespace laconic {
@@ -123,17 +125,48 @@ class ElasticGroup final : public ReplicaGroup {
   ByteCounters bytes() const { return {sent_.load(), recv_.load(), messages_.load()}; }
 
  private:
+  using Hello = elastic::Hello;
+  using Quorum = elastic::Quorum;
   void count(const Transport& t);
   void donate(const std::string& checkpoint_dir, std::int64_t round, const std::vector<int>& to);
-  struct Hello;
-  struct Quorum;
   std::string key(std::int64_t round, const std::string& what) const;
-  // Why a member's hello cannot be averaged ("" when it can): `size` is the members' majority's.
-  std::string invalid(const Hello& h, std::int64_t size) const;
-  // Removes from use_ (rows of norms) the members above elastic.max_norm_ratio x the median of
-  // their norms, one log line each; nothing without it.
+  // This replica's hello at a sync.
+  Hello hello_of(const ReplicaSync& sync) const;
+
+  // ---- one round of a sync (reduce)
+  struct Attempt {
+    std::int64_t round = 0;
+    int number = 1;  // 1: the sync's first round
+    int rank = 0;    // this replica's row in the quorum
+    std::chrono::steady_clock::time_point t0;  // when the sync began
+  };
+  // Whether `decided` is a round this replica cannot act on (its slot taken, its key void): says
+  // why, and fails the sync once it has taken max_attempts rounds.
+  bool unusable(const std::optional<Quorum>& decided, std::int64_t round, int attempt, std::string& why) const;
+  // This replica's row in q; throws ReplicaDropped when it is not a member.
+  int take_seat(const Quorum& q, std::int64_t round, const ReplicaSync& sync);
+  // Reduces sync.delta over q's members; false (and why) when the collective failed.
+  bool reduce_in(const Quorum& q, const Attempt& a, std::int64_t examples, ReplicaSync& sync, std::string& why);
+  // mean: scales delta by this replica's weight among the members kept.
+  void weigh(const Quorum& q, const Attempt& a, std::int64_t examples, std::span<float> delta);
+  // The round's outcome ("commit" or "retry"): it commits when every member confirmed its reduction.
+  std::string outcome(const Quorum& q, std::int64_t round, bool ok, std::string& why);
+  // Records a committed round (history, membership, donations) and moves the head.
+  void commit(const Quorum& q, const Attempt& a, const ReplicaSync& sync);
+
+  // ---- joining (join)
+  // Enters the run after `round` (its quorum q): the next round, whom it waits for, the heartbeat.
+  void enter(const Quorum& q, std::int64_t round);
+  // A recovery quorum's member: resumes from its own checkpoint (nullopt: from the beginning).
+  std::optional<std::string> recover(const Quorum& q, std::int64_t round, const std::optional<HeldCheckpoint>& held);
+  // A joiner admitted at `round`: receives the first member's state under `root`; its directory.
+  std::string receive(const Quorum& q, std::int64_t round, int index, const std::string& root);
+
+  // ---- deciding a round (quorum.h decides; these read and write the store)
   // Whether the member at `row` of the quorum is in use_ (its contribution is in the aggregate).
   bool kept(int row) const;
+  // Removes from use_ (rows of norms) the members above elastic.max_norm_ratio x the median of
+  // their norms, one log line each; nothing without it.
   void keep_within_norm(std::span<const double> norms, const std::vector<int>& members, std::int64_t round);
   // trimmed_mean and median: every member's pseudo-gradient over comm, checked, combined
   // into delta (the same bits on every member).
@@ -142,12 +175,18 @@ class ElasticGroup final : public ReplicaGroup {
   // Announces `mine` at `round` and returns the round's quorum; nullopt when this replica's slot
   // in the round was taken (an earlier process of the same replica announced itself there).
   std::optional<Quorum> decide(std::int64_t round, const Hello& mine);
+  // A member's round: waits for the members expected, then proposes their quorum.
+  Quorum member_round(std::int64_t round);
+  // A minority's wait for min_quorum: fails when asked to stop or after join_wait_s; says it once.
+  void wait_for_min_quorum(std::int64_t round, const Quorum& q, double waited_s, bool& said);
+  // A joiner's round: waits for a quorum to admit it, or forms a recovery one when no member lives.
+  Quorum joiner_round(std::int64_t round);
+  // Whether a replica not here as a joiner has a live heartbeat.
+  bool member_alive(const elastic::Hellos& here, elastic::Heartbeats& beats);
   bool run_finished();
   std::optional<Quorum> read_quorum(std::int64_t round);
   // The hellos of `round` not yet in `here` (one that does not parse is left out, said once).
   void read_hellos(std::int64_t round, std::map<int, Hello>& here);
-  // The recovery quorum of `round` when it may be formed now (see the .cpp), else nullopt.
-  std::optional<Quorum> recovery(const std::map<int, Hello>& here);
   // Says once that the store's key was ignored and why.
   void ignored(const std::string& key, const std::string& why);
   // The newest committed round as the store's "head" says (-1: none), and the first round after it
@@ -163,6 +202,7 @@ class ElasticGroup final : public ReplicaGroup {
   void log(const std::string& line) const;
 
   ElasticOptions opts_;
+  elastic::Rules rules_;  // opts_ as the quorum's decisions take them
   std::ostream* log_;
   std::unique_ptr<KeyStore> store_;
   // The heartbeat: its own store handle (a store serves one thread), started once training starts.
