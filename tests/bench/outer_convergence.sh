@@ -13,7 +13,12 @@
 # than DiLoCo's.
 #
 #   tests/bench/outer_convergence.sh [BUILD_DIR]     (default: build; needs its trainer)
-# Environment: WORLD (default 8), STEPS (default 300), OUT (run directories; default a temp dir),
+# Environment: SIZE (full: the MLP above, the table docs/benchmarks.md and docs/outer_loop.md
+# quote; ci: hidden layers of 176, 256 and 352, half the FLOPs, still split near halves by whole
+# layers (the first against the rest), on a device of 0.0023 TFLOP/s so that a step's modeled
+# time stays the same: the size cli.outer_convergence runs, where every bar below holds with the
+# margins of the full size; fewer steps or a smaller batch miss them), WORLD (default 8), STEPS
+# (default 300), OUT (run directories; default a temp dir),
 # TRAINER (the trainer binary, instead of BUILD_DIR/trainer),
 # CHECK=1: exit 1 unless every strategy's held-out loss is within MAX_LOSS_PCT (default 2) % of
 # all-reduce's (eager DiLoCo: 8%, a guard on the +5.6% measured; DES-LOC 12% of AdamW all-reduce's,
@@ -26,6 +31,12 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
+size="${SIZE:-full}"
+case "$size" in
+  full) hidden="[384,384,384]" tflops=0.005 label="" ;;
+  ci) hidden="[176,256,352]" tflops=0.0023 label=" (SIZE=ci: hidden $hidden)" ;;  # 276.7k multiply-adds an example, not 599.8k
+  *) echo "error: SIZE=$size: expected full or ci" >&2; exit 2 ;;
+esac
 world="${WORLD:-8}"
 steps="${STEPS:-300}"
 out="${OUT:-$(mktemp -d)}"
@@ -34,9 +45,9 @@ trainer="${TRAINER:-${1:-$repo/build}/trainer}"
 [[ -x "$trainer" ]] || { echo "error: $trainer missing (cmake --build build --target trainer)" >&2; exit 2; }
 
 common=(--recipe "$repo/recipes/mlp_fmnist.toml" --distributed.world_size="$world" --distributed.backend=threads
-        --model.hidden=[384,384,384]
+        --model.hidden="$hidden"
         --train.steps="$steps" --train.log_every=5 --train.eval_every=0
-        --network.groups=2 --network.compute=modeled --network.device_tflops=0.005 --sync.intra=allreduce
+        --network.groups=2 --network.compute=modeled --network.device_tflops="$tflops" --sync.intra=allreduce
         --sync.diloco.period=10 --sync.diloco.outer_momentum=0.5
         --sync.streaming_diloco.period=10 --sync.streaming_diloco.outer_momentum=0.5
         --sync.sparseloco.period=10 --sync.sparseloco.chunk=1024 --sync.sparseloco.ratio=0.03125
@@ -66,7 +77,7 @@ declare -A extra=(
 names=(allreduce diloco diloco_int8 diloco_eager streaming_diloco sparseloco demo noloco diloco_sparta allreduce_adamw desloc
        async_diloco async_diloco_slow diloco_flat_slow)
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores; $world workers in 2 groups, $steps steps of Fashion-MNIST"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores; $world workers in 2 groups, $steps steps of Fashion-MNIST$label"
 for s in "${names[@]}"; do
   # shellcheck disable=SC2086
   "$trainer" "${common[@]}" ${extra[$s]} --out "$out/$s" >"$out/$s.log" 2>&1 || { cat "$out/$s.log" >&2; exit 1; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Elastic DiLoCo from the command line (`trainer elastic`, recipes/elastic_diloco.toml: the
-# cross-datacenter BERT-small, 3 replicas of 2 ranks, outer sync every 25 steps):
+# cross-datacenter BERT-small, 3 replicas of 2 ranks), at the CI size: the model cut to d64, 2 heads,
+# ffn 256, a vocabulary of 1000, sequences of 32, 1% held out, 200 steps with an outer sync every 25
+# (8 syncs); SIZE=full runs the recipe as it is (d128, 300 steps: 12 syncs; docs/benchmarks.md).
 #  - uninterrupted: every sync has all 3 replicas; they end with bit-identical parameters; the
 #    same run through a redis store (its own redis-server on 127.0.0.1) ends with the same bits;
 #  - SIGKILL of replica 2 mid-period: the two others complete the next sync without it within
@@ -12,28 +14,41 @@
 #  - SIGTERM to the supervisor: every replica checkpoints its step (exit 143), and `trainer elastic
 #    --resume` ends with the uninterrupted run's parameters, bit for bit;
 #  - a recipe that cannot be elastic is refused once (exit 2), not restarted;
-#  - `trainer simulate --failures`: the cross-datacenter DiLoCo run's replayed step time with its 8
-#    hosts failing at random: elastic training's goodput above data parallel's checkpoint-restart.
+#  - `trainer simulate --failures`: the cross-datacenter DiLoCo run's replayed step time (20 steps of
+#    the same cut model, projected to 7e9 parameters) with its 8 hosts failing at random: elastic
+#    training's goodput above data parallel's checkpoint-restart.
 # usage: elastic.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$1
 src=$2
 tmp=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; pkill -9 -f "$tmp" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; pkill -9 -f "$tmp" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 recipe=$src/recipes/elastic_diloco.toml
 cd "$tmp"
+# The size, and where the signals land: the kill and the stop 10 steps into a period, the continue
+# 10 steps into the period after the first sync without the stopped replica, the SIGTERM 5 steps
+# after a sync (a replica at the next sync when it arrives would stop without its checkpoint). A
+# restarted replica rejoins only after its start-up (reading and tokenizing the data): at the cut
+# size the others go on for about 100 steps meanwhile, so the stop comes in the first period.
+if [ "${SIZE:-ci}" = full ]; then
+  size=() cut=() steps=300 period=25 kill_at=110 stop_at=110 cont_at=160 term_at=105
+else
+  cut=(--model.dim=64 --model.heads=2 --model.ffn=256 --data.seq_len=32 --data.vocab_size=1000 --data.eval_fraction=0.01)
+  size=("${cut[@]}" --train.steps=200 --train.eval_every=0 --schedule.warmup_steps=50)
+  steps=200 period=25 kill_at=35 stop_at=10 cont_at=35 term_at=30
+fi
 
 source "$src/tests/support/elastic_run.sh"  # start, finished, at_step
 check() {  # check RUN RC: the supervisor's report, every replica's parameters the same
   [ "$2" -eq 0 ] || { echo "$1: trainer elastic exited $2"; cat "$tmp/$1.out"; tail -5 "$tmp/$1"/replica-*/log.txt; exit 1; }
-  /usr/bin/python3 - "$tmp/$1/elastic.json" <<'PY'
+  /usr/bin/python3 - "$tmp/$1/elastic.json" "$steps" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1]))
+d, steps = json.load(open(sys.argv[1])), int(sys.argv[2])
 sums = {p["theta_global_checksum"] for p in d["processes"]}
 assert len(sums) == 1 and "" not in sums, d["processes"]
-assert all(p["steps"] == 300 for p in d["processes"]), d["processes"]
-print(f"{sys.argv[1]}: {d['restarts']} restart(s), parameters {sums.pop()}, useful {d['useful_steps']} of 900, "
+assert all(p["steps"] == steps for p in d["processes"]), d["processes"]
+print(f"{sys.argv[1]}: {d['restarts']} restart(s), parameters {sums.pop()}, useful {d['useful_steps']} of {3 * steps}, "
       f"goodput {d['goodput_steps_per_replica_s']:.2f} steps per replica-second in {d['wall_s']:.1f} s")
 for t in d["timeline"]:
     if t["left"] or t["joined"] or len(t["quorum"]) != 3 or t["attempts"] > 1:
@@ -42,15 +57,15 @@ PY
 }
 
 # ---- uninterrupted ----
-start plain
+start plain "${size[@]}"
 finished "$pid"
 check plain "$rc"
 grep -q "0 restart(s)" "$tmp/plain.out"
-/usr/bin/python3 - "$tmp/plain/elastic.json" <<'PY'
+/usr/bin/python3 - "$tmp/plain/elastic.json" "$steps" "$period" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1]))
-assert len(d["timeline"]) == 12 and all(t["quorum"] == [0, 1, 2] for t in d["timeline"]), d["timeline"]
-assert d["useful_steps"] == 900 and d["restarts"] == 0, d
+d, steps, period = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+assert len(d["timeline"]) == steps // period and all(t["quorum"] == [0, 1, 2] for t in d["timeline"]), d["timeline"]
+assert d["useful_steps"] == 3 * steps and d["restarts"] == 0, d
 PY
 
 # ---- through redis, when redis-server is installed: the same bits ----
@@ -60,7 +75,7 @@ if [ -x /usr/bin/redis-server ]; then
   pids+=("$!")
   disown "$!"
   for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
-  start redis --store "redis:127.0.0.1:$port"
+  start redis --store "redis:127.0.0.1:$port" "${size[@]}"
   finished "$pid"
   check redis "$rc"
   /usr/bin/python3 - "$tmp/plain/elastic.json" "$tmp/redis/elastic.json" <<'PY'
@@ -73,9 +88,9 @@ else
   echo "no redis-server: the redis store is not exercised here (scripts/install-deps installs it)"
 fi
 
-# ---- SIGKILL of replica 2 mid-period (steps 101-125) ----
-start killed
-at_step killed 2 110
+# ---- SIGKILL of replica 2 mid-period ----
+start killed "${size[@]}"
+at_step killed 2 "$kill_at"
 kill -KILL "$(cat "$tmp/killed/replica-2/pid")"
 finished "$pid"
 check killed "$rc"
@@ -105,10 +120,10 @@ print(f"killed: replica 2 left before step {first['step']} (that sync took {sync
 PY
 
 # ---- SIGSTOP of replica 1 mid-period: dropped, then told so when it wakes ----
-start stopped
-at_step stopped 1 110
+start stopped "${size[@]}"
+at_step stopped 1 "$stop_at"
 kill -STOP "$(cat "$tmp/stopped/replica-1/pid")"
-at_step stopped 0 160   # the others went on without it
+at_step stopped 0 "$cont_at"   # the others went on without it
 kill -CONT "$(cat "$tmp/stopped/replica-1/pid")"
 finished "$pid"
 check stopped "$rc"
@@ -117,15 +132,15 @@ grep -q "replica 1 was left out of round" "$tmp/stopped/replica-1/log.txt"
 
 # ---- SIGTERM to the supervisor mid-period: every replica checkpoints, exit 143; --resume ends with
 # the uninterrupted run's bits (each replica resumes from its own step, all before the next sync) ----
-start term
-# Every replica past the sync at step 100 before the signal, so that none can be at the next one
-# (125) when it arrives: replicas run at different speeds between syncs (2x on a loaded machine).
-for r in 0 1 2; do at_step term "$r" 105; done
+start term "${size[@]}"
+# Every replica past a sync before the signal, so that none can be at the next one when it
+# arrives: replicas run at different speeds between syncs (2x on a loaded machine).
+for r in 0 1 2; do at_step term "$r" "$term_at"; done
 kill -TERM "$pid"
 finished "$pid"
 [ "$rc" -eq 143 ] || { echo "expected exit 143 after SIGTERM, got $rc"; cat "$tmp/term.out"; exit 1; }
 [ "$(grep -c 'trainer: stopped by SIGTERM after step' "$tmp"/term/replica-*/log.txt | awk -F: '{s+=$2} END {print s}')" -eq 3 ]
-"$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$recipe" --out "$tmp/term" --resume > "$tmp/term2.out" 2>&1 \
+"$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$recipe" --out "$tmp/term" --resume "${size[@]}" > "$tmp/term2.out" 2>&1 \
   || { echo "the resumed elastic run failed"; cat "$tmp/term2.out"; exit 1; }
 check term 0
 /usr/bin/python3 - "$tmp/plain/elastic.json" "$tmp/term/elastic.json" <<'PY'
@@ -137,21 +152,21 @@ PY
 
 # ---- bad input: refused by the supervisor in one line, exit 2, no replica started ----
 set +e
-"$trainer" elastic --replicas 2 --recipe "$recipe" --out "$tmp/bad" --sync.strategy=allreduce > "$tmp/bad.out" 2>&1
+"$trainer" elastic --replicas 2 --recipe "$recipe" --out "$tmp/bad" "${cut[@]}" --sync.strategy=allreduce > "$tmp/bad.out" 2>&1
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || { echo "expected exit 2 for a non-periodic strategy, got $rc"; cat "$tmp/bad.out"; exit 1; }
 grep -q "elastic training needs one periodic strategy" "$tmp/bad.out"
 [ "$(wc -l < "$tmp/bad.out")" -eq 1 ] && [ ! -e "$tmp/bad/replica-0" ] || { echo "expected one line, nothing started"; cat "$tmp/bad.out"; exit 1; }
 set +e
-"$trainer" elastic --replicas 2 --recipe "$recipe" --out "$tmp/bad2" --sync.diloco.warmup_steps=10 > "$tmp/bad2.out" 2>&1
+"$trainer" elastic --replicas 2 --recipe "$recipe" --out "$tmp/bad2" "${cut[@]}" --sync.diloco.warmup_steps=10 > "$tmp/bad2.out" 2>&1
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || { echo "expected exit 2 for a synchronous warm-up, got $rc"; cat "$tmp/bad2.out"; exit 1; }
 grep -q "sync.diloco.warmup_steps = 10: an elastic run's synchronous warm-up" "$tmp/bad2.out"
 [ ! -e "$tmp/bad2/replica-0" ] || { echo "a replica was started for a refused recipe"; exit 1; }
 set +e
-"$trainer" elastic --replicas 2 --recipe "$recipe" --out "$tmp/bad3" --sync.diloco.eager=true > "$tmp/bad3.out" 2>&1
+"$trainer" elastic --replicas 2 --recipe "$recipe" --out "$tmp/bad3" "${cut[@]}" --sync.diloco.eager=true > "$tmp/bad3.out" 2>&1
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || { echo "expected exit 2 for eager DiLoCo, got $rc"; cat "$tmp/bad3.out"; exit 1; }
@@ -159,7 +174,7 @@ grep -q "sync.diloco.eager = true: elastic replicas share one anchor" "$tmp/bad3
 [ ! -e "$tmp/bad3/replica-0" ] || { echo "a replica was started for a refused recipe"; exit 1; }
 # ---- goodput under simulated failures: the cross-datacenter DiLoCo run replayed with hosts failing ----
 "$trainer" --recipe "$src/recipes/cross_dc_diloco.toml" --train.steps=20 --train.eval_every=0 --sync.diloco.period=10 \
-  --out "$tmp/cross_dc" > "$tmp/cross_dc.out" 2>&1 || { cat "$tmp/cross_dc.out"; exit 1; }
+  "${cut[@]}" --out "$tmp/cross_dc" > "$tmp/cross_dc.out" 2>&1 || { cat "$tmp/cross_dc.out"; exit 1; }
 "$trainer" simulate "$tmp/cross_dc" --as-params 7e9 --failures mtbf=2h,restart=10m,steps=20000,trials=10 \
   > "$tmp/failures.out" 2>&1 || { cat "$tmp/failures.out"; exit 1; }
 grep "simulate:   " "$tmp/failures.out"
