@@ -2,7 +2,8 @@
 # Elastic DiLoCo from the command line (`trainer elastic`, recipes/elastic_diloco.toml: the
 # cross-datacenter BERT-small, 3 replicas of 2 ranks), at the CI size: the model cut to d64, 2 heads,
 # ffn 256, a vocabulary of 1000, sequences of 32, 1% held out, 200 steps with an outer sync every 25
-# (8 syncs); SIZE=full runs the recipe as it is (d128, 300 steps: 12 syncs; docs/benchmarks.md).
+# (8 syncs; the stopped run 300); SIZE=full runs the recipe as it is (d128, 300 steps: 12 syncs;
+# docs/benchmarks.md).
 #  - uninterrupted: every sync has all 3 replicas; they end with bit-identical parameters; the
 #    same run through a redis store (its own redis-server on 127.0.0.1) ends with the same bits;
 #  - SIGKILL of replica 2 mid-period: the two others complete the next sync without it within
@@ -17,7 +18,7 @@
 #  - `trainer simulate --failures`: the cross-datacenter DiLoCo run's replayed step time (20 steps of
 #    the same cut model, projected to 7e9 parameters) with its 8 hosts failing at random: elastic
 #    training's goodput above data parallel's checkpoint-restart.
-# usage: elastic.sh TRAINER SOURCE_DIR
+# usage: [SIZE=full] [KEEP=1: keep the run directories] elastic.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$1
 src=$2
@@ -30,19 +31,20 @@ cd "$tmp"
 # 10 steps into the period after the first sync without the stopped replica, the SIGTERM 5 steps
 # after a sync (a replica at the next sync when it arrives would stop without its checkpoint). A
 # restarted replica rejoins only after its start-up (reading and tokenizing the data): at the cut
-# size the others go on for about 100 steps meanwhile, so the stop comes in the first period.
+# size the others go on for 65-115 steps meanwhile, so the stop comes in the first period and the
+# stopped run is longer (300 steps), for it to rejoin with syncs to spare.
 if [ "${SIZE:-ci}" = full ]; then
-  size=() cut=() steps=300 period=25 kill_at=110 stop_at=110 cont_at=160 term_at=105
+  size=() cut=() steps=300 stop_steps=300 period=25 kill_at=110 stop_at=110 cont_at=160 term_at=105
 else
   cut=(--model.dim=64 --model.heads=2 --model.ffn=256 --data.seq_len=32 --data.vocab_size=1000 --data.eval_fraction=0.01)
-  size=("${cut[@]}" --train.steps=200 --train.eval_every=0 --schedule.warmup_steps=50)
-  steps=200 period=25 kill_at=35 stop_at=10 cont_at=35 term_at=30
+  size=("${cut[@]}" --train.eval_every=0 --schedule.warmup_steps=50)
+  steps=200 stop_steps=300 period=25 kill_at=35 stop_at=10 cont_at=35 term_at=30
 fi
 
 source "$src/tests/support/elastic_run.sh"  # start, finished, at_step
-check() {  # check RUN RC: the supervisor's report, every replica's parameters the same
+check() {  # check RUN RC [STEPS]: the supervisor's report, every replica's parameters the same
   [ "$2" -eq 0 ] || { echo "$1: trainer elastic exited $2"; cat "$tmp/$1.out"; tail -5 "$tmp/$1"/replica-*/log.txt; exit 1; }
-  /usr/bin/python3 - "$tmp/$1/elastic.json" "$steps" <<'PY'
+  /usr/bin/python3 - "$tmp/$1/elastic.json" "${3:-$steps}" <<'PY'
 import json, sys
 d, steps = json.load(open(sys.argv[1])), int(sys.argv[2])
 sums = {p["theta_global_checksum"] for p in d["processes"]}
@@ -57,7 +59,7 @@ PY
 }
 
 # ---- uninterrupted ----
-start plain "${size[@]}"
+start plain "${size[@]}" --train.steps="$steps"
 finished "$pid"
 check plain "$rc"
 grep -q "0 restart(s)" "$tmp/plain.out"
@@ -75,7 +77,7 @@ if [ -x /usr/bin/redis-server ]; then
   pids+=("$!")
   disown "$!"
   for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
-  start redis --store "redis:127.0.0.1:$port" "${size[@]}"
+  start redis --store "redis:127.0.0.1:$port" "${size[@]}" --train.steps="$steps"
   finished "$pid"
   check redis "$rc"
   /usr/bin/python3 - "$tmp/plain/elastic.json" "$tmp/redis/elastic.json" <<'PY'
@@ -89,7 +91,7 @@ else
 fi
 
 # ---- SIGKILL of replica 2 mid-period ----
-start killed "${size[@]}"
+start killed "${size[@]}" --train.steps="$steps"
 at_step killed 2 "$kill_at"
 kill -KILL "$(cat "$tmp/killed/replica-2/pid")"
 finished "$pid"
@@ -120,19 +122,19 @@ print(f"killed: replica 2 left before step {first['step']} (that sync took {sync
 PY
 
 # ---- SIGSTOP of replica 1 mid-period: dropped, then told so when it wakes ----
-start stopped "${size[@]}"
+start stopped "${size[@]}" --train.steps="$stop_steps"
 at_step stopped 1 "$stop_at"
 kill -STOP "$(cat "$tmp/stopped/replica-1/pid")"
 at_step stopped 0 "$cont_at"   # the others went on without it
 kill -CONT "$(cat "$tmp/stopped/replica-1/pid")"
 finished "$pid"
-check stopped "$rc"
+check stopped "$rc" "$stop_steps"
 grep -q "replica 1 was dropped from the run (exit 76)" "$tmp/stopped.out" || { cat "$tmp/stopped.out"; exit 1; }
 grep -q "replica 1 was left out of round" "$tmp/stopped/replica-1/log.txt"
 
 # ---- SIGTERM to the supervisor mid-period: every replica checkpoints, exit 143; --resume ends with
 # the uninterrupted run's bits (each replica resumes from its own step, all before the next sync) ----
-start term "${size[@]}"
+start term "${size[@]}" --train.steps="$steps"
 # Every replica past a sync before the signal, so that none can be at the next one when it
 # arrives: replicas run at different speeds between syncs (2x on a loaded machine).
 for r in 0 1 2; do at_step term "$r" "$term_at"; done
@@ -140,7 +142,7 @@ kill -TERM "$pid"
 finished "$pid"
 [ "$rc" -eq 143 ] || { echo "expected exit 143 after SIGTERM, got $rc"; cat "$tmp/term.out"; exit 1; }
 [ "$(grep -c 'trainer: stopped by SIGTERM after step' "$tmp"/term/replica-*/log.txt | awk -F: '{s+=$2} END {print s}')" -eq 3 ]
-"$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$recipe" --out "$tmp/term" --resume "${size[@]}" > "$tmp/term2.out" 2>&1 \
+"$trainer" elastic --replicas 3 --max-restarts 2 --recipe "$recipe" --out "$tmp/term" --resume "${size[@]}" --train.steps="$steps" > "$tmp/term2.out" 2>&1 \
   || { echo "the resumed elastic run failed"; cat "$tmp/term2.out"; exit 1; }
 check term 0
 /usr/bin/python3 - "$tmp/plain/elastic.json" "$tmp/term/elastic.json" <<'PY'
