@@ -1,5 +1,5 @@
 // Summary statistics shared by the reports (framework/report/seeds.h: a variant's seeds) and the models
-// that average trials (framework/train/failures.h).
+// that average trials (sim/failures.h).
 #pragma once
 
 #include <limits>

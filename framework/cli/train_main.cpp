@@ -56,7 +56,7 @@
 #include "framework/train/export.h"
 #include "framework/train/generate.h"
 #include "framework/train/run_dir.h"
-#include "framework/train/failures.h"
+#include "sim/failures.h"
 #include "framework/train/faults.h"
 #include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
@@ -261,7 +261,7 @@ void add_simulate_options(CLI::App& sim, SimulateArgs& a) {
       ->capture_default_str();
 }
 
-// --failures: the replayed step time under both failure policies (framework/train/failures.h),
+// --failures: the replayed step time under both failure policies (sim/failures.h),
 // printed and written to OUT/goodput.json.
 // A long duration in the unit that reads best: "14.5 days", "3.2 h", "12 min", "12.5 s".
 std::string long_duration(double s) {

@@ -9,7 +9,7 @@
 #include "core/check.h"
 #include "framework/train/checkpoint.h"
 #include "framework/recipe/factory.h"
-#include "framework/train/hf_tokenizer.h"
+#include "workloads/data/hf_tokenizer.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/run_spec.h"
 #include "framework/train/safetensors.h"

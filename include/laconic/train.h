@@ -8,7 +8,7 @@
 #include "framework/train/export.h"
 #include "framework/train/safetensors.h"
 #include "framework/train/simulate.h"
-#include "framework/train/failures.h"
+#include "sim/failures.h"
 #include "framework/elastic/elastic.h"
 #include "framework/elastic/supervisor.h"
 #include "framework/cli/train_main.h"

@@ -1,11 +1,11 @@
-// Goodput under simulated failures (framework/train/failures.h): closed forms and limits.
+// Goodput under simulated failures (sim/failures.h): closed forms and limits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
 #include "core/check.h"
-#include "framework/train/failures.h"
+#include "sim/failures.h"
 
 namespace laconic {
 namespace {

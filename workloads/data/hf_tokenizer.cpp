@@ -1,4 +1,4 @@
-#include "framework/train/hf_tokenizer.h"
+#include "workloads/data/hf_tokenizer.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "framework/train/failures.h"
+#include "sim/failures.h"
 
 #include <algorithm>
 #include <cmath>
