@@ -1,15 +1,14 @@
 // The run directory: recipe.resolved.toml, metrics.jsonl, summary.json. Whole files are written
-// atomically (temporary name, fsync, rename), so a crash never leaves a half-written summary.
+// atomically (core/output.h), so a crash never leaves a half-written summary.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
-namespace laconic {
+#include "core/output.h"  // write_file_atomic
 
-// Writes `content` to `path` atomically. Throws Error naming the path on failure.
-void write_file_atomic(const std::string& path, const std::string& content);
+namespace laconic {
 
 // summary.json, a trace's meta.json, recipe.resolved.toml: a few KB each.
 inline constexpr std::uint64_t kMaxRunFileBytes = 16'000'000;

@@ -5,7 +5,7 @@
 
 #include "core/check.h"
 #include "framework/train/checkpoint.h"
-#include "framework/train/model_weights.h"
+#include "workloads/weights/model_weights.h"
 #include "core/launcher.h"
 
 namespace laconic {

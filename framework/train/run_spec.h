@@ -13,7 +13,7 @@
 #include "core/device.h"
 #include "framework/recipe/recipe.h"
 #include "framework/recipe/factory.h"
-#include "framework/train/safetensors.h"
+#include "workloads/weights/safetensors.h"
 
 namespace laconic {
 

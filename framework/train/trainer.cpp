@@ -12,7 +12,7 @@
 #include "workloads/data/sampler.h"
 #include "framework/recipe/factory.h"
 #include "framework/train/elastic_hook.h"
-#include "framework/train/export.h"
+#include "workloads/weights/model_weights.h"
 #include "framework/train/lifecycle.h"
 #include "framework/train/session.h"
 #include "framework/train/world.h"

@@ -1,5 +1,5 @@
 // How a model's parameters are named and laid out outside Laconic: the tensors a safetensors
-// export writes and `model.init_from` reads back (framework/train/export.h). Each exported tensor
+// export writes and `model.init_from` reads back (framework/inference/export.h). Each exported tensor
 // is a view of the ParamStore, whole or a block of its rows (one of a fused Q|K|V's thirds),
 // possibly transposed (GPT-2's Conv1D stores [in, out]); BERT's and the GPT's layouts use the
 // Hugging Face names of their architectures, other models Laconic's own view names.

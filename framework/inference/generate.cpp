@@ -1,4 +1,4 @@
-#include "framework/train/generate.h"
+#include "framework/inference/generate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "core/batch.h"
 #include "core/check.h"
 #include "workloads/models/gpt.h"
-#include "framework/train/export.h"
+#include "framework/inference/export.h"
 #include "framework/recipe/factory.h"
 
 namespace laconic {

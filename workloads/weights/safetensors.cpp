@@ -1,4 +1,4 @@
-#include "framework/train/safetensors.h"
+#include "workloads/weights/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "core/input.h"
 #include "core/json.h"
-#include "framework/train/run_dir.h"
+#include "core/output.h"
 
 namespace laconic {
 namespace {

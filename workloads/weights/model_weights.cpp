@@ -1,4 +1,4 @@
-#include "framework/train/model_weights.h"
+#include "workloads/weights/model_weights.h"
 
 #include <algorithm>
 #include <cmath>

@@ -19,8 +19,8 @@
 #include "workloads/models/model.h"
 #include "framework/recipe/recipe.h"
 #include "framework/train/checkpoint.h"
-#include "framework/train/model_weights.h"
-#include "framework/train/safetensors.h"
+#include "workloads/weights/model_weights.h"
+#include "workloads/weights/safetensors.h"
 
 namespace laconic {
 

@@ -1,4 +1,4 @@
-#include "framework/train/export.h"
+#include "framework/inference/export.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "workloads/data/hf_tokenizer.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/run_spec.h"
-#include "framework/train/safetensors.h"
+#include "workloads/weights/safetensors.h"
 
 namespace laconic {
 namespace {

@@ -1,6 +1,6 @@
 // A model's parameters as a safetensors file in the names and layout of its architecture
 // (Model::export_layout(): Hugging Face's for BERT and the GPT), and back: what `trainer export`
-// writes (export.h) and `model.init_from` reads to start a run (run_spec.cpp).
+// writes (framework/inference/export.h) and `model.init_from` reads to start a run (run_spec.cpp).
 #pragma once
 
 #include <map>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "workloads/models/model.h"
-#include "framework/train/safetensors.h"
+#include "workloads/weights/safetensors.h"
 
 namespace laconic {
 
