@@ -260,7 +260,7 @@ void write_report(const std::vector<RunResult>& runs, ReportContext ctx, const C
   }
   if (!ctx.plot_note.empty() && opts.log) *opts.log << "compare: plots skipped: " << ctx.plot_note << "\n";
   std::string report = report_markdown(c, runs, ctx);
-  if (opts.seeds > 1 || opts.budget) report += seeds_markdown(group_by_variant(runs, c, opts.budget), c, opts.budget);
+  if (opts.seeds > 1 || opts.budget) report += seeds_markdown(runs, group_by_variant(runs, c, opts.budget), c, opts.budget);
   write_file_atomic(opts.out_dir + "/report.md", report);
   if (opts.log) {
     // The table alone: the report's lines that start with '|'; then the verdict and warnings.
@@ -820,11 +820,19 @@ std::string compare_json(const Comparison& c, const std::vector<RunResult>& runs
   j["runs"] = nlohmann::json::array();
   for (std::size_t i = 0; i < runs.size(); ++i) j["runs"].push_back(run_json(c, runs[i], c.rows[i]));
   // The variants over their seeds (one run each without --seeds), for the plots' bands and fronts.
+  // From the second on, the paired difference of the final loss against the first (seeds.h).
   j["groups"] = nlohmann::json::array();
-  for (const SeedGroup& g : group_by_variant(runs, c, std::nullopt)) {
+  const std::vector<SeedGroup> groups = group_by_variant(runs, c, std::nullopt);
+  const std::vector<PairedRow> paired = paired_rows(runs, groups, c, std::nullopt);
+  for (std::size_t k = 0; k < groups.size(); ++k) {
     nlohmann::json o;
-    o["name"] = g.name;
-    o["runs"] = g.runs;
+    o["name"] = groups[k].name;
+    o["runs"] = groups[k].runs;
+    if (k > 0 && groups[k].runs.size() > 1) {
+      const PairedRow& p = paired[k - 1];
+      o["loss_difference"] = {{"mean", p.loss.mean}, {"lo95", p.loss.lo}, {"hi95", p.loss.hi}, {"pairs", p.loss.n},
+                              {"baseline_mean", p.baseline_loss}, {"verdict", p.verdict}};
+    }
     j["groups"].push_back(o);
   }
   return j.dump(2) + "\n";

@@ -179,7 +179,94 @@ std::vector<SeedGroup> group_by_variant(const std::vector<RunResult>& runs, cons
   return groups;
 }
 
-std::string seeds_markdown(const std::vector<SeedGroup>& groups, const Comparison& c, const std::optional<Budget>& budget) {
+std::string paired_verdict(const Interval& d) {
+  if (d.n < 2) return d.n == 1 ? "one seed: no interval" : "—";
+  if (d.contains_zero()) return "no difference measured";
+  if (d.n < kMinSeedsForOrdering) return "too few seeds (" + std::to_string(d.n) + ") to claim an ordering";
+  return d.lo > 0 ? "higher" : "lower";
+}
+
+namespace {
+
+// The loss (final, or at the budget) of each of the group's runs, in seed order.
+std::vector<double> losses_of(const std::vector<RunResult>& runs, const SeedGroup& g, const Comparison& c,
+                              const std::optional<Budget>& budget) {
+  std::vector<double> out;
+  for (const std::size_t i : g.runs) {
+    const RunResult& r = runs[i];
+    if (budget)
+      out.push_back(loss_at_budget(r.metrics, c.series, *budget, global_batch_of(r)).value_or(kAbsent));
+    else
+      out.push_back(c.series == LossSeries::eval ? r.eval_loss : r.final_loss);
+  }
+  return out;
+}
+
+// The first n of both (a variant run with fewer seeds than the baseline pairs its own).
+Interval paired_prefix(std::vector<double> a, std::vector<double> b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  a.resize(n);
+  b.resize(n);
+  return paired_difference(a, b);
+}
+
+std::string fmt_signed(double v, int digits) {
+  if (std::isnan(v)) return "—";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.*f", digits, v);
+  return buf;
+}
+
+std::string fmt_interval(const Interval& d, int digits, double scale = 1, const char* unit = "") {
+  if (std::isnan(d.lo)) return "—";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "[%+.*f%s, %+.*f%s]", digits, d.lo * scale, unit, digits, d.hi * scale, unit);
+  return buf;
+}
+
+void write_paired(std::ostream& os, const std::vector<PairedRow>& rows, const std::string& base, const std::string& loss_word,
+                  bool budget) {
+  os << "\n## Against the baseline (paired seeds)\n\n"
+     << "Each variant's final " << loss_word << " minus " << base << "'s, seed by seed (seed k of both shares the "
+     << "initialisation and the data order), with a 95% confidence interval (Student's t over the pairs); "
+     << "relative: the difference over " << base << "'s mean. \"no difference measured\": the interval contains "
+     << "zero; an ordering is claimed from " << kMinSeedsForOrdering << " seeds up.\n\n"
+     << "| variant | pairs | difference | 95% interval | relative (95% interval) | verdict |"
+     << (budget ? " at budget | 95% interval |" : "") << "\n|---|---:|---:|---:|---:|---|" << (budget ? "---:|---:|" : "") << "\n";
+  for (const PairedRow& r : rows) {
+    const double rel = 100 / r.baseline_loss;
+    os << "| " << r.name << " | " << r.loss.n << " | " << fmt_signed(r.loss.mean, 4) << " | " << fmt_interval(r.loss, 4)
+       << " | " << (std::isnan(r.loss.mean) ? "—" : fmt_signed(r.loss.mean * rel, 2) + "%") << " "
+       << fmt_interval(r.loss, 2, rel, "%") << " | " << r.verdict << " |";
+    if (budget) os << " " << fmt_signed(r.at_budget.mean, 4) << " | " << fmt_interval(r.at_budget, 4) << " |";
+    os << "\n";
+  }
+}
+
+}  // namespace
+
+std::vector<PairedRow> paired_rows(const std::vector<RunResult>& runs, const std::vector<SeedGroup>& groups,
+                                   const Comparison& c, const std::optional<Budget>& budget) {
+  std::vector<PairedRow> out;
+  if (groups.empty()) return out;
+  const std::vector<double> base = losses_of(runs, groups.front(), c, std::nullopt);
+  const std::vector<double> base_at = budget ? losses_of(runs, groups.front(), c, budget) : std::vector<double>{};
+  for (std::size_t k = 1; k < groups.size(); ++k) {
+    PairedRow r;
+    r.name = groups[k].name;
+    const std::vector<double> mine = losses_of(runs, groups[k], c, std::nullopt);
+    r.loss = paired_prefix(base, mine);
+    std::vector<double> base_pairs(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(std::min(base.size(), mine.size())));
+    r.baseline_loss = stat_of(base_pairs).mean;
+    if (budget) r.at_budget = paired_prefix(base_at, losses_of(runs, groups[k], c, budget));
+    r.verdict = paired_verdict(r.loss);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string seeds_markdown(const std::vector<RunResult>& runs, const std::vector<SeedGroup>& groups, const Comparison& c,
+                           const std::optional<Budget>& budget) {
   std::ostringstream os;
   const bool eval = c.series == LossSeries::eval;
   const bool sim = c.clock == CompareClock::simulated;
@@ -199,6 +286,7 @@ std::string seeds_markdown(const std::vector<SeedGroup>& groups, const Compariso
     if (c.simulated_network) os << " " << (g.bytes_inter.n ? format_bytes(g.bytes_inter.mean) : "—") << " |";
     os << "\n";
   }
+  if (groups.size() > 1 && seeds > 1) write_paired(os, paired_rows(runs, groups, c, budget), groups.front().name, loss_word, budget.has_value());
   if (budget) {
     os << "\n## At equal budget: " << budget->text << "\n\n"
        << "Each run's " << loss_word << " where its curve crosses " << budget->value << " " << budget_axis(budget->kind)

@@ -47,7 +47,26 @@ struct SeedGroup {
 std::vector<SeedGroup> group_by_variant(const std::vector<RunResult>& runs, const Comparison& c,
                                         const std::optional<Budget>& budget);
 
-// The report's "Across seeds", "At equal budget" and "Pareto front" sections (markdown).
-std::string seeds_markdown(const std::vector<SeedGroup>& groups, const Comparison& c, const std::optional<Budget>& budget);
+// A variant against the baseline (the first group), seed k of one paired with seed k of the other
+// (they share the initialisation and the data order): the difference of the final loss (the
+// comparison's series) and, with a budget, of the loss at the budget, with 95% intervals.
+struct PairedRow {
+  std::string name;
+  Interval loss, at_budget;   // this variant's minus the baseline's
+  double baseline_loss = kAbsent;  // the baseline's mean over the pairs' seeds, for relative figures
+  std::string verdict;        // paired_verdict(loss)
+};
+// An ordering is claimed only from kMinSeedsForOrdering pairs up.
+constexpr int kMinSeedsForOrdering = 3;
+// "lower", "higher", "no difference measured" (the interval contains zero), "too few seeds (2) to
+// claim an ordering", or "one seed: no interval".
+std::string paired_verdict(const Interval& d);
+std::vector<PairedRow> paired_rows(const std::vector<RunResult>& runs, const std::vector<SeedGroup>& groups,
+                                   const Comparison& c, const std::optional<Budget>& budget);
+
+// The report's "Across seeds", "Against the baseline", "At equal budget" and "Pareto front"
+// sections (markdown).
+std::string seeds_markdown(const std::vector<RunResult>& runs, const std::vector<SeedGroup>& groups, const Comparison& c,
+                           const std::optional<Budget>& budget);
 
 }  // namespace laconic

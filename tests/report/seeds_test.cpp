@@ -107,8 +107,43 @@ TEST(Seeds, GroupsSeedRunsByVariant) {
   EXPECT_DOUBLE_EQ(groups[0].eval_loss.std, std::sqrt(2.0));
   EXPECT_DOUBLE_EQ(groups[1].time_s.mean, 12.5);
   EXPECT_DOUBLE_EQ(groups[1].eval_loss.std, 0.0);
-  const std::string md = seeds_markdown(groups, c, std::nullopt);
+  const std::string md = seeds_markdown(runs, groups, c, std::nullopt);
   EXPECT_NE(md.find("| allreduce | 2 | 3.0000 ± 1.4142 |"), std::string::npos) << md;
+  // Pairs (2, 3) and (4, 3): differences +1 and -1, an interval around zero.
+  EXPECT_NE(md.find("| topk | 2 | +0.0000 | [-12.7062, +12.7062] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("no difference measured"), std::string::npos) << md;
+}
+
+// Three variants of three seeds: one always 0.1 above the baseline (a shift the seeds share
+// cancels in the pairs), one that is not distinguishable from it, and one below on two seeds only.
+TEST(Seeds, PairedRowsGiveTheIntervalAndAnOrderingOnlyFromThreeSeeds) {
+  const std::vector<std::pair<std::string, std::vector<double>>> variants = {
+      {"base", {3.0, 3.5, 2.8}}, {"worse", {3.1, 3.6, 2.9}}, {"same", {3.1, 3.4, 2.8}}, {"two", {2.9, 3.4}}};
+  std::vector<RunResult> runs;
+  Comparison c;
+  c.series = LossSeries::eval;
+  for (const auto& [name, losses] : variants)
+    for (std::size_t k = 0; k < losses.size(); ++k) {
+      RunResult r;
+      r.name = name + "/seed" + std::to_string(k);
+      r.eval_loss = losses[k];
+      runs.push_back(r);
+      c.rows.emplace_back();
+    }
+  const auto groups = group_by_variant(runs, c, std::nullopt);
+  const std::vector<PairedRow> rows = paired_rows(runs, groups, c, std::nullopt);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].name, "worse");
+  EXPECT_EQ(rows[0].loss.n, 3);
+  EXPECT_NEAR(rows[0].loss.mean, 0.1, 1e-12);
+  EXPECT_NEAR(rows[0].loss.hi - rows[0].loss.lo, 0.0, 1e-9);  // every pair differs by exactly 0.1
+  EXPECT_EQ(rows[0].verdict, "higher");
+  EXPECT_NEAR(rows[0].baseline_loss, 3.1, 1e-12);
+  EXPECT_EQ(rows[1].verdict, "no difference measured");
+  // Differences -0.1 and -0.1 over two pairs: the interval excludes zero, but two seeds claim nothing.
+  EXPECT_EQ(rows[2].loss.n, 2);
+  EXPECT_EQ(rows[2].verdict, "too few seeds (2) to claim an ordering");
+  EXPECT_NEAR(rows[2].baseline_loss, 3.25, 1e-12);  // the baseline's first two seeds
 }
 
 }  // namespace
