@@ -72,6 +72,7 @@ void add_model_and_data_keys(std::vector<Field>& f) {
       .add<&DataConfig::seq_len>("seq_len", closed(2, 4096))
       .add<&DataConfig::vocab_size>("vocab_size", closed(1, 1 << 20))
       .add<&DataConfig::eval_fraction>("eval_fraction", half_open(0, 1))
+      .add<&DataConfig::eval_split>("eval_split")
       .add<&DataConfig::mask_prob>("mask_prob", Bound{.lo = 0, .hi = 1, .lo_open = true, .hi_open = true})
       .add<&DataConfig::extensions>("extensions")
       .add<&DataConfig::lowercase>("lowercase")

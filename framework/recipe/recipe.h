@@ -24,6 +24,7 @@
 #include "compression/topk.h"
 #include "framework/sync/demo.h"
 #include "framework/sync/periodic.h"
+#include "workloads/data/source.h"  // EvalSplit
 #include "workloads/data/token_files.h"
 #include "framework/elastic/aggregate.h"
 #include "workloads/models/mlp.h"
@@ -78,6 +79,9 @@ struct DataConfig {
   int seq_len = 128;             // tokens per sequence ([CLS] included for bert; the context for gpt)
   int vocab_size = 4000;         // text: the BPE vocabulary to learn; tokens: the files' vocabulary
   double eval_fraction = 0.05;   // text: documents held out for evaluation
+  // The held-out examples evaluated: all, or the first (validation) or second (test) half, so that
+  // `trainer compare --tune` chooses on one and reports the other (workloads/data/source.h)
+  EvalSplit eval_split = EvalSplit::all;
   double mask_prob = 0.15;       // bert: positions predicted (80% [MASK], 10% random, 10% kept)
   // text: the files read inside a folder ("" = no extension; data.path = "default", the fortune
   // databases, always reads those). Hidden folders, run directories and run.out_dir are skipped.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace laconic {
 namespace {
@@ -96,7 +97,12 @@ std::unique_ptr<Model> Registry::make_model(const Recipe& r, const TrainData& da
   }
 }
 TrainData Registry::load_data(const Recipe& r, const LoadOptions& opts) const {
-  return get(data_, "dataset", r.data.name.value)(r, opts);
+  TrainData d = get(data_, "dataset", r.data.name.value)(r, opts);
+  if (r.data.eval_split != EvalSplit::all && (!d.eval || d.eval->size() < 2))
+    LC_INPUT_ERROR(r.path, ": data.eval_split = \"", enum_name(r.data.eval_split), "\": needs at least 2 held-out examples, the data has ",
+                   d.eval ? d.eval->size() : 0);
+  d.eval = eval_split(std::move(d.eval), r.data.eval_split);
+  return d;
 }
 std::unique_ptr<Optimizer> Registry::make_optimizer(const Recipe& r) const {
   return get(optimizers_, "optimizer", r.optimizer.name.value)(r);

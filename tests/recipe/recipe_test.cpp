@@ -362,7 +362,7 @@ Recipe unusual_recipe() {
   Recipe r;
   r.run = {"we\"ird\\name\tx", 18446744073709551ull, "out dir/ü"};
   r.model = {"mlp", {3, 1, 4096}, MlpActivation::gelu, 0.1f, true, 96, 3, 6, 200, {"w \"x\".safetensors"}};
-  r.data = {"fashion_mnist", "/tmp/data", 128, 4000, 0.05, 0.15, {".md", ""}, false, {"t*.bin"}, {"v.bin"}, TokenFormat::u16};
+  r.data = {"fashion_mnist", "/tmp/data", 128, 4000, 0.05, EvalSplit::test, 0.15, {".md", ""}, false, {"t*.bin"}, {"v.bin"}, TokenFormat::u16};
   r.train = {12345, 1.0 / 3.0, 7, 3, 11, 13, true, {false}, {5400.5}, nn::Precision::bf16};
   r.optimizer = {"sgd", 2.0, 0.30000000000000004, true, 1e-7};
   r.schedule = {17, LrDecay::cosine, 1e-300};
@@ -483,7 +483,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 167u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 168u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

@@ -3,6 +3,7 @@
 // are the two kinds; both are sharded and ordered by ShardedSampler over example indices.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -45,5 +46,28 @@ class MlmSource final : public DataSource {
   std::shared_ptr<const TokenDataset> d_;
   MlmOptions opts_;
 };
+
+// Which held-out examples a run evaluates on (data.eval_split): all of them, or one of two halves,
+// so that tuning chooses on `validation` and the comparison reports `test`, which no choice saw.
+// The halves are contiguous blocks (the first half validation), so documents held out whole stay
+// mostly on one side; test gets the middle example of an odd count.
+enum class EvalSplit { all, validation, test };
+inline constexpr std::array kEvalSplitNames{"all", "validation", "test"};
+constexpr std::span<const char* const> names(EvalSplit) { return kEvalSplitNames; }
+
+// The examples [begin, end) of another source, renumbered from 0.
+class RangeSource final : public DataSource {
+ public:
+  RangeSource(std::shared_ptr<const DataSource> inner, std::int64_t begin, std::int64_t end);
+  std::int64_t size() const override { return end_ - begin_; }
+  void fill(Batch& out, std::span<const std::int64_t> indices, std::uint64_t key) const override;
+
+ private:
+  std::shared_ptr<const DataSource> inner_;
+  std::int64_t begin_, end_;
+};
+
+// `eval` itself for EvalSplit::all, else its half (null stays null).
+std::shared_ptr<const DataSource> eval_split(std::shared_ptr<const DataSource> eval, EvalSplit split);
 
 }  // namespace laconic
