@@ -92,8 +92,9 @@ TEST_P(QuorumVote, Decides) {
   // One example count and norm per member, in the members' order.
   ASSERT_EQ(q.examples.size(), q.members.size());
   ASSERT_EQ(q.norms.size(), q.members.size());
+  const Hellos here = of(r.here);
   for (std::size_t j = 0; j < q.members.size(); ++j) {
-    const Hello& h = of(r.here).at(q.members[j]);
+    const Hello& h = here.at(q.members[j]);
     EXPECT_EQ(q.examples[j], h.examples);
     EXPECT_EQ(q.norms[j], h.norm);
   }
