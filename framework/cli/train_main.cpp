@@ -8,6 +8,7 @@
 //   trainer plan [--params 7e9] [--dtype bf16] [--world-sizes 8,64,1024] [--intra "450 GB/s"] ...
 //   trainer compare --recipe R --vary sync.strategy=allreduce,topk [--vary ...] --out DIR
 //                   [--target-loss X] [--seeds N] [--budget examples=E|bytes=B|sim_time=T]
+//                   [--tune [VARIANT:]section.key=v1,v2 ...] [--tune-seeds N]
 //                   [--section.key=value ...]                        (variants, one after another)
 //   trainer compare --runs DIR1 DIR2 ... --out DIR [--target-loss X]  (finished runs)
 //   trainer simulate RUN_DIR [--network NET.toml | --platform FILE.xml] [--as-params N] [--world N [--groups G]] [--out DIR]
@@ -136,6 +137,8 @@ struct CompareArgs {
   CLI::Option* target_option = nullptr;  // given or not: any loss, 0 included, is a valid target
   bool no_plots = false;
   int seeds = 1;
+  std::vector<std::string> tune;
+  int tune_seeds = 1;
   std::string budget;
   double as_params = 0;  // a double, so that 7e9 is accepted
 };
@@ -154,6 +157,12 @@ void add_compare_options(CLI::App& c, CompareArgs& a) {
   c.add_flag("--no-plots", a.no_plots, "write the report without plots");
   c.add_option("--seeds", a.seeds, "train every variant with N seeds (run.seed + 0..N-1, matched across variants); "
                                    "tables show mean +- std, plots bands")->capture_default_str();
+  c.add_option("--tune", a.tune, "[VARIANT:]section.key=v1,v2,... tune each variant (or VARIANT) over these values "
+                                 "first, on the validation half of the held-out data; the comparison then runs each "
+                                 "variant's best on the test half (docs/compare.md#tuning)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  c.add_option("--tune-seeds", a.tune_seeds, "seeds per tuning configuration (run.seed + 1000 + 0..N-1)")->capture_default_str();
   c.add_option("--budget", a.budget, "compare losses at an equal budget: examples=E, bytes=B (inter-tier when "
                                      "simulated, e.g. 25MB) or sim_time=T (e.g. 90s)");
   c.add_option("--networks", a.networks, "replay every run on each of these [network] TOML files (a,b,...): a report "
@@ -229,6 +238,10 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   o.networks = a.networks;
   o.seeds = a.seeds;
   if (a.seeds != 1 && !variants) LC_INPUT_ERROR("compare: --seeds needs --recipe and --vary (finished runs ran with their own seeds)");
+  o.tune = a.tune;
+  o.tune_seeds = a.tune_seeds;
+  if ((!a.tune.empty() || a.tune_seeds != 1) && !variants)
+    LC_INPUT_ERROR("compare: --tune needs --recipe and --vary (finished runs cannot be tuned)");
   if (!a.budget.empty()) o.budget = laconic::parse_budget(a.budget);
   o.as_params = as_params_flag(a.as_params, "compare");
   if (variants) laconic::compare_variants(a.recipe, overrides, a.vary, o);

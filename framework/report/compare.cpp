@@ -1,5 +1,6 @@
 #include "framework/report/compare.h"
 #include "framework/report/seeds.h"
+#include "framework/report/tune.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -192,7 +193,7 @@ void check_target(const std::optional<double>& target) {
 }
 
 const char* const kPlots[] = {"loss_vs_steps.png", "loss_vs_bytes.png", "loss_vs_time.png", "pareto_bytes.png",
-                              "pareto_time.png"};
+                              "pareto_time.png",     "sensitivity.png"};
 
 // A --networks file's report folder: its stem.
 std::string network_name(const std::string& path) { return fs::path(path).stem().string(); }
@@ -261,6 +262,7 @@ void write_report(const std::vector<RunResult>& runs, ReportContext ctx, const C
   if (!ctx.plot_note.empty() && opts.log) *opts.log << "compare: plots skipped: " << ctx.plot_note << "\n";
   std::string report = report_markdown(c, runs, ctx);
   if (opts.seeds > 1 || opts.budget) report += seeds_markdown(runs, group_by_variant(runs, c, opts.budget), c, opts.budget);
+  report += ctx.appendix;
   write_file_atomic(opts.out_dir + "/report.md", report);
   if (opts.log) {
     // The table alone: the report's lines that start with '|'; then the verdict and warnings.
@@ -954,16 +956,30 @@ RunResult train_variant(const Variant& v, std::size_t i, std::size_t n, const Re
   return read_run(dir, v.name);
 }
 
-}  // namespace
+// A finished run in dir whose recipe is `recipe` (recipe.resolved.toml begins with its TOML):
+// --tune reuses it. A finished run of another recipe there is refused before anything trains: a
+// result is never overwritten. A run without summary.json (stopped) trains again.
+bool finished_run_of(const std::string& dir, const Recipe& recipe) {
+  if (!fs::exists(fs::path(dir) / "summary.json")) return false;
+  const fs::path resolved = fs::path(dir) / "recipe.resolved.toml";
+  const std::string want = to_toml(recipe);
+  const std::string have = fs::exists(resolved) ? read_text(resolved.string()) : "";
+  const bool same = have.compare(0, want.size(), want) == 0 && (have.size() == want.size() || have[want.size()] == '#' ||
+                                                                 have[want.size()] == '\n');
+  if (!same)
+    LC_INPUT_ERROR(dir, ": holds a finished run of another recipe; --tune reuses only runs of the same recipe "
+                   "(choose another --out, or move that run away)");
+  return true;
+}
 
-void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
-                      const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
-  check_variant_flags(vary_specs, opts);
-  std::vector<VaryAxis> axes;
-  for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
-  std::vector<Variant> variants = make_variants(axes);
-  if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, load_recipe(recipe_path, overrides).run.seed);
+// Trains (or with reuse, reads back a finished run of the same recipe) every variant, resolved and
+// checked first; their data loaded once per distinct [data] table.
+std::vector<RunResult> train_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                                      const std::vector<Variant>& variants, const CompareOptions& opts, bool reuse) {
   const std::vector<Recipe> recipes = variant_recipes(recipe_path, overrides, variants, opts);
+  std::vector<bool> done(variants.size(), false);
+  for (std::size_t i = 0; i < variants.size(); ++i)
+    done[i] = reuse && finished_run_of((fs::path(opts.out_dir) / variants[i].name).string(), recipes[i]);
   const VariantData data = load_variant_data(recipes);
   // Every variant's cross-field errors before the first one trains.
   for (std::size_t i = 0; i < recipes.size(); ++i)
@@ -972,11 +988,112 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
     *opts.log << "compare: " << variants.size() << " variants of " << recipe_path << ", data loaded "
               << (data.loaded.size() == 1 ? "once for all" : std::to_string(data.loaded.size()) + " times") << "; into "
               << opts.out_dir << "/" << std::endl;
-
   make_directories(opts.out_dir);
   std::vector<RunResult> runs;
-  for (std::size_t i = 0; i < variants.size(); ++i)
-    runs.push_back(train_variant(variants[i], i, variants.size(), recipes[i], data[i], opts));
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    if (done[i]) {
+      if (opts.log) *opts.log << "compare: [" << i + 1 << "/" << variants.size() << "] " << variants[i].name << ": reused (finished)" << std::endl;
+      runs.push_back(read_run((fs::path(opts.out_dir) / variants[i].name).string(), variants[i].name));
+    } else {
+      runs.push_back(train_variant(variants[i], i, variants.size(), recipes[i], data[i], opts));
+    }
+  }
+  return runs;
+}
+
+// --tune's first phase: every variant's grid on the tuning seeds, scored on the validation half.
+std::vector<TunedVariant> tune_grid(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                                    const std::vector<Variant>& variants, const std::vector<TuneAxis>& axes,
+                                    std::uint64_t seed, const CompareOptions& opts, TuningCost& cost) {
+  std::vector<TunedVariant> tuned;
+  std::vector<Variant> runs;
+  for (const Variant& v : variants) {
+    TunedVariant t{v.name, {}, {}, 0, false};
+    for (const TuneAxis& a : axes)
+      if (a.variant.empty() || a.variant == v.name) t.keys.push_back(a.axis.key);
+    for (const Variant& c : tune_configs(v, axes)) {
+      t.configs.push_back(TunedConfig{c, {}, {}});
+      if (t.keys.empty()) continue;
+      for (int k = 0; k < opts.tune_seeds; ++k) {
+        Variant r{"tune/" + v.name + "/" + c.name + "/seed" + std::to_string(k), v.assignments};
+        r.assignments.insert(r.assignments.end(), c.assignments.begin(), c.assignments.end());
+        r.assignments.push_back("run.seed=" + std::to_string(seed + kTuneSeedOffset + static_cast<std::uint64_t>(k)));
+        r.assignments.push_back("data.eval_split=validation");
+        t.configs.back().runs.push_back(runs.size());
+        runs.push_back(std::move(r));
+      }
+    }
+    tuned.push_back(std::move(t));
+  }
+  if (runs.empty()) LC_INPUT_ERROR("compare: --tune: no --tune applies to any variant");
+  CompareOptions o = opts;
+  o.networks.clear();  // the choice is on the loss; the replays are for the comparison
+  o.as_params = 0;
+  const std::vector<RunResult> results = train_variants(recipe_path, overrides, runs, o, /*reuse=*/true);
+  const Comparison c = compare_runs(results, std::nullopt);
+  for (TunedVariant& t : tuned) {
+    for (TunedConfig& tc : t.configs) {
+      std::vector<double> loss;
+      for (const std::size_t i : tc.runs) {
+        const RunResult& r = results[i];
+        const std::optional<double> at = opts.budget ? loss_at_budget(r.metrics, c.series, *opts.budget, global_batch_of(r))
+                                                     : std::optional<double>(r.eval_loss);
+        loss.push_back(at.value_or(kAbsent));
+        cost.examples += static_cast<double>(r.steps) * static_cast<double>(global_batch_of(r));
+        cost.wall_s += r.wall_s;
+      }
+      tc.validation = stat_of(loss);
+    }
+    if (t.configs.size() > 1) choose(t, opts.tune_seeds);
+  }
+  cost.runs = results.size();
+  return tuned;
+}
+
+// --tune: the grids, then each variant's chosen configuration on the comparison's seeds, scored
+// on the test half.
+void compare_tuned(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                   const std::vector<VaryAxis>& vary, const CompareOptions& opts) {
+  if (opts.tune_seeds < 1) LC_INPUT_ERROR("compare: --tune-seeds: expected at least 1, got ", opts.tune_seeds);
+  std::vector<TuneAxis> axes;
+  for (const std::string& s : opts.tune) axes.push_back(parse_tune(s));
+  const std::vector<Variant> variants = make_variants(vary);
+  check_tune_axes(axes, variants, vary);
+  const std::uint64_t seed = load_recipe(recipe_path, overrides).run.seed;
+  TuningCost cost;
+  const std::vector<TunedVariant> tuned = tune_grid(recipe_path, overrides, variants, axes, seed, opts, cost);
+  std::vector<Variant> finals;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    Variant f = variants[i];
+    const Variant& chosen = tuned[i].configs[tuned[i].chosen].config;
+    f.assignments.insert(f.assignments.end(), chosen.assignments.begin(), chosen.assignments.end());
+    f.assignments.push_back("data.eval_split=test");
+    finals.push_back(std::move(f));
+    if (opts.log && !tuned[i].keys.empty())
+      *opts.log << "compare: " << variants[i].name << ": chose " << chosen.name << " (validation " << format_stat(tuned[i].configs[tuned[i].chosen].validation, 4) << ")" << std::endl;
+  }
+  if (opts.seeds > 1) finals = seeded_variants(finals, opts.seeds, seed);
+  const std::vector<RunResult> runs = train_variants(recipe_path, overrides, finals, opts, /*reuse=*/true);
+  write_file_atomic(opts.out_dir + "/tuning.json", tuning_json(tuned, cost, opts.tune_seeds));
+  ReportContext ctx;
+  ctx.recipe = recipe_path;
+  ctx.overrides = overrides;
+  ctx.axes = vary;
+  ctx.appendix = tuning_markdown(tuned, cost, opts.tune_seeds, opts.budget ? "eval loss at " + opts.budget->text : "final eval loss");
+  write_comparison(runs, ctx, opts);
+}
+
+}  // namespace
+
+void compare_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                      const std::vector<std::string>& vary_specs, const CompareOptions& opts) {
+  check_variant_flags(vary_specs, opts);
+  std::vector<VaryAxis> axes;
+  for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
+  if (!opts.tune.empty()) return compare_tuned(recipe_path, overrides, axes, opts);
+  std::vector<Variant> variants = make_variants(axes);
+  if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, load_recipe(recipe_path, overrides).run.seed);
+  const std::vector<RunResult> runs = train_variants(recipe_path, overrides, variants, opts, /*reuse=*/false);
   ReportContext ctx;
   ctx.recipe = recipe_path;
   ctx.overrides = overrides;

@@ -55,6 +55,7 @@ struct ReportContext {
   std::vector<VaryAxis> axes;         // empty for --runs
   std::vector<std::string> plots;     // PNG file names written next to report.md
   std::string plot_note;              // why there are no plots ("" when there are)
+  std::string appendix;               // markdown after the rest (--tune: the tuning section)
 };
 
 std::string report_markdown(const Comparison& c, const std::vector<RunResult>& runs, const ReportContext& ctx);
@@ -85,6 +86,11 @@ struct CompareOptions {
   // with message bytes and compute gaps x N / the run's parameters (sim/replay.h's projection):
   // time and bytes for a model of N parameters, losses as measured. 0: no projection.
   std::int64_t as_params = 0;
+  // --tune [VARIANT:]KEY=v1,v2 (tune.h): each variant's grid trained on tune_seeds seeds and scored
+  // on the validation half before the comparison, which then runs each variant's best on the test
+  // half. Runs already finished in out_dir with the same recipe are reused, so a stopped sweep resumes.
+  std::vector<std::string> tune;
+  int tune_seeds = 1;
 };
 
 // trainer compare --recipe R --vary ...: resolves and validates every variant (recipe, backend,

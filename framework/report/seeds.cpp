@@ -41,15 +41,6 @@ double axis_at(const MetricPoint& p, BudgetKind k, std::int64_t global_batch) {
   return kAbsent;
 }
 
-std::int64_t global_batch_of(const RunResult& r) {
-  const auto num = [&](const char* key) {
-    const std::string v = r.recipe_value(key);
-    return v.empty() ? std::int64_t{0} : std::stoll(v);
-  };
-  return num("train.micro_batch") * std::max<std::int64_t>(1, num("train.grad_accum")) *
-         std::max<std::int64_t>(1, num("distributed.world_size"));
-}
-
 std::string fmt(double v, int digits) {
   if (std::isnan(v)) return "—";
   char buf[64];
@@ -58,6 +49,15 @@ std::string fmt(double v, int digits) {
 }
 
 }  // namespace
+
+std::int64_t global_batch_of(const RunResult& r) {
+  const auto num = [&](const char* key) {
+    const std::string v = r.recipe_value(key);
+    return v.empty() ? std::int64_t{0} : std::stoll(v);
+  };
+  return num("train.micro_batch") * std::max<std::int64_t>(1, num("train.grad_accum")) *
+         std::max<std::int64_t>(1, num("distributed.world_size"));
+}
 
 std::string format_stat(const Stat& s, int digits) {
   if (s.n == 0) return "—";

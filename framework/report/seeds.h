@@ -31,6 +31,10 @@ const char* budget_axis(BudgetKind k);  // "examples", "bytes", "simulated secon
 std::optional<double> loss_at_budget(const std::vector<MetricPoint>& metrics, LossSeries series, const Budget& budget,
                                      std::int64_t global_batch);
 
+// Examples per step: train.micro_batch x train.grad_accum x distributed.world_size, from the
+// run's resolved recipe (0 when it has none).
+std::int64_t global_batch_of(const RunResult& r);
+
 // Which points are on the Pareto front of (loss, cost), both lower-is-better: not dominated by
 // another point at most as high on both and lower on one. Points with a NaN are never on it.
 std::vector<bool> pareto_front(std::span<const double> loss, std::span<const double> cost);

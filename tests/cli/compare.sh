@@ -228,8 +228,51 @@ mean = sum(losses) / 2
 std = (sum((x - mean) ** 2 for x in losses)) ** 0.5
 assert f"| allreduce | 2 | {mean:.4f} ± {std:.4f} |" in report, (losses, report)
 assert losses[0] != losses[1], "two seeds gave the same run"
+# Against the baseline, seed by seed: the mean of the paired differences, and with 2 seeds no ordering.
+other = [json.load(open(f"{d}/topk/seed{k}/summary.json"))["eval_loss"] for k in [0, 1]]
+diff = sum(o - l for o, l in zip(other, losses)) / 2
+assert f"| topk | 2 | {diff:+.4f} |" in report, (diff, report)
+assert "no difference measured" in report or "too few seeds (2) to claim an ordering" in report, report
 if os.path.exists(d + "/loss_vs_steps.png"):
     assert os.path.exists(d + "/pareto_bytes.png") and os.path.exists(d + "/pareto_time.png")
 PY
 [ $? -eq 0 ] || { echo "compare --seeds: wrong report"; exit 1; }
+
+# --tune: every configuration of each variant's grid on the validation half, the best on the test
+# half; run again, every finished run is reused; a run of another recipe in the way is refused.
+tune=(--recipe "$recipe" --vary sync.strategy=allreduce,diloco --tune optimizer.lr=0.05,0.1
+      --tune diloco:sync.diloco.outer_lr=0.5,0.9 --sync.diloco.period=5 "${tiny[@]}" --out "$tmp/tune" --no-plots)
+(cd "$tmp" && "$trainer" compare "${tune[@]}") >"$tmp/tune.log" 2>&1 || { echo "compare --tune failed"; tail -5 "$tmp/tune.log"; exit 1; }
+/usr/bin/python3 - "$tmp/tune" <<'PY'
+import json, sys, tomllib
+d = sys.argv[1]
+def recipe(path):
+    r = tomllib.load(open(f"{d}/{path}/recipe.resolved.toml", "rb"))
+    return {"seed": r["run"]["seed"], "eval_split": r["data"]["eval_split"], "lr": r["optimizer"]["lr"],
+            "outer_lr": r["sync"]["diloco"]["outer_lr"]}
+grid = {"allreduce": ["lr=0.05", "lr=0.1"],
+        "diloco": ["lr=0.05,outer_lr=0.5", "lr=0.05,outer_lr=0.9", "lr=0.1,outer_lr=0.5", "lr=0.1,outer_lr=0.9"]}
+for v, configs in grid.items():
+    # The choice, recomputed from the tuning runs' own summaries: the lowest validation loss.
+    loss = {c: json.load(open(f"{d}/tune/{v}/{c}/seed0/summary.json"))["eval_loss"] for c in configs}
+    best = min(configs, key=lambda c: loss[c])
+    tuned, final = recipe(f"tune/{v}/{best}/seed0"), recipe(v)
+    assert tuned["eval_split"] == "validation" and final["eval_split"] == "test", (tuned, final)
+    assert int(tuned["seed"]) == int(final["seed"]) + 1000, (tuned, final)
+    assert (tuned["lr"], tuned["outer_lr"]) == (final["lr"], final["outer_lr"]), (v, best, tuned, final)
+    chosen = [c for c in json.load(open(d + "/tuning.json"))["variants"] if c["name"] == v][0]
+    assert chosen["configs"][chosen["chosen"]]["name"] == best, (chosen, best)
+report = open(d + "/report.md").read()
+assert "## Tuning" in report and "**chosen**" in report and "Tuning cost: 6 runs" in report, report
+PY
+[ $? -eq 0 ] || { echo "compare --tune: wrong choice or report"; exit 1; }
+(cd "$tmp" && "$trainer" compare "${tune[@]}") >"$tmp/tune2.log" 2>&1 || { echo "compare --tune again failed"; tail -5 "$tmp/tune2.log"; exit 1; }
+[ "$(grep -c 'reused (finished)' "$tmp/tune2.log")" -eq 8 ] || { echo "compare --tune did not reuse its 8 runs"; cat "$tmp/tune2.log"; exit 1; }
+sed -i 's/^lr = .*/lr = 0.3/' "$tmp/tune/tune/allreduce/lr=0.05/seed0/recipe.resolved.toml"
+rc=0
+(cd "$tmp" && "$trainer" compare "${tune[@]}") >"$tmp/tune3.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] && grep -q "holds a finished run of another recipe" "$tmp/tune3.log" ||
+  { echo "compare --tune: a run of another recipe was not refused (rc $rc)"; cat "$tmp/tune3.log"; exit 1; }
+expect_input_error tune_unknown "no variant is named topk" --recipe "$recipe" --vary sync.strategy=allreduce,diloco \
+  --tune topk:optimizer.lr=1,2 "${tiny[@]}"
 echo "compare passed"
