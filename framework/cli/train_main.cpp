@@ -139,6 +139,7 @@ struct CompareArgs {
   int seeds = 1;
   std::vector<std::string> tune;
   int tune_seeds = 1;
+  std::int64_t warm_start = 0;
   std::string budget;
   double as_params = 0;  // a double, so that 7e9 is accepted
 };
@@ -163,6 +164,8 @@ void add_compare_options(CLI::App& c, CompareArgs& a) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c.add_option("--tune-seeds", a.tune_seeds, "seeds per tuning configuration (run.seed + 1000 + 0..N-1)")->capture_default_str();
+  c.add_option("--warm-start", a.warm_start, "start every run from the weights of a data-parallel run of N steps "
+                                             "(trained first into OUT/warm_start; DiLoCo's protocol)");
   c.add_option("--budget", a.budget, "compare losses at an equal budget: examples=E, bytes=B (inter-tier when "
                                      "simulated, e.g. 25MB) or sim_time=T (e.g. 90s)");
   c.add_option("--networks", a.networks, "replay every run on each of these [network] TOML files (a,b,...): a report "
@@ -239,6 +242,8 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
   o.seeds = a.seeds;
   if (a.seeds != 1 && !variants) LC_INPUT_ERROR("compare: --seeds needs --recipe and --vary (finished runs ran with their own seeds)");
   o.tune = a.tune;
+  o.warm_start = a.warm_start;
+  if (a.warm_start != 0 && !variants) LC_INPUT_ERROR("compare: --warm-start needs --recipe and --vary");
   o.tune_seeds = a.tune_seeds;
   if ((!a.tune.empty() || a.tune_seeds != 1) && !variants)
     LC_INPUT_ERROR("compare: --tune needs --recipe and --vary (finished runs cannot be tuned)");

@@ -1,4 +1,5 @@
 #include "framework/report/compare.h"
+#include "framework/report/protocol.h"
 #include "framework/report/seeds.h"
 #include "framework/report/tune.h"
 
@@ -26,6 +27,7 @@
 #include "core/check.h"
 #include "core/launcher.h"
 #include "core/units.h"
+#include "framework/inference/export.h"
 #include "framework/recipe/factory.h"
 #include "framework/train/run_dir.h"
 #include "framework/train/simulate.h"
@@ -38,46 +40,6 @@ namespace laconic {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
-// "section.key" or "section.sub.key": dotted identifiers, at least two.
-bool is_dotted_key(const std::string& key) {
-  std::size_t start = 0, parts = 0;
-  while (true) {
-    const auto dot = key.find('.', start);
-    if (!is_identifier(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start))) return false;
-    ++parts;
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return parts >= 2;
-}
-
-// Keeps names usable as directory names and shell words without quoting.
-std::string filesystem_safe(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-';
-    if (keep) out += c;
-    else if (out.empty() || out.back() != '-') out += '-';
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  while (!out.empty() && out.front() == '-') out.erase(0, 1);
-  if (out.empty()) return "empty";
-  if (out.front() == '.') out.insert(0, "_");  // never a hidden directory, never ".."
-  return out;
-}
-
 
 std::string fixed(double x, int digits) {
   std::ostringstream os;
@@ -333,85 +295,6 @@ std::string networks_markdown(const std::vector<std::string>& names, const std::
   return os.str();
 }
 
-// ---- variants --------------------------------------------------------------------------------
-
-VaryAxis parse_vary(const std::string& spec) {
-  const std::string where = "--vary " + spec;
-  const auto eq = spec.find('=');
-  if (eq == std::string::npos) LC_INPUT_ERROR(where, ": expected section.key=value1,value2,...");
-  VaryAxis axis;
-  axis.key = trim(spec.substr(0, eq));
-  if (!is_dotted_key(axis.key))
-    LC_INPUT_ERROR(where, ": expected a recipe key like sync.strategy before '=', got \"", axis.key, "\"");
-  // Split on commas outside brackets and quotes: array values ("[256,128]") stay whole.
-  std::string current;
-  int depth = 0;
-  char quote = 0;
-  const std::string values = spec.substr(eq + 1);
-  auto finish = [&] {
-    const std::string v = trim(current);
-    if (v.empty()) LC_INPUT_ERROR(where, ": empty value in the list (expected value1,value2,...)");
-    if (std::find(axis.values.begin(), axis.values.end(), v) != axis.values.end())
-      LC_INPUT_ERROR(where, ": value ", v, " is listed twice");
-    axis.values.push_back(v);
-    current.clear();
-  };
-  for (const char c : values) {
-    if (quote) {
-      if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '[') {
-      ++depth;
-    } else if (c == ']') {
-      if (--depth < 0) LC_INPUT_ERROR(where, ": unbalanced ']'");
-    } else if (c == ',' && depth == 0) {
-      finish();
-      continue;
-    }
-    current += c;
-  }
-  if (quote || depth != 0) LC_INPUT_ERROR(where, ": unterminated ", quote ? "quote" : "'['");
-  finish();
-  return axis;
-}
-
-std::vector<Variant> make_variants(const std::vector<VaryAxis>& axes) {
-  LC_CHECK(!axes.empty(), "no axes");
-  std::map<std::string, int> last_part;  // how many axes end in each last key component
-  for (std::size_t i = 0; i < axes.size(); ++i) {
-    for (std::size_t j = 0; j < i; ++j)
-      if (axes[i].key == axes[j].key) LC_INPUT_ERROR("--vary ", axes[i].key, ": the key is varied twice");
-    ++last_part[axes[i].key.substr(axes[i].key.rfind('.') + 1)];
-  }
-  auto label = [&](const std::string& key) {
-    const std::string last = key.substr(key.rfind('.') + 1);
-    return last_part[last] > 1 ? key : last;
-  };
-
-  std::vector<Variant> out;
-  std::set<std::string> taken;
-  std::vector<std::size_t> index(axes.size(), 0);  // an odometer: the last axis turns fastest
-  while (true) {
-    Variant v;
-    std::vector<std::string> parts;
-    for (std::size_t a = 0; a < axes.size(); ++a) {
-      const std::string& value = axes[a].values[index[a]];
-      v.assignments.push_back(axes[a].key + "=" + value);
-      parts.push_back(axes.size() == 1 ? filesystem_safe(value)
-                                       : filesystem_safe(label(axes[a].key)) + "=" + filesystem_safe(value));
-    }
-    v.name = join(parts, ",");
-    for (int n = 2; taken.count(v.name); ++n) v.name = join(parts, ",") + "-" + std::to_string(n);
-    taken.insert(v.name);
-    out.push_back(std::move(v));
-    std::size_t a = axes.size();
-    while (a > 0 && ++index[a - 1] == axes[a - 1].values.size()) index[--a] = 0;
-    if (a == 0) break;
-  }
-  return out;
-}
-
 // ---- the comparison --------------------------------------------------------------------------
 
 namespace {
@@ -576,6 +459,7 @@ void write_context(std::ostream& os, const std::vector<RunResult>& runs, const R
   os << "- **Seed**: " << common_value(runs, "run.seed") << "; **world size**: "
      << common_value(runs, "distributed.world_size") << "\n";
   os << "- **Baseline**: " << runs.front().name << " (the first run): speedups and byte ratios are relative to it\n";
+  os << protocol_markdown(runs);
 }
 
 // How the runs are measured: the clock, the loss series, the target loss and any projection.
@@ -853,6 +737,7 @@ void check_variant_flags(const std::vector<std::string>& vary_specs, const Compa
                    "in one process on the threads backend; run it without mpirun");
   if (vary_specs.empty()) LC_INPUT_ERROR("compare: --recipe needs at least one --vary section.key=v1,v2");
   if (opts.seeds < 1) LC_INPUT_ERROR("compare: --seeds: expected at least 1, got ", opts.seeds);
+  if (opts.warm_start < 0) LC_INPUT_ERROR("compare: --warm-start: expected a number of steps >= 1, got ", opts.warm_start);
 }
 
 // Each variant once per seed (base + 0..seeds-1), seeds innermost, named "<variant>/seed<k>"
@@ -1001,6 +886,34 @@ std::vector<RunResult> train_variants(const std::string& recipe_path, const std:
   return runs;
 }
 
+// --warm-start: the shared start's weights file (trained, or reused when finished), absolute.
+std::string warm_start_weights(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                               const CompareOptions& opts) {
+  const std::string n = std::to_string(opts.warm_start);
+  const Variant w{"warm_start", {"sync.strategy=allreduce", "sync.phases=[]", "train.steps=" + n, "checkpoint.every=" + n}};
+  CompareOptions o = opts;
+  o.networks.clear();
+  o.as_params = 0;
+  const RunResult run = train_variants(recipe_path, overrides, {w}, o, /*reuse=*/true).front();
+  ExportOptions eo;
+  eo.source = run.dir;
+  eo.out = (fs::absolute(run.dir) / "model.safetensors").lexically_normal().string();
+  eo.tokenizer_out = (fs::path(run.dir) / "tokenizer.json").string();
+  const ExportReport r = export_checkpoint(eo);
+  if (opts.log) *opts.log << "compare: warm start: " << eo.out << " (data parallel, step " << r.step << ")" << std::endl;
+  return eo.out;
+}
+
+// The shared overrides, with --warm-start's model.init_from last.
+std::vector<std::string> with_warm_start(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                                         const std::vector<VaryAxis>& axes, const CompareOptions& opts) {
+  if (opts.warm_start <= 0) return overrides;
+  (void)variant_recipes(recipe_path, overrides, make_variants(axes), opts);  // the variants are sound first
+  std::vector<std::string> out = overrides;
+  out.push_back("model.init_from=" + warm_start_weights(recipe_path, overrides, opts));
+  return out;
+}
+
 // --tune's first phase: every variant's grid on the tuning seeds, scored on the validation half.
 std::vector<TunedVariant> tune_grid(const std::string& recipe_path, const std::vector<std::string>& overrides,
                                     const std::vector<Variant>& variants, const std::vector<TuneAxis>& axes,
@@ -1090,13 +1003,14 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
   check_variant_flags(vary_specs, opts);
   std::vector<VaryAxis> axes;
   for (const auto& s : vary_specs) axes.push_back(parse_vary(s));
-  if (!opts.tune.empty()) return compare_tuned(recipe_path, overrides, axes, opts);
+  const std::vector<std::string> shared = with_warm_start(recipe_path, overrides, axes, opts);
+  if (!opts.tune.empty()) return compare_tuned(recipe_path, shared, axes, opts);
   std::vector<Variant> variants = make_variants(axes);
-  if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, load_recipe(recipe_path, overrides).run.seed);
-  const std::vector<RunResult> runs = train_variants(recipe_path, overrides, variants, opts, /*reuse=*/false);
+  if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, load_recipe(recipe_path, shared).run.seed);
+  const std::vector<RunResult> runs = train_variants(recipe_path, shared, variants, opts, /*reuse=*/false);
   ReportContext ctx;
   ctx.recipe = recipe_path;
-  ctx.overrides = overrides;
+  ctx.overrides = shared;
   ctx.axes = axes;
   write_comparison(runs, ctx, opts);
 }

@@ -13,34 +13,9 @@
 #include <vector>
 
 #include "framework/report/runs.h"
+#include "framework/report/variants.h"
 
 namespace laconic {
-
-// ---- variants --------------------------------------------------------------------------------
-
-// One --vary flag: "section.key=v1,v2,...". Values are split on commas outside [] and quotes, so
-// "model.hidden=[256,128],[64]" is two values.
-struct VaryAxis {
-  std::string key;                  // "sync.strategy"
-  std::vector<std::string> values;  // {"allreduce", "topk"}
-};
-
-// Throws InputError (one line, naming the flag) for a missing '=', a key that is not
-// "section.key", an empty value list or an empty value. Whether the key exists in the recipe
-// schema is checked by load_recipe when the variants are resolved.
-VaryAxis parse_vary(const std::string& spec);
-
-struct Variant {
-  std::string name;                     // also its run directory name under --out
-  std::vector<std::string> assignments;  // "sync.strategy=topk": recipe overrides, in axis order
-};
-
-// The cartesian product of the axes, first axis outermost (the first variant is the baseline).
-// Names: with one axis the value ("topk"); with several "key=value" pairs joined by ','
-// ("strategy=topk,ratio=0.01"), key = its last component unless two axes share it. Characters
-// other than [A-Za-z0-9_.+-] become '-', and duplicate names get "-2", "-3" appended. Throws
-// InputError when two axes vary the same key.
-std::vector<Variant> make_variants(const std::vector<VaryAxis>& axes);
 
 // ---- the comparison --------------------------------------------------------------------------
 
@@ -91,6 +66,11 @@ struct CompareOptions {
   // half. Runs already finished in out_dir with the same recipe are reused, so a stopped sweep resumes.
   std::vector<std::string> tune;
   int tune_seeds = 1;
+  // --warm-start N: first the recipe as data parallel (sync.strategy = allreduce) for N steps into
+  // out_dir/warm_start, exported to out_dir/warm_start/model.safetensors; every run of the
+  // comparison (tuning runs too) then starts from those weights (model.init_from), DiLoCo's
+  // protocol. 0: from scratch.
+  std::int64_t warm_start = 0;
 };
 
 // trainer compare --recipe R --vary ...: resolves and validates every variant (recipe, backend,

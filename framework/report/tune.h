@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/stats.h"
-#include "framework/report/compare.h"
+#include "framework/report/variants.h"
 
 namespace laconic {
 

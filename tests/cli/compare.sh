@@ -273,6 +273,22 @@ rc=0
 (cd "$tmp" && "$trainer" compare "${tune[@]}") >"$tmp/tune3.log" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q "holds a finished run of another recipe" "$tmp/tune3.log" ||
   { echo "compare --tune: a run of another recipe was not refused (rc $rc)"; cat "$tmp/tune3.log"; exit 1; }
+# --warm-start: a data-parallel run first, every variant from its exported weights.
+(cd "$tmp" && "$trainer" compare --recipe "$recipe" --vary sync.strategy=allreduce,diloco --warm-start 10 \
+  --sync.diloco.period=5 "${tiny[@]}" --out "$tmp/warm" --no-plots) >"$tmp/warm.log" 2>&1 ||
+  { echo "compare --warm-start failed"; tail -5 "$tmp/warm.log"; exit 1; }
+/usr/bin/python3 - "$tmp/warm" <<'PY'
+import json, os, sys, tomllib
+d = sys.argv[1]
+w = tomllib.load(open(d + "/warm_start/recipe.resolved.toml", "rb"))
+assert w["sync"]["strategy"] == "allreduce" and json.load(open(d + "/warm_start/summary.json"))["steps"] == 10, w["sync"]
+for v in ["allreduce", "diloco"]:
+    r = tomllib.load(open(f"{d}/{v}/recipe.resolved.toml", "rb"))
+    assert os.path.samefile(r["model"]["init_from"], d + "/warm_start/model.safetensors"), r["model"]
+report = open(d + "/report.md").read()
+assert "- **Start**: every variant from the same weights" in report and "- **Budget**: matched by examples" in report, report
+PY
+[ $? -eq 0 ] || { echo "compare --warm-start: wrong runs or report"; exit 1; }
 expect_input_error tune_unknown "no variant is named topk" --recipe "$recipe" --vary sync.strategy=allreduce,diloco \
   --tune topk:optimizer.lr=1,2 "${tiny[@]}"
 echo "compare passed"
