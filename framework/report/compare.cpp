@@ -767,6 +767,14 @@ Recipe load_variant(const std::string& recipe_path, const std::vector<std::strin
   }
 }
 
+// The recipe's run.seed as its first variant has it: the shared overrides alone need not make a
+// valid recipe (a --vary may supply what a cross-field check needs, such as network.groups).
+std::uint64_t base_seed(const std::string& recipe_path, const std::vector<std::string>& overrides, const Variant& first) {
+  std::vector<std::string> all = overrides;
+  all.insert(all.end(), first.assignments.begin(), first.assignments.end());
+  return load_variant(recipe_path, all, first).run.seed;
+}
+
 // Variant v's recipe: the shared overrides, then its assignments.
 Recipe variant_recipe(const std::string& recipe_path, const std::vector<std::string>& overrides, const Variant& v,
                       const CompareOptions& opts) {
@@ -972,7 +980,7 @@ void compare_tuned(const std::string& recipe_path, const std::vector<std::string
   for (const std::string& s : opts.tune) axes.push_back(parse_tune(s));
   const std::vector<Variant> variants = make_variants(vary);
   check_tune_axes(axes, variants, vary);
-  const std::uint64_t seed = load_recipe(recipe_path, overrides).run.seed;
+  const std::uint64_t seed = base_seed(recipe_path, overrides, variants.front());
   TuningCost cost;
   const std::vector<TunedVariant> tuned = tune_grid(recipe_path, overrides, variants, axes, seed, opts, cost);
   std::vector<Variant> finals;
@@ -1006,7 +1014,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
   const std::vector<std::string> shared = with_warm_start(recipe_path, overrides, axes, opts);
   if (!opts.tune.empty()) return compare_tuned(recipe_path, shared, axes, opts);
   std::vector<Variant> variants = make_variants(axes);
-  if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, load_recipe(recipe_path, shared).run.seed);
+  if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, base_seed(recipe_path, shared, variants.front()));
   const std::vector<RunResult> runs = train_variants(recipe_path, shared, variants, opts, /*reuse=*/false);
   ReportContext ctx;
   ctx.recipe = recipe_path;
@@ -1020,9 +1028,14 @@ void compare_run_dirs(const std::vector<std::string>& dirs, const CompareOptions
   std::vector<RunResult> runs;
   std::set<std::string> taken;
   for (const auto& d : dirs) {
-    // The directory's own name labels it; a clash ("a/run", "b/run") falls back to the path.
-    std::string name = fs::path(d).lexically_normal().filename().string();
-    if (name.empty()) name = fs::path(d).lexically_normal().parent_path().filename().string();
+    // The directory's own name labels it; a clash ("a/run", "b/run") falls back to the path. A
+    // seed of --seeds' layout (V/seed<k>) is "V/seed<k>", so that the seeds of V group as one variant.
+    fs::path p = fs::path(d).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();
+    std::string name = p.filename().string();
+    const bool seed = name.size() > 4 && name.rfind("seed", 0) == 0 &&
+                      name.find_first_not_of("0123456789", 4) == std::string::npos;
+    if (seed && !p.parent_path().filename().empty()) name = p.parent_path().filename().string() + "/" + name;
     if (name.empty() || taken.count(name)) name = d;
     taken.insert(name);
     runs.push_back(read_run(d, name));
