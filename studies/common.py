@@ -75,6 +75,29 @@ def train(args, recipe, run_name, overrides, diverge_ok=False):
     return run
 
 
+def compare(args, out, recipe, flags):
+    """`trainer compare --recipe RECIPE FLAGS` into OUT/runs/out, --no-plots (finished runs of the
+    same recipe are reused under --tune); returns its directory. The log is OUT/runs/out.log."""
+    d = os.path.join(args.out, "runs", out)
+    cmd = [args.trainer, "compare", "--recipe", os.path.join(REPO, recipe), "--out", d, "--no-plots"] + flags
+    log = d + ".log"
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    t0 = time.time()
+    with open(log, "w") as f:
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+    if rc != 0:
+        sys.exit("studies/%s: %s failed (exit %d); see %s" % (args.name, " ".join(map(shlex.quote, cmd)), rc, log))
+    print("studies/%s: compare %s done (%.0f s)" % (args.name, out, time.time() - t0), flush=True)
+    return d
+
+
+def tuned_choice(compare_dir, variant):
+    """The assignments --tune chose for `variant` of the comparison in compare_dir ({} untuned)."""
+    t = json.load(open(os.path.join(compare_dir, "tuning.json")))
+    v = [v for v in t["variants"] if v["name"] == variant][0]
+    return v["configs"][v["chosen"]]["assignments"]
+
+
 def read_run(d):
     summary = json.load(open(os.path.join(d, "summary.json")))
     records = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
