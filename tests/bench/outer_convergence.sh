@@ -130,9 +130,9 @@ for s in names:
     print(f"| {s} | {r['eval_loss']:.4f} | {pct:+.2f}% | {inter(s) / 1e6:.2f} MB | {fewer:.1f}x | "
           f"{8 * r.get('peak_inter_bytes_per_s', float('nan')) / 1e6:.2f} Mbit/s | {lower:.2f}x |")
     if s == "diloco_eager":
-        # Eager DiLoCo misses issue 30's 3% here (docs/outer_loop.md "Eager DiLoCo"): each replica
-        # restarts a period from an anchor holding only 1/M of its own last period and the others'
-        # one period late. Reported, and guarded against getting worse than measured.
+        # Eager DiLoCo misses issue 30's 3% here (docs/outer_loop.md "Eager DiLoCo"): (M-1)/M of
+        # each outer step is one sync stale, which momentum amplifies (the paper's rule; a reference
+        # reproduces it). Reported, and guarded against getting worse than measured.
         if pct > EAGER_MAX_PCT:
             failures.append(f"{s}: held-out loss {pct:+.2f}% from all-reduce's (measured +5.6%; at most {EAGER_MAX_PCT}%)")
         elif pct > 3:
