@@ -23,3 +23,11 @@ for study in large_batch critical_batch compression diloco elastic frontier repr
   fi
   echo "studies/$study: ok"
 done
+# The eager DiLoCo reference written from the paper: its two forms of the rule (the paper's sum over
+# the other replicas, docs/outer_loop.md's) give the same parameters.
+/usr/bin/python3 "$src/studies/reproductions/eager_reference.py" --steps 20 --seeds 1 --hidden 32 >"$tmp/eager.log" 2>&1 ||
+  { echo "eager_reference.py failed:"; tail -5 "$tmp/eager.log"; exit 1; }
+diff=$(sed -n 's/.*eager_doc (Laconic.s form): max |diff| \([0-9.e+-]*\).*/\1/p' "$tmp/eager.log")
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$diff') < 1e-5 else 1)" 2>/dev/null ||
+  { echo "eager_reference.py: the two forms of the eager rule differ by '$diff'"; cat "$tmp/eager.log"; exit 1; }
+echo "studies/reproductions/eager_reference.py: ok"
