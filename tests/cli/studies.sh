@@ -14,8 +14,9 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for study in large_batch critical_batch compression diloco elastic frontier reproductions/replicas reproductions/diloco_paper; do
-  "$src/studies/$study" --tiny --trainer "$trainer" --out "$tmp/$study" >"$tmp/$study.log" 2>&1 ||
-    { echo "studies/$study --tiny failed:"; tail -20 "$tmp/$study.log"; exit 1; }
+  log="$tmp/${study//\//_}.log"
+  "$src/studies/$study" --tiny --trainer "$trainer" --out "$tmp/$study" >"$log" 2>&1 ||
+    { echo "studies/$study --tiny failed:"; tail -20 "$log"; exit 1; }
   [ -s "$tmp/$study/report.md" ] || { echo "studies/$study wrote no report"; exit 1; }
   grep -q "TINY smoke size" "$tmp/$study/report.md" || { echo "studies/$study: the report does not say it is tiny"; exit 1; }
   if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
