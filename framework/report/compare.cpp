@@ -865,10 +865,37 @@ bool finished_run_of(const std::string& dir, const Recipe& recipe) {
   return true;
 }
 
-// Trains (or with reuse, reads back a finished run of the same recipe) every variant, resolved and
-// checked first; their data loaded once per distinct [data] table.
+// How train_variants treats the runs it finds and the ones that fail.
+struct TrainPolicy {
+  bool reuse = false;     // a finished run of the same recipe is read back, not trained again
+  bool failures = false;  // a run that fails (a non-finite gradient) is a result (RunResult::failed)
+};
+
+// Variant i, or (with policy.failures) the reason it failed: the run's own error, after the checks
+// that every variant passed before the first trained.
+RunResult train_or_record(const Variant& v, std::size_t i, std::size_t n, const Recipe& recipe, const TrainData& data,
+                          const CompareOptions& opts, const TrainPolicy& policy) {
+  if (!policy.failures) return train_variant(v, i, n, recipe, data, opts);
+  try {
+    return train_variant(v, i, n, recipe, data, opts);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    if (opts.log) *opts.log << "compare: [" << i + 1 << "/" << n << "] " << v.name << ": failed: " << e.what() << std::endl;
+    RunResult r;
+    r.name = v.name;
+    r.dir = (fs::path(opts.out_dir) / v.name).string();
+    r.failed = e.what();
+    return r;
+  }
+}
+
+// Trains (or reuses, per policy) every variant, resolved and checked first; their data loaded once
+// per distinct [data] table.
 std::vector<RunResult> train_variants(const std::string& recipe_path, const std::vector<std::string>& overrides,
-                                      const std::vector<Variant>& variants, const CompareOptions& opts, bool reuse) {
+                                      const std::vector<Variant>& variants, const CompareOptions& opts,
+                                      const TrainPolicy& policy) {
+  const bool reuse = policy.reuse;
   const std::vector<Recipe> recipes = variant_recipes(recipe_path, overrides, variants, opts);
   std::vector<bool> done(variants.size(), false);
   for (std::size_t i = 0; i < variants.size(); ++i)
@@ -888,7 +915,7 @@ std::vector<RunResult> train_variants(const std::string& recipe_path, const std:
       if (opts.log) *opts.log << "compare: [" << i + 1 << "/" << variants.size() << "] " << variants[i].name << ": reused (finished)" << std::endl;
       runs.push_back(read_run((fs::path(opts.out_dir) / variants[i].name).string(), variants[i].name));
     } else {
-      runs.push_back(train_variant(variants[i], i, variants.size(), recipes[i], data[i], opts));
+      runs.push_back(train_or_record(variants[i], i, variants.size(), recipes[i], data[i], opts, policy));
     }
   }
   return runs;
@@ -902,7 +929,7 @@ std::string warm_start_weights(const std::string& recipe_path, const std::vector
   CompareOptions o = opts;
   o.networks.clear();
   o.as_params = 0;
-  const RunResult run = train_variants(recipe_path, overrides, {w}, o, /*reuse=*/true).front();
+  const RunResult run = train_variants(recipe_path, overrides, {w}, o, {.reuse = true}).front();
   ExportOptions eo;
   eo.source = run.dir;
   eo.out = (fs::absolute(run.dir) / "model.safetensors").lexically_normal().string();
@@ -933,7 +960,7 @@ std::vector<TunedVariant> tune_grid(const std::string& recipe_path, const std::v
     for (const TuneAxis& a : axes)
       if (a.variant.empty() || a.variant == v.name) t.keys.push_back(a.axis.key);
     for (const Variant& c : tune_configs(v, axes)) {
-      t.configs.push_back(TunedConfig{c, {}, {}});
+      t.configs.push_back(TunedConfig{c, {}, {}, ""});
       if (t.keys.empty()) continue;
       for (int k = 0; k < opts.tune_seeds; ++k) {
         Variant r{"tune/" + v.name + "/" + c.name + "/seed" + std::to_string(k), v.assignments};
@@ -950,16 +977,18 @@ std::vector<TunedVariant> tune_grid(const std::string& recipe_path, const std::v
   CompareOptions o = opts;
   o.networks.clear();  // the choice is on the loss; the replays are for the comparison
   o.as_params = 0;
-  const std::vector<RunResult> results = train_variants(recipe_path, overrides, runs, o, /*reuse=*/true);
-  const Comparison c = compare_runs(results, std::nullopt);
+  const std::vector<RunResult> results = train_variants(recipe_path, overrides, runs, o, {.reuse = true, .failures = true});
   for (TunedVariant& t : tuned) {
     for (TunedConfig& tc : t.configs) {
       std::vector<double> loss;
       for (const std::size_t i : tc.runs) {
         const RunResult& r = results[i];
-        const std::optional<double> at = opts.budget ? loss_at_budget(r.metrics, c.series, *opts.budget, global_batch_of(r))
+        // The validation loss is an eval loss by construction (data.eval_split = "validation").
+        const std::optional<double> at = opts.budget ? loss_at_budget(r.metrics, LossSeries::eval, *opts.budget, global_batch_of(r))
                                                      : std::optional<double>(r.eval_loss);
         loss.push_back(at.value_or(kAbsent));
+        if (!r.failed.empty() && tc.failure.empty()) tc.failure = r.failed;
+        if (!r.failed.empty()) continue;
         cost.examples += static_cast<double>(r.steps) * static_cast<double>(global_batch_of(r));
         cost.wall_s += r.wall_s;
       }
@@ -994,7 +1023,7 @@ void compare_tuned(const std::string& recipe_path, const std::vector<std::string
       *opts.log << "compare: " << variants[i].name << ": chose " << chosen.name << " (validation " << format_stat(tuned[i].configs[tuned[i].chosen].validation, 4) << ")" << std::endl;
   }
   if (opts.seeds > 1) finals = seeded_variants(finals, opts.seeds, seed);
-  const std::vector<RunResult> runs = train_variants(recipe_path, overrides, finals, opts, /*reuse=*/true);
+  const std::vector<RunResult> runs = train_variants(recipe_path, overrides, finals, opts, {.reuse = true});
   write_file_atomic(opts.out_dir + "/tuning.json", tuning_json(tuned, cost, opts.tune_seeds));
   ReportContext ctx;
   ctx.recipe = recipe_path;
@@ -1015,7 +1044,7 @@ void compare_variants(const std::string& recipe_path, const std::vector<std::str
   if (!opts.tune.empty()) return compare_tuned(recipe_path, shared, axes, opts);
   std::vector<Variant> variants = make_variants(axes);
   if (opts.seeds > 1) variants = seeded_variants(variants, opts.seeds, base_seed(recipe_path, shared, variants.front()));
-  const std::vector<RunResult> runs = train_variants(recipe_path, shared, variants, opts, /*reuse=*/false);
+  const std::vector<RunResult> runs = train_variants(recipe_path, shared, variants, opts, {});
   ReportContext ctx;
   ctx.recipe = recipe_path;
   ctx.overrides = shared;

@@ -34,6 +34,9 @@ struct RunResult {
   std::vector<MetricPoint> metrics;
   // From recipe.resolved.toml: every key flattened ("sync.topk.ratio" -> "0.01"), empty if absent.
   std::vector<std::pair<std::string, std::string>> recipe;
+  // Why the run stopped without a summary (a tuning configuration that diverged: compare --tune
+  // records it and goes on); "" for a finished run.
+  std::string failed;
   std::string recipe_value(const std::string& key) const;  // "" when unknown
 };
 

@@ -66,8 +66,8 @@ void write_variant(std::ostream& os, const TunedVariant& t, const std::string& l
   os << "| configuration | validation " << loss_word << " | |\n|---|---:|---|\n";
   for (std::size_t i = 0; i < t.configs.size(); ++i) {
     const TunedConfig& c = t.configs[i];
-    os << "| " << c.config.name << " | " << format_stat(c.validation, 4) << " | " << (i == t.chosen ? "**chosen**" : "")
-       << " |\n";
+    const std::string loss = c.failure.empty() ? format_stat(c.validation, 4) : "failed: " + c.failure;
+    os << "| " << c.config.name << " | " << loss << " | " << (i == t.chosen && !t.all_failed ? "**chosen**" : "") << " |\n";
   }
   if (t.all_failed) os << "\n**Warning**: no configuration had a finite loss on every seed; the first is kept.\n";
   os << "\nSensitivity (the best mean at each value, over the other keys):";
@@ -177,7 +177,7 @@ std::string tuning_json(const std::vector<TunedVariant>& tuned, const TuningCost
         assignments[key] = value;
       }
       v["configs"].push_back({{"name", c.config.name}, {"assignments", assignments}, {"mean", c.validation.mean},
-                              {"std", c.validation.std}, {"n", c.validation.n}});
+                              {"std", c.validation.std}, {"n", c.validation.n}, {"failure", c.failure}});
     }
     j["variants"].push_back(v);
   }

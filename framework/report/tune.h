@@ -42,6 +42,7 @@ struct TunedConfig {
   Variant config;
   std::vector<std::size_t> runs;  // indices into the tuning runs
   Stat validation;                // the final eval loss (or the loss at --budget) over the tuning seeds
+  std::string failure;            // why a run of it stopped (a non-finite gradient); "" when none did
 };
 
 struct TunedVariant {

@@ -273,6 +273,13 @@ rc=0
 (cd "$tmp" && "$trainer" compare "${tune[@]}") >"$tmp/tune3.log" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q "holds a finished run of another recipe" "$tmp/tune3.log" ||
   { echo "compare --tune: a run of another recipe was not refused (rc $rc)"; cat "$tmp/tune3.log"; exit 1; }
+# A configuration that diverges is a result of the tuning (never chosen), not the sweep's end.
+(cd "$tmp" && "$trainer" compare --recipe "$recipe" --vary sync.strategy=allreduce --tune optimizer.lr=0.05,1e6 \
+  "${tiny[@]}" --out "$tmp/tunefail" --no-plots) >"$tmp/tunefail.log" 2>&1 ||
+  { echo "compare --tune stopped at a diverging configuration"; tail -5 "$tmp/tunefail.log"; exit 1; }
+grep -q "^| lr=1e6 | failed: .*non-finite gradient" "$tmp/tunefail/report.md" &&
+  grep -q "^| lr=0.05 | [0-9.]* | \*\*chosen\*\* |" "$tmp/tunefail/report.md" ||
+  { echo "compare --tune: the diverged configuration is not reported as failed"; cat "$tmp/tunefail/report.md"; exit 1; }
 # --warm-start: a data-parallel run first, every variant from its exported weights.
 (cd "$tmp" && "$trainer" compare --recipe "$recipe" --vary sync.strategy=allreduce,diloco --warm-start 10 \
   --sync.diloco.period=5 "${tiny[@]}" --out "$tmp/warm" --no-plots) >"$tmp/warm.log" 2>&1 ||

@@ -74,7 +74,7 @@ TEST(Tune, EachVariantGetsTheProductOfTheAxesThatApplyToIt) {
 TunedVariant with_losses(const std::vector<std::vector<double>>& per_config) {
   TunedVariant t{"diloco", {"optimizer.lr"}, {}, 0, false};
   for (std::size_t i = 0; i < per_config.size(); ++i)
-    t.configs.push_back({{"lr=" + std::to_string(i), {"optimizer.lr=" + std::to_string(i)}}, {}, stat_of(per_config[i])});
+    t.configs.push_back({{"lr=" + std::to_string(i), {"optimizer.lr=" + std::to_string(i)}}, {}, stat_of(per_config[i]), ""});
   return t;
 }
 
