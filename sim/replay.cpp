@@ -441,8 +441,10 @@ class Engine {
     const TransportModel& t = net_.transport;
     return t.streams > 1 && bytes >= t.split_bytes && bytes >= static_cast<std::uint64_t>(t.streams) ? t.streams : 1;
   }
-  bool rendezvous(std::uint64_t bytes) const {
-    const MessageProtocol& m = net_.protocol;
+  // The protocol of link tier t (Topology's: 0 inside a group, 1 between), and of a message a -> b.
+  const MessageProtocol& tier_protocol(int t) const { return t == 1 && net_.inter ? net_.inter->protocol : net_.protocol; }
+  const MessageProtocol& protocol(int a, int b) const { return net_.inter ? tier_protocol(tier(a, b)) : net_.protocol; }
+  static bool rendezvous(const MessageProtocol& m, std::uint64_t bytes) {
     return m.rendezvous_round_trips > 0 && bytes > m.eager_limit_bytes;
   }
   // Sends `bytes` from r to `to` on channel ch as k pieces (piece s: bytes·s/k to bytes·(s+1)/k;
@@ -479,7 +481,8 @@ class Engine {
   // The rate a piece of `bytes` on stream s from r to `to` is held to while its connection's window
   // grows (TransportModel's slow start), updating the window; 0: no bound.
   double slow_start_rate(int r, int to, int s, std::uint64_t bytes) {
-    const std::uint64_t initial = net_.transport.initial_window_bytes;
+    const std::uint64_t initial = net_.inter && tier(r, to) == 1 ? net_.inter->initial_window_bytes
+                                                                 : net_.transport.initial_window_bytes;
     if (initial == 0 || bytes == 0) return 0;
     const Route& rt = route(r, to);
     if (!(rt.bandwidth < std::numeric_limits<double>::infinity()) || rt.latency <= 0) return 0;
@@ -506,12 +509,13 @@ class Engine {
   // A buffered send is done once handed to the transport (after its clear-to-send), as a send into a
   // socket buffer is; an unbuffered one when its bytes have arrived. A receive, when they have.
   // Requests and answers are never waited for by their sender: the answer or the rest says they
-  // arrived. Every part is a flow on the route, so it queues behind the traffic there.
+  // arrived. Every part is a flow on the route, so it queues behind the traffic there. The send
+  // follows its link tier's protocol (`so`), the receive its own (`ri`).
   void exchange(int r, int l, int to, std::uint64_t out, int from, std::uint64_t in) {
-    const MessageProtocol& m = net_.protocol;
-    const int rounds = m.rendezvous_round_trips;
+    const MessageProtocol& so = to >= 0 ? protocol(r, to) : net_.protocol;
+    const MessageProtocol& ri = from >= 0 ? protocol(from, r) : net_.protocol;
     // A rendezvous message's request carries its first eager_limit bytes; the rest follows.
-    const auto head = [&](std::uint64_t bytes) { return std::min<std::uint64_t>(m.eager_limit_bytes, bytes); };
+    const auto head = [](const MessageProtocol& m, std::uint64_t bytes) { return std::min<std::uint64_t>(m.eager_limit_bytes, bytes); };
     enum What { part, answer, request };  // what a pending comm's arrival means to this exchange
     std::vector<sg4::CommPtr> comms, ours;
     std::vector<What> what;
@@ -523,18 +527,18 @@ class Engine {
       ours.clear();
     };
     const auto send_data = [&](Channel ch, std::uint64_t bytes) {
-      put(l, r, to, ch, bytes, pieces(bytes), m.buffered, ours);
+      put(l, r, to, ch, bytes, pieces(bytes), so.buffered, ours);
       track(part);
     };
-    if (to >= 0 && !rendezvous(out)) send_data(Channel::first, out);
-    if (to >= 0 && rendezvous(out)) {
-      put(l, r, to, Channel::first, head(out), 1, true, ours);
+    if (to >= 0 && !rendezvous(so, out)) send_data(Channel::first, out);
+    if (to >= 0 && rendezvous(so, out)) {
+      put(l, r, to, Channel::first, head(so, out), 1, true, ours);
       get(l, r, to, Channel::answer, 1, ours);
       track(answer);
     }
     if (from >= 0) {
-      get(l, r, from, Channel::first, rendezvous(in) ? 1 : pieces(in), ours);
-      track(rendezvous(in) ? request : part);
+      get(l, r, from, Channel::first, rendezvous(ri, in) ? 1 : pieces(in), ours);
+      track(rendezvous(ri, in) ? request : part);
     }
     int answers = 0, requests = 0;
     while (!comms.empty()) {
@@ -542,16 +546,16 @@ class Engine {
       const What w = what[i];
       comms.erase(comms.begin() + static_cast<std::ptrdiff_t>(i));
       what.erase(what.begin() + static_cast<std::ptrdiff_t>(i));
-      if (w == answer && ++answers < rounds) {
+      if (w == answer && ++answers < so.rendezvous_round_trips) {
         put(l, r, to, Channel::first, 0, 1, true, ours);
         get(l, r, to, Channel::answer, 1, ours);
         track(answer);
       } else if (w == answer) {
-        send_data(Channel::rest, out - head(out));
+        send_data(Channel::rest, out - head(so, out));
       } else if (w == request) {
         put(l, r, from, Channel::answer, 0, 1, true, ours);
-        const bool more = ++requests < rounds;
-        get(l, r, from, more ? Channel::first : Channel::rest, more ? 1 : pieces(in - head(in)), ours);
+        const bool more = ++requests < ri.rendezvous_round_trips;
+        get(l, r, from, more ? Channel::first : Channel::rest, more ? 1 : pieces(in - head(ri, in)), ours);
         track(more ? request : part);
       }
     }
@@ -618,12 +622,28 @@ class Engine {
     return {0, group_size_, static_cast<int>(group_first_.size()), g};
   }
 
-  // The slowest link latency of a ring over m's ranks (once per communicator).
-  double latency_of(const Members& m) {
-    auto [it, fresh] = ring_latency_.try_emplace(std::make_tuple(m.first, m.stride, m.p), 0.0);
+  // A ring over m's ranks: its slowest link latency and the link tiers it crosses (once per communicator).
+  struct Ring {
+    double latency = 0;
+    bool tier[2] = {false, false};
+  };
+  const Ring& ring_of(const Members& m) {
+    auto [it, fresh] = rings_.try_emplace(std::make_tuple(m.first, m.stride, m.p));
     if (fresh)
-      for (int k = 0; k < m.p; ++k) it->second = std::max(it->second, route(m.world(k), m.world((k + 1) % m.p)).latency);
+      for (int k = 0; k < m.p; ++k) {
+        const int a = m.world(k), b = m.world((k + 1) % m.p);
+        it->second.latency = std::max(it->second.latency, route(a, b).latency);
+        it->second.tier[tier(a, b)] = true;
+      }
     return it->second;
+  }
+  // The request / clear-to-send round trips a ring's step makes before a chunk flows: the most any
+  // of its tiers' protocols asks, as a ring in lock step waits for its slowest link.
+  int round_trips(const Ring& ring, std::uint64_t chunk) const {
+    int rounds = 0;
+    for (int t = 0; t < 2; ++t)
+      if (ring.tier[t] && rendezvous(tier_protocol(t), chunk)) rounds = std::max(rounds, tier_protocol(t).rendezvous_round_trips);
+    return rounds;
   }
 
   // The ring algorithms' messages (collectives/algorithms/ring_allreduce): a reduce-scatter's p - 1
@@ -646,7 +666,8 @@ class Engine {
 
   // A ring of `steps` steps of `chunk` bytes as flows (see NativeScope in replay.h).
   void ring_flows(int r, int l, const Members& m, int next, int prev, int steps, std::uint64_t chunk, bool counted) {
-    const double ring_latency = latency_of(m);
+    const Ring& ring = ring_of(m);
+    const double ring_latency = ring.latency;
     chunk = scaled(chunk);
     const std::uint64_t total = chunk * static_cast<std::uint64_t>(steps);
     const int k = pieces(chunk);
@@ -656,9 +677,7 @@ class Engine {
     wait_all(g);
     wait_all(s);
     double latency = (steps - 1) * ring_latency;
-    const MessageProtocol& pr = net_.protocol;
-    if (pr.rendezvous_round_trips > 0 && chunk > pr.eager_limit_bytes)
-      latency += steps * pr.rendezvous_round_trips * 2 * ring_latency;
+    if (const int rounds = round_trips(ring, chunk); rounds > 0) latency += steps * rounds * 2 * ring_latency;
     sg4::this_actor::sleep_for(latency);
     count_send(r, l, next, total, counted, static_cast<std::uint64_t>(steps));
     count_recv(r, prev, total, counted);
@@ -818,7 +837,7 @@ class Engine {
   std::unordered_map<std::uint64_t, sg4::Mailbox*> boxes_;
   std::unordered_map<std::uint64_t, Route> routes_;     // by sender · n + receiver
   std::unordered_map<std::uint64_t, double> windows_;   // a connection's window: (sender · n + receiver) · 64 + stream
-  std::map<std::tuple<int, int, int>, double> ring_latency_;  // by Members (first, stride, p)
+  std::map<std::tuple<int, int, int>, Ring> rings_;  // by Members (first, stride, p)
   std::vector<int> group_first_;  // a projection's groups: each one's first rank
   int group_size_ = 0;
   std::vector<Rank> ranks_;

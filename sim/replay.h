@@ -20,16 +20,17 @@
 // Network model: SimGrid's CM02 with no latency or bandwidth factors, no cross traffic and no TCP
 // window bound, so a lone message of S bytes on one link takes exactly latency + S / bandwidth
 // (the alpha-beta closed form the old clock used) and what differs is sharing and overlap. An MPI
-// library's protocol can be described (ReplayNetwork::protocol): a message above the eager limit
-// first makes that many round trips of its route (request to send, clear to send: messages that
-// queue on the route and wait for the receiver's receive), then flows; below it,
-// it flows when sent; a buffered send is done once handed to the transport. Several TCP streams
-// per pair and a window per stream can be described too (ReplayNetwork::transport).
+// library's protocol can be described (ReplayNetwork::protocol; ::inter for messages between
+// groups): a message above the eager limit first makes that many round trips of its route (request
+// to send, clear to send: messages that queue on the route and wait for the receiver's receive),
+// then flows; below it, it flows when sent; a buffered send is done once handed to the transport.
+// Several TCP streams per pair and a window per stream can be described too (ReplayNetwork::transport).
 // docs/simulation.md says why (LV08's factors were fit to wide-area TCP flows; the real-link
 // test checks the choice).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,14 @@ struct TransportModel {
 // `bandwidth` bytes/s and round trip `rtt` (TransportModel's slow start).
 double slow_start_time(std::uint64_t bytes, double& window, double bandwidth, double rtt);
 
+// The protocol of messages between groups (their ranks' Topology groups differ), where it differs
+// from the one inside: TCP between datacenters (a rendezvous, slow start), NCCL or shared memory
+// inside (eager, no slow start). A platform file's ranks are tiered by the Topology's groups too.
+struct InterTier {
+  MessageProtocol protocol;
+  std::uint64_t initial_window_bytes = 0;  // TransportModel's slow start, between groups
+};
+
 // A native event's expansion (TraceEvent::tier), and the ranks it runs over (tier2). A recorded
 // native collective (MPI, NCCL) is the library's: rule 0, on the world; a projection
 // (sim/project.h) writes one of ours instead: 1 + its Algorithm (ring, recursive_doubling,
@@ -94,8 +103,9 @@ inline std::uint8_t expand_as(Algorithm a) { return static_cast<std::uint8_t>(1 
 inline constexpr int kMaxProjectedWorld = 100'000;
 
 struct ReplayNetwork {
-  MessageProtocol protocol;
+  MessageProtocol protocol;            // every message; with `inter`, those inside a group
   TransportModel transport;
+  std::optional<InterTier> inter;      // none: `protocol` and `transport` on every link
   Topology topo;                       // groups, links, slowdowns (ignored with a platform file)
   InterLink inter_link = InterLink::shared;
   std::string platform_file;           // a SimGrid platform (XML); its first N hosts are the ranks

@@ -18,6 +18,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+# The cross-datacenter recipes' protocol between groups (recipes/cross_dc_*.toml's [network.inter]):
+# OpenMPI over TCP, as checked on a real link; inside a group [network]'s defaults (eager, lock step).
+INTER_TCP = ["network.inter.eager_limit_kib=64", "network.inter.rendezvous_round_trips=1",
+             "network.inter.buffered_sends=true", "network.inter.tcp_initial_window_segments=10"]
 
 
 def parse_args(name, doc):

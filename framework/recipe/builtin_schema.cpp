@@ -187,9 +187,8 @@ void add_strategy_keys(std::vector<Field>& f) {
       .add<&DemoConfig::fold_lr>("fold_lr");
 }
 
-// [network] to [fault]: the network a simulation models, and checkpoints, guards, elastic runs and
-// injected faults.
-void add_network_and_fault_keys(std::vector<Field>& f) {
+// [network] and [network.inter]: the network a simulation models.
+void add_network_keys(std::vector<Field>& f) {
   SectionBuilder<&Recipe::network>{"network", f}
       .add<&NetworkConfig::groups>("groups", closed(0, 1024))
       .add<&NetworkConfig::intra_bandwidth>("intra_bandwidth", above(0))
@@ -209,6 +208,15 @@ void add_network_and_fault_keys(std::vector<Field>& f) {
       .add<&NetworkConfig::streams>("streams", closed(1, 64))
       .add<&NetworkConfig::tcp_window_kib>("tcp_window_kib", at_least(0))
       .add<&NetworkConfig::tcp_initial_window_segments>("tcp_initial_window_segments", closed(0, 100000));
+  SectionBuilder<&Recipe::network, &NetworkConfig::inter>{"network.inter", f}
+      .add<&InterProtocolConfig::eager_limit_kib>("eager_limit_kib", at_least(0))
+      .add<&InterProtocolConfig::rendezvous_round_trips>("rendezvous_round_trips", closed(0, 8))
+      .add<&InterProtocolConfig::buffered_sends>("buffered_sends")
+      .add<&InterProtocolConfig::tcp_initial_window_segments>("tcp_initial_window_segments", closed(0, 100000));
+}
+
+// [checkpoint] to [fault]: checkpoints, guards, elastic runs and injected faults.
+void add_checkpoint_and_fault_keys(std::vector<Field>& f) {
   SectionBuilder<&Recipe::checkpoint>{"checkpoint", f}
       .add<&CheckpointConfig::every>("every", at_least(0))
       .add<&CheckpointConfig::keep_latest>("keep_latest", at_least(1))
@@ -245,7 +253,8 @@ const std::vector<Field>& recipe_detail::builtin_schema() {
     add_training_keys(f);
     add_sync_keys(f);
     add_strategy_keys(f);
-    add_network_and_fault_keys(f);
+    add_network_keys(f);
+    add_checkpoint_and_fault_keys(f);
     return f;
   }();
   return fields;

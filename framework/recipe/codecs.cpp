@@ -187,6 +187,18 @@ struct ValueCodec<AutoBool> {
   static std::string write(const AutoBool& v) { return v.value ? (*v.value ? "true" : "false") : "\"auto\""; }
 };
 
+template <typename T>
+struct ValueCodec<AutoNumber<T>> {
+  static std::string expected(const Bound& b) { return ValueCodec<T>::expected(b) + " or \"auto\""; }
+  static std::optional<AutoNumber<T>> read(const toml::node& node, const Bound& b) {
+    if (const auto* s = node.as_string(); s && s->get() == "auto") return AutoNumber<T>{};
+    const auto v = ValueCodec<T>::read(node, b);
+    if (!v) return std::nullopt;
+    return AutoNumber<T>{*v};
+  }
+  static std::string write(const AutoNumber<T>& v) { return v.value ? ValueCodec<T>::write(*v.value) : "\"auto\""; }
+};
+
 // Quantities with units: a string parsed by core/units.h, or a plain number in base units.
 // Written back with units when that text reads back exactly, else as the plain number.
 template <typename Q, auto Member, auto Parse, auto Format>
@@ -346,6 +358,8 @@ template struct FieldCodec<FilePath>;
 template struct FieldCodec<Bandwidth>;
 template struct FieldCodec<Duration>;
 template struct FieldCodec<AutoBool>;
+template struct FieldCodec<AutoNumber<int>>;
+template struct FieldCodec<AutoNumber<double>>;
 // ... and the ones only the built-in schema (builtin_schema.cpp) has; its enums are schema.h's.
 template struct FieldCodec<RankList>;
 template struct FieldCodec<ModelName>;

@@ -286,6 +286,19 @@ struct SyncConfig {
   bool operator==(const SyncConfig&) const = default;
 };
 
+// [network.inter]: the protocol of messages between groups (sim/replay.h InterTier), each key
+// "auto" by default: [network]'s key, which then holds for every link, as before the table existed.
+// Set, [network]'s protocol keys describe the links inside a group (NCCL, shared memory) and
+// these the ones between (TCP). Streams and window stay [network]'s: a window binds only where the
+// round trip is long, between groups.
+struct InterProtocolConfig {
+  AutoNumber<double> eager_limit_kib;
+  AutoNumber<int> rendezvous_round_trips;
+  AutoBool buffered_sends;
+  AutoNumber<int> tcp_initial_window_segments;
+  bool operator==(const InterProtocolConfig&) const = default;
+};
+
 // The simulated network (collectives/netsim): ranks in `groups` groups of consecutive ranks
 // (nodes or datacenters), one link tier inside a group and one between groups. Every message is
 // charged its latency + bytes / bandwidth on a per-rank virtual clock, so a run reports the time
@@ -320,6 +333,7 @@ struct NetworkConfig {
   // segments of 1448 bytes and doubles its window every round trip until it holds the route's
   // bandwidth-delay product (Linux: 10); 0: every connection is open from the start.
   int tcp_initial_window_segments = 0;
+  InterProtocolConfig inter;             // between groups, where it differs
   bool operator==(const NetworkConfig&) const = default;
 };
 

@@ -12,7 +12,8 @@
 //
 // Member types: int, std::int64_t, std::uint64_t, float, double, bool, std::string (non-empty),
 // std::vector<int>, std::vector<std::string>, FilePath, Bandwidth ("100 Gbit/s"), Duration
-// ("30 ms"), AutoBool, and enums that declare their names (core/enum_names.h).
+// ("30 ms"), AutoBool, AutoNumber<int>, AutoNumber<double>, and enums that declare their names
+// (core/enum_names.h).
 #pragma once
 
 #include <algorithm>
@@ -62,6 +63,13 @@ struct AutoBool {
   std::optional<bool> value;
   bool resolve(bool otherwise) const { return value.value_or(otherwise); }
   bool operator==(const AutoBool&) const = default;
+};
+// A number or "auto", as AutoBool: unset, the key takes the value another key gives.
+template <typename T>
+struct AutoNumber {
+  std::optional<T> value;
+  T resolve(T otherwise) const { return value.value_or(otherwise); }
+  bool operator==(const AutoNumber&) const = default;
 };
 
 // ---- bounds ----

@@ -50,6 +50,21 @@ std::int64_t meta_int(const nlohmann::json& m, const char* key, const std::strin
   return m[key].get<std::int64_t>();
 }
 
+// One link tier's protocol: "rendezvous of 1 round trip above 64 KiB, buffered sends, slow start
+// from 10 segments", or "eager" first.
+std::string describe_protocol(int rounds, double eager_kib, bool buffered, int segments) {
+  std::ostringstream os;
+  if (rounds > 0)
+    os << "rendezvous of " << rounds << (rounds == 1 ? " round trip" : " round trips") << " above " << eager_kib << " KiB";
+  else
+    os << "eager";
+  if (buffered) os << ", buffered sends";
+  if (segments > 0) os << ", slow start from " << segments << " segments";
+  return os.str();
+}
+
+// The network in a line. Without [network.inter] the protocol's parts come where they always
+// did, so a run's summary reads as before.
 std::string describe(const NetworkConfig& n) {
   if (!n.platform.empty()) return "SimGrid platform " + n.platform.path;
   std::ostringstream os;
@@ -58,14 +73,23 @@ std::string describe(const NetworkConfig& n) {
      << format_bandwidth(n.inter_bandwidth.bytes_per_s) << " / " << format_duration(n.inter_latency.seconds)
      << " between (" << (n.inter_link == InterLink::shared ? "one shared uplink per group" : "a link per rank pair")
      << "), compute " << name_of(n.compute);
-  if (n.rendezvous_round_trips > 0)
+  const InterProtocolConfig& i = n.inter;
+  const bool tiers = i != InterProtocolConfig{};
+  if (!tiers && n.rendezvous_round_trips > 0)
     os << ", rendezvous of " << n.rendezvous_round_trips << (n.rendezvous_round_trips == 1 ? " round trip" : " round trips")
        << " above " << n.eager_limit_kib << " KiB";
-  if (n.buffered_sends) os << ", buffered sends";
+  if (!tiers && n.buffered_sends) os << ", buffered sends";
   if (n.streams > 1) os << ", " << n.streams << " TCP streams per pair";
   if (n.tcp_window_kib > 0) os << ", a window of " << n.tcp_window_kib << " KiB per stream";
-  if (n.tcp_initial_window_segments > 0)
+  if (!tiers && n.tcp_initial_window_segments > 0)
     os << ", slow start from " << n.tcp_initial_window_segments << " segments";
+  const int rounds = static_cast<int>(n.rendezvous_round_trips);
+  if (tiers)
+    os << "; inside groups: " << describe_protocol(rounds, n.eager_limit_kib, n.buffered_sends, n.tcp_initial_window_segments)
+       << "; between groups: "
+       << describe_protocol(i.rendezvous_round_trips.resolve(rounds), i.eager_limit_kib.resolve(n.eager_limit_kib),
+                            i.buffered_sends.resolve(n.buffered_sends),
+                            i.tcp_initial_window_segments.resolve(n.tcp_initial_window_segments));
   return os.str();
 }
 
@@ -189,17 +213,30 @@ Recipe project(const Recipe& r, const SimulateOptions& opts, const std::vector<R
   return laid;
 }
 
+// One link tier's protocol in the replay's units (KiB and segments of 1448 bytes: TCP's on Ethernet).
+MessageProtocol message_protocol(double eager_limit_kib, int rendezvous_round_trips, bool buffered) {
+  return {.eager_limit_bytes = static_cast<std::uint64_t>(eager_limit_kib * 1024),
+          .rendezvous_round_trips = rendezvous_round_trips, .buffered = buffered};
+}
+std::uint64_t window_bytes(int segments) { return static_cast<std::uint64_t>(segments) * 1448; }
+
 ReplayNetwork replay_network(const Recipe& r, const Recipe& laid) {
+  const NetworkConfig& n = r.network;
   ReplayNetwork net;
   net.topo = make_topology(laid);
-  net.inter_link = r.network.inter_link;
-  net.platform_file = r.network.platform.path;
-  net.protocol.eager_limit_bytes = static_cast<std::uint64_t>(r.network.eager_limit_kib * 1024);
-  net.protocol.rendezvous_round_trips = static_cast<int>(r.network.rendezvous_round_trips);
-  net.protocol.buffered = r.network.buffered_sends;
-  net.transport.streams = r.network.streams;
-  net.transport.window_bytes = static_cast<std::uint64_t>(r.network.tcp_window_kib * 1024);
-  net.transport.initial_window_bytes = static_cast<std::uint64_t>(r.network.tcp_initial_window_segments) * 1448;
+  net.inter_link = n.inter_link;
+  net.platform_file = n.platform.path;
+  const int rounds = static_cast<int>(n.rendezvous_round_trips);
+  net.protocol = message_protocol(n.eager_limit_kib, rounds, n.buffered_sends);
+  net.transport.streams = n.streams;
+  net.transport.window_bytes = static_cast<std::uint64_t>(n.tcp_window_kib * 1024);
+  net.transport.initial_window_bytes = window_bytes(n.tcp_initial_window_segments);
+  const InterProtocolConfig& i = n.inter;
+  if (i != InterProtocolConfig{})  // each key left "auto" is [network]'s
+    net.inter = InterTier{.protocol = message_protocol(i.eager_limit_kib.resolve(n.eager_limit_kib),
+                                                       i.rendezvous_round_trips.resolve(rounds),
+                                                       i.buffered_sends.resolve(n.buffered_sends)),
+                          .initial_window_bytes = window_bytes(i.tcp_initial_window_segments.resolve(n.tcp_initial_window_segments))};
   return net;
 }
 

@@ -164,7 +164,7 @@ TEST_F(RecipeTest, UnknownSection) {
   EXPECT_EQ(error_of(path), path + ":4:1: unknown section [trian] (did you mean [train]? valid "
                                    "sections: run, model, data, train, optimizer, schedule, "
                                    "distributed, sync, sync.allreduce, sync.topk, sync.powersgd, sync.onebit, sync.local_sgd, sync.diloco, "
-                         "sync.streaming_diloco, sync.sparseloco, sync.demo, network, checkpoint, guards, elastic, fault, "
+                         "sync.streaming_diloco, sync.sparseloco, sync.demo, network, network.inter, checkpoint, guards, elastic, fault, "
                          "optimizer.muon, sync.sparta, sync.desloc, sync.noloco, sync.async_diloco)");
   const std::string top = write("steps = 1\n", "top.toml");
   const std::string msg = error_of(top);
@@ -334,6 +334,27 @@ TEST_F(RecipeTest, NetworkUnitsAndCrossChecks) {
   EXPECT_EQ(error_of(st), st + ":4:1: network.stragglers: expected ranks below distributed.world_size = 1, got 1");
 }
 
+// [network.inter]: every key "auto" (the [network] key's value) unless set, in the file, by an
+// override or in a network file; out-of-bound values are refused naming "auto" as a choice.
+TEST_F(RecipeTest, TheInterTierKeysDefaultToAuto) {
+  const Recipe d = load_recipe(write(kMinimal));
+  EXPECT_EQ(d.network.inter, InterProtocolConfig{});
+  EXPECT_EQ(d.network.inter.rendezvous_round_trips.resolve(3), 3);
+  const Recipe r = load_recipe(write("[train]\nsteps = 1\n[network.inter]\neager_limit_kib = 64\nbuffered_sends = true\n"),
+                               {"network.inter.rendezvous_round_trips=1", "network.inter.buffered_sends=auto"});
+  EXPECT_EQ(r.network.inter.eager_limit_kib.value, 64.0);
+  EXPECT_EQ(r.network.inter.rendezvous_round_trips.value, 1);
+  EXPECT_FALSE(r.network.inter.buffered_sends.value.has_value());  // the override wins
+  EXPECT_FALSE(r.network.inter.tcp_initial_window_segments.value.has_value());
+  const std::string net = write("[network]\ngroups = 2\n[network.inter]\ntcp_initial_window_segments = 10\n", "net.toml");
+  const Recipe w = with_network_file(load_recipe(write("[train]\nsteps = 1\n[distributed]\nworld_size = 2\n")), net);
+  EXPECT_EQ(w.network.inter.tcp_initial_window_segments.value, 10);
+  const std::string bad = write("[train]\nsteps = 1\n[network.inter]\nrendezvous_round_trips = 9\n");
+  EXPECT_EQ(error_of(bad), bad + ":4:1: network.inter.rendezvous_round_trips: expected an integer in [0, 8] or \"auto\", got 9");
+  const std::string word = write("[train]\nsteps = 1\n[network.inter]\neager_limit_kib = \"none\"\n");
+  EXPECT_EQ(error_of(word), word + ":4:1: network.inter.eager_limit_kib: expected a number >= 0 or \"auto\", got \"none\"");
+}
+
 TEST_F(RecipeTest, BadOverrides) {
   const std::string path = write(kMinimal);
   EXPECT_EQ(error_of(path, {"train.micro_batch=abc"}),
@@ -381,7 +402,8 @@ Recipe unusual_recipe() {
             {{{"allreduce", 500}, {"topk", 0}}}};
   // Units that print back exactly ("25 Gbit/s") and ones that only round-trip as plain numbers.
   r.network = {3, {25e9 / 8}, {7e-6}, {123456.789}, {0.1 + 0.2}, {{0, 5}}, 2.5, ComputeKind::modeled, 312.5, 0.45,
-               InterLink::per_pair, {"plat form.xml"}, 32.5, 2, true, 3, 96.25, 10};
+               InterLink::per_pair, {"plat form.xml"}, 32.5, 2, true, 3, 96.25, 10,
+               {{12.5}, {3}, {false}, {}}};  // the inter tier's window left "auto"
   r.checkpoint = {25, 3, "/tmp/ck pts"};
   r.guards = {NonfiniteKind::skip, 4, 9};
   r.fault = {FaultKind::stall, 5, 123};
@@ -483,7 +505,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 168u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 172u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

@@ -175,6 +175,82 @@ TEST(Replay, SlowStartTakesItsRoundTripsOncePerConnection) {
   EXPECT_NEAR(replay(t, net, {}).time_s, cold + warm + cold, 1e-9);
 }
 
+// A protocol per link tier (ReplayNetwork::inter): a message inside a group pays `protocol`, one
+// between groups the inter tier's (its rendezvous and its slow start); without `inter`, and with
+// an `inter` equal to `protocol`, every message pays `protocol`, to the bit.
+TEST(Replay, EachLinkTierPaysItsOwnProtocol) {
+  constexpr std::uint64_t S = 1'000'000, E = 65'536;
+  const auto one_message = [](int to) {
+    auto t = empty_trace(4);  // groups {0, 1} and {2, 3}
+    lane(t, 0, 0).push_back(ev(TraceKind::send, 0, 0, to, S));
+    lane(t, to, 0).push_back(ev(TraceKind::recv, 0, 0, 0, S));
+    return t;
+  };
+  const auto inside = one_message(1), across = one_message(2);
+  ReplayNetwork net = network(4, 2);
+  net.protocol = {.eager_limit_bytes = E, .rendezvous_round_trips = 2};
+  net.inter = InterTier{.protocol = {.eager_limit_bytes = E, .rendezvous_round_trips = 1}};
+  EXPECT_NEAR(replay(inside, net, {}).time_s, 2 * 2 * kLat + kLat + S / kBw, 1e-9);
+  EXPECT_NEAR(replay(across, net, {}).time_s, 2 * kWanLat + kWanLat + S / kWanBw, 1e-9);
+  // Eager across, from a window of 10 kB: 10, 20, 40, 80, 160 kB in five round trips, then the rest.
+  net.inter = InterTier{.protocol = {}, .initial_window_bytes = 10'000};
+  EXPECT_NEAR(replay(across, net, {}).time_s, kWanLat + 5 * 2 * kWanLat + 690e3 / kWanBw, 1e-9);
+  EXPECT_NEAR(replay(inside, net, {}).time_s, 2 * 2 * kLat + kLat + S / kBw, 1e-9);  // no slow start inside
+
+  net.inter.reset();  // every link pays `protocol`, with or without an equal `inter`
+  const double was_inside = replay(inside, net, {}).time_s, was_across = replay(across, net, {}).time_s;
+  EXPECT_NEAR(was_across, 2 * 2 * kWanLat + kWanLat + S / kWanBw, 1e-9);
+  net.inter = InterTier{.protocol = net.protocol};
+  EXPECT_EQ(replay(inside, net, {}).time_s, was_inside);
+  EXPECT_EQ(replay(across, net, {}).time_s, was_across);
+}
+
+// One sendrecv whose send crosses to the other group while its receive comes from inside: each
+// direction under its own tier's protocol (an eager receive taken for a rendezvous would deadlock).
+TEST(Replay, ASendrecvAcrossTiersSendsAndReceivesUnderEachTiersProtocol) {
+  constexpr std::uint64_t S = 1'000'000, E = 65'536;
+  auto t = empty_trace(4);
+  lane(t, 0, 0).push_back(ev(TraceKind::send, 0, 0, 1, S));
+  lane(t, 1, 0).push_back(sendrecv(0, 2, 0, S));
+  lane(t, 2, 0).push_back(ev(TraceKind::recv, 0, 0, 1, S));
+  ReplayNetwork net = network(4, 2);
+  net.inter = InterTier{.protocol = {.eager_limit_bytes = E, .rendezvous_round_trips = 1}};
+  const ReplayResult res = replay(t, net, {});
+  EXPECT_NEAR(res.ranks[0].end_s, kLat + S / kBw, 1e-9);                // eager inside
+  EXPECT_NEAR(res.ranks[1].end_s, 3 * kWanLat + S / kWanBw, 1e-9);      // unbuffered: until it arrived
+  EXPECT_NEAR(res.ranks[2].end_s, 3 * kWanLat + S / kWanBw, 1e-9);      // one round trip, then the rest
+}
+
+// A projected ring replayed as flows (NativeScope) pays each step's handshake as latency: the most
+// round trips any tier its links cross asks, so a group's ring pays the intra tier's and a ring
+// across the groups the larger of the two.
+TEST(Replay, RingsAsFlowsPayTheRoundTripsOfTheTiersTheyCross) {
+  constexpr std::uint64_t S = 8'000'000, E = 65'536;
+  constexpr int p = 4;
+  const auto ring = [](NativeScope scope) {
+    auto t = empty_trace(p);
+    for (int r = 0; r < p; ++r) {
+      TraceEvent e = native(Collective::all_reduce, 0, S, p);
+      e.tier = expand_as(Algorithm::ring);
+      e.tier2 = static_cast<std::uint8_t>(scope);
+      lane(t, r, 0).push_back(e);
+    }
+    return t;
+  };
+  ReplayOptions flows;
+  flows.message_level_ranks = 1;
+  ReplayNetwork net = network(p, 2);
+  net.inter = InterTier{.protocol = {.eager_limit_bytes = E, .rendezvous_round_trips = 1}};
+  // The world's ring: 2(p - 1) steps of S/p at the uplink's rate behind the slowest latency.
+  const auto world = [&](int rounds) { return 2 * (p - 1) * kWanLat * (1 + 2 * rounds) + 2.0 * (p - 1) * S / p / kWanBw; };
+  EXPECT_NEAR(replay(ring(NativeScope::world), net, flows).time_s, world(1), world(1) * 1e-9);
+  net.protocol = {.eager_limit_bytes = E, .rendezvous_round_trips = 2};
+  EXPECT_NEAR(replay(ring(NativeScope::world), net, flows).time_s, world(2), world(2) * 1e-9);
+  // A group's ring (2 ranks: 2 steps of S/2) stays inside: the intra tier's 2 round trips.
+  const double group = 2 * kLat * (1 + 2 * 2) + 2.0 * S / 2 / kBw;
+  EXPECT_NEAR(replay(ring(NativeScope::group), net, flows).time_s, group, group * 1e-9);
+}
+
 // Several TCP streams through one window-limited link (TransportModel): one stream moves at most
 // window / RTT, k streams k times that until they fill the link, so one message across takes
 // latency + S / min(bandwidth, k · window / RTT); a message below split_bytes uses one stream.
