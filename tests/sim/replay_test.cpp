@@ -48,7 +48,7 @@ TraceEvent span(TraceKind k, SpanKind s, double t) {
 std::vector<RankTrace> empty_trace(int n) {
   std::vector<RankTrace> t(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r)
-    for (int l = 0; l < 2; ++l) t[static_cast<std::size_t>(r)].lanes[l] = TraceLane{r, n, l, {}};
+    for (int l = 0; l < 2; ++l) t[static_cast<std::size_t>(r)].lanes[l] = TraceLane{.rank = r, .size = n, .lane = l, .version = 3, .events = {}};
   return t;
 }
 std::vector<TraceEvent>& lane(std::vector<RankTrace>& t, int r, int l) {
