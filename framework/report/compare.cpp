@@ -849,16 +849,20 @@ RunResult train_variant(const Variant& v, std::size_t i, std::size_t n, const Re
   return read_run(dir, v.name);
 }
 
-// A finished run in dir whose recipe is `recipe` (recipe.resolved.toml begins with its TOML):
-// --tune reuses it. A finished run of another recipe there is refused before anything trains: a
-// result is never overwritten. A run without summary.json (stopped) trains again.
+// A finished run in dir whose recipe is `recipe` (its recipe.resolved.toml read back, keys added to
+// the schema since taking their defaults): --tune reuses it. A finished run of another recipe
+// there is refused before anything trains: a result is never overwritten. A run without
+// summary.json (stopped) trains again.
 bool finished_run_of(const std::string& dir, const Recipe& recipe) {
   if (!fs::exists(fs::path(dir) / "summary.json")) return false;
   const fs::path resolved = fs::path(dir) / "recipe.resolved.toml";
-  const std::string want = to_toml(recipe);
-  const std::string have = fs::exists(resolved) ? read_text(resolved.string()) : "";
-  const bool same = have.compare(0, want.size(), want) == 0 && (have.size() == want.size() || have[want.size()] == '#' ||
-                                                                 have[want.size()] == '\n');
+  bool same = false;
+  if (fs::exists(resolved)) try {
+      Recipe had = load_recipe(resolved.string());
+      had.path = recipe.path;
+      same = had == recipe;
+    } catch (const InputError&) {  // a key this build no longer has: another recipe
+    }
   if (!same)
     LC_INPUT_ERROR(dir, ": holds a finished run of another recipe; --tune reuses only runs of the same recipe "
                    "(choose another --out, or move that run away)");
