@@ -91,6 +91,7 @@ def compare(args, out, recipe, flags):
         rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
     if rc != 0:
         sys.exit("studies/%s: %s failed (exit %d); see %s" % (args.name, " ".join(map(shlex.quote, cmd)), rc, log))
+    args.train_s = getattr(args, "train_s", 0.0) + time.time() - t0  # reused runs cost nothing here
     print("studies/%s: compare %s done (%.0f s)" % (args.name, out, time.time() - t0), flush=True)
     return d
 
