@@ -849,8 +849,8 @@ RunResult train_variant(const Variant& v, std::size_t i, std::size_t n, const Re
   return read_run(dir, v.name);
 }
 
-// A finished run in dir whose recipe is `recipe` (its recipe.resolved.toml read back, keys added to
-// the schema since taking their defaults): --tune reuses it. A finished run of another recipe
+// A finished run in dir whose recipe is `recipe` (its recipe.resolved.toml read back and printed
+// again, keys added to the schema since taking their defaults): --tune reuses it. A finished run of another recipe
 // there is refused before anything trains: a result is never overwritten. A run without
 // summary.json (stopped) trains again.
 bool finished_run_of(const std::string& dir, const Recipe& recipe) {
@@ -858,9 +858,10 @@ bool finished_run_of(const std::string& dir, const Recipe& recipe) {
   const fs::path resolved = fs::path(dir) / "recipe.resolved.toml";
   bool same = false;
   if (fs::exists(resolved)) try {
+      // Compared as printed: the sections of components a recipe does not use are not.
       Recipe had = load_recipe(resolved.string());
       had.path = recipe.path;
-      same = had == recipe;
+      same = to_toml(had) == to_toml(recipe);
     } catch (const InputError&) {  // a key this build no longer has: another recipe
     }
   if (!same)

@@ -232,10 +232,16 @@ std::string check_one(const std::string& text, const std::string& name, const st
   try {
     const Recipe r = parse_recipe(text, name, overrides);
     ++tally.accepted;
-    // What is accepted prints and reads back as the same recipe.
+    // What is accepted prints and reads back as the same recipe: field for field, but for the
+    // sections of components the recipe does not use (set in the text, never printed: a mutation
+    // that deletes `strategy = ...` leaves one), where the printed form must read back to itself.
     const std::string printed = to_toml(r);
     Recipe back = parse_recipe(printed, name);
-    if (!(back == r)) return "accepted, but to_toml() does not read back as the same recipe:\n" + printed;
+    if (!(back == r) && to_toml(back) != printed)
+      return "accepted, but to_toml() does not read back as the same recipe:\n" + printed;
+    if (!(back == r) && !(back.sync == r.sync && back.network == r.network && back.optimizer == r.optimizer &&
+                          back.train == r.train && back.model == r.model && back.data == r.data))
+      return "accepted, but to_toml() reads back as another recipe in a built-in section:\n" + printed;
     return "";
   } catch (const InputError& e) {
     ++tally.rejected;
