@@ -13,7 +13,7 @@ if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for study in large_batch critical_batch compression diloco elastic frontier reproductions/replicas reproductions/diloco_paper; do
+for study in large_batch critical_batch compression diloco elastic frontier reproductions/replicas reproductions/diloco_paper reproductions/streaming; do
   log="$tmp/${study//\//_}.log"
   "$src/studies/$study" --tiny --trainer "$trainer" --out "$tmp/$study" >"$log" 2>&1 ||
     { echo "studies/$study --tiny failed:"; tail -20 "$log"; exit 1; }
