@@ -1005,6 +1005,29 @@ std::vector<TunedVariant> tune_grid(const std::string& recipe_path, const std::v
   return tuned;
 }
 
+// Every --tune value makes a valid recipe for each variant it applies to, its errors named as the
+// flag the user wrote, before anything trains.
+void check_tune_values(const std::string& recipe_path, const std::vector<std::string>& overrides,
+                       const std::vector<Variant>& variants, const std::vector<TuneAxis>& axes) {
+  for (const TuneAxis& a : axes)
+    for (const Variant& v : variants) {
+      if (!a.variant.empty() && a.variant != v.name) continue;
+      for (const std::string& value : a.axis.values) {
+        std::vector<std::string> all = overrides;
+        all.insert(all.end(), v.assignments.begin(), v.assignments.end());
+        const std::string mine = a.axis.key + "=" + value;
+        all.push_back(mine);
+        try {
+          (void)load_recipe(recipe_path, all);
+        } catch (const InputError& e) {
+          const std::string msg = e.what();
+          if (msg.rfind("--" + mine + ":", 0) == 0) throw InputError("--tune " + msg.substr(2));
+          throw;
+        }
+      }
+    }
+}
+
 // --tune: the grids, then each variant's chosen configuration on the comparison's seeds, scored
 // on the test half.
 void compare_tuned(const std::string& recipe_path, const std::vector<std::string>& overrides,
@@ -1014,6 +1037,7 @@ void compare_tuned(const std::string& recipe_path, const std::vector<std::string
   for (const std::string& s : opts.tune) axes.push_back(parse_tune(s));
   const std::vector<Variant> variants = make_variants(vary);
   check_tune_axes(axes, variants, vary);
+  check_tune_values(recipe_path, overrides, variants, axes);
   const std::uint64_t seed = base_seed(recipe_path, overrides, variants.front());
   TuningCost cost;
   const std::vector<TunedVariant> tuned = tune_grid(recipe_path, overrides, variants, axes, seed, opts, cost);

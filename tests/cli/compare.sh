@@ -296,6 +296,8 @@ report = open(d + "/report.md").read()
 assert "- **Start**: every variant from the same weights" in report and "- **Budget**: matched by examples" in report, report
 PY
 [ $? -eq 0 ] || { echo "compare --warm-start: wrong runs or report"; exit 1; }
+expect_input_error tune_bad_key "--tune nope.key=1: unknown section" --recipe "$recipe" --vary sync.strategy=allreduce,diloco \
+  --tune nope.key=1,2 "${tiny[@]}"
 expect_input_error tune_unknown "no variant is named topk" --recipe "$recipe" --vary sync.strategy=allreduce,diloco \
   --tune topk:optimizer.lr=1,2 "${tiny[@]}"
 echo "compare passed"
