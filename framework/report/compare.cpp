@@ -963,7 +963,7 @@ std::vector<TunedVariant> tune_grid(const std::string& recipe_path, const std::v
   for (const Variant& v : variants) {
     TunedVariant t{v.name, {}, {}, 0, false};
     for (const TuneAxis& a : axes)
-      if (a.variant.empty() || a.variant == v.name) t.keys.push_back(a.axis.key);
+      if (tunes(a, v)) t.keys.push_back(a.axis.key);
     for (const Variant& c : tune_configs(v, axes)) {
       t.configs.push_back(TunedConfig{c, {}, {}, ""});
       if (t.keys.empty()) continue;
@@ -1011,7 +1011,7 @@ void check_tune_values(const std::string& recipe_path, const std::vector<std::st
                        const std::vector<Variant>& variants, const std::vector<TuneAxis>& axes) {
   for (const TuneAxis& a : axes)
     for (const Variant& v : variants) {
-      if (!a.variant.empty() && a.variant != v.name) continue;
+      if (!tunes(a, v)) continue;
       for (const std::string& value : a.axis.values) {
         std::vector<std::string> all = overrides;
         all.insert(all.end(), v.assignments.begin(), v.assignments.end());

@@ -20,8 +20,6 @@ std::pair<std::string, std::string> split_assignment(const std::string& a) {
   return {a.substr(0, eq), eq == std::string::npos ? "" : a.substr(eq + 1)};
 }
 
-bool applies(const TuneAxis& a, const Variant& v) { return a.variant.empty() || a.variant == v.name; }
-
 std::string fmt(double v, int digits) {
   if (std::isnan(v)) return "—";
   char buf[64];
@@ -82,6 +80,8 @@ void write_variant(std::ostream& os, const TunedVariant& t, const std::string& l
 
 }  // namespace
 
+bool tunes(const TuneAxis& a, const Variant& v) { return a.variant.empty() || a.variant == v.name; }
+
 TuneAxis parse_tune(const std::string& spec) {
   TuneAxis t;
   std::string rest = spec;
@@ -121,7 +121,7 @@ void check_tune_axes(const std::vector<TuneAxis>& axes, const std::vector<Varian
   for (const Variant& v : variants) {
     std::set<std::string> keys;
     for (const TuneAxis& a : axes)
-      if (applies(a, v) && !keys.insert(a.axis.key).second)
+      if (tunes(a, v) && !keys.insert(a.axis.key).second)
         LC_INPUT_ERROR("--tune ", a.axis.key, ": tuned twice for variant ", v.name);
   }
 }
@@ -129,7 +129,7 @@ void check_tune_axes(const std::vector<TuneAxis>& axes, const std::vector<Varian
 std::vector<Variant> tune_configs(const Variant& v, const std::vector<TuneAxis>& axes) {
   std::vector<VaryAxis> mine;
   for (const TuneAxis& a : axes)
-    if (applies(a, v)) mine.push_back(a.axis);
+    if (tunes(a, v)) mine.push_back(a.axis);
   if (mine.empty()) return {Variant{"as given", {}}};
   std::vector<Variant> out = make_variants(mine);
   if (mine.size() == 1)  // "lr=0.1", not "0.1": a configuration is read beside its variant's name

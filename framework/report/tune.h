@@ -27,6 +27,9 @@ struct TuneAxis {
 // Throws InputError (one line naming the flag) as parse_vary does.
 TuneAxis parse_tune(const std::string& spec);
 
+// Whether the axis tunes variant v (it names v, or no variant).
+bool tunes(const TuneAxis& a, const Variant& v);
+
 // Checks the axes against the variants before anything trains: a VARIANT that names none of them,
 // a key tuned twice for one variant, or a key that --vary sets (one cannot tune what is compared).
 void check_tune_axes(const std::vector<TuneAxis>& axes, const std::vector<Variant>& variants,
