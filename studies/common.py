@@ -103,6 +103,27 @@ def tuned_choice(compare_dir, variant):
     return v["configs"][v["chosen"]]["assignments"]
 
 
+def seed_dirs(compare_dir, variant, seeds):
+    """The run directories of `variant`'s seeds in a `trainer compare --seeds` directory."""
+    return [os.path.join(compare_dir, variant, "seed%d" % k) for k in range(seeds)]
+
+
+def paired(args, name, runs):
+    """`trainer compare --runs RUNS` into OUT/runs/name (the first variant the baseline); returns
+    {variant: (its seeds' eval losses, compare.json's loss_difference against the baseline)}."""
+    d = os.path.join(args.out, "runs", name)
+    subprocess.check_call([args.trainer, "compare", "--runs"] + runs + ["--out", d, "--no-plots"],
+                          stdout=subprocess.DEVNULL, cwd=REPO)
+    return groups_of(d)
+
+
+def groups_of(compare_dir):
+    """A comparison's variants: {variant: (its seeds' eval losses, compare.json's loss_difference
+    against the first variant)}."""
+    c = json.load(open(os.path.join(compare_dir, "compare.json")))
+    return {g["name"]: ([c["runs"][i]["eval_loss"] for i in g["runs"]], g.get("loss_difference")) for g in c["groups"]}
+
+
 def read_run(d):
     summary = json.load(open(os.path.join(d, "summary.json")))
     records = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
