@@ -146,7 +146,7 @@ void check_strategy_options(const Draft& d) {
                    " (dct = \"", name_of(r.sync.demo.dct), "\"), got ", r.sync.demo.topk);
 }
 
-// The ranks the recipe names (the fault's, the stragglers) exist.
+// The ranks the recipe names (the fault's, the stragglers) exist, and stragglers have a network to be slow on.
 void check_ranks(const Draft& d) {
   const Recipe& r = d.recipe;
   const int world = r.distributed.world_size;
@@ -162,6 +162,12 @@ void check_ranks(const Draft& d) {
       LC_INPUT_ERROR(locate(d, {"network.stragglers", "distributed.world_size"}),
                      ": network.stragglers: expected ranks below distributed.world_size = ", world,
                      ", got ", s);
+  // A straggler is slower on the simulated clock (and sets asynchronous replicas' speeds): with no
+  // network simulated it would change nothing, silently.
+  if (!r.network.stragglers.ranks.empty() && r.network.groups == 0)
+    LC_INPUT_ERROR(locate(d, {"network.stragglers", "network.groups"}),
+                   ": network.stragglers: slows ranks of a simulated network; expected network.groups > 0 "
+                   "(0: none simulated)");
 }
 
 }  // namespace
