@@ -123,6 +123,14 @@ void check_strategy_options(const Draft& d) {
   check_codec("sync.local_sgd", r.sync.local_sgd, r.sync.local_sgd.reducer);
   check_codec("sync.diloco", r.sync.diloco, r.sync.diloco.reducer);
   check_codec("sync.streaming_diloco", r.sync.streaming_diloco, r.sync.streaming_diloco.reducer);
+  // Nesterov is outer SGD's; the outer Adam has none (DiLoCo's default nesterov = true must be turned off).
+  const auto check_outer = [&](const std::string& section, const DilocoConfig& c) {
+    if (c.outer_optimizer == OuterOptimizer::adam && c.nesterov)
+      LC_INPUT_ERROR(locate(d, {section + ".nesterov", section + ".outer_optimizer"}), ": ", section,
+                     ".nesterov: expected false with outer_optimizer = \"adam\" (Nesterov momentum is outer SGD's), got true");
+  };
+  check_outer("sync.diloco", r.sync.diloco);
+  check_outer("sync.streaming_diloco", r.sync.streaming_diloco);
   const StreamingDilocoConfig& sd = r.sync.streaming_diloco;
   std::int64_t shortest = sd.period;
   if (!sd.period_schedule.segments.empty()) {

@@ -47,6 +47,9 @@ std::unique_ptr<Reducer> make_outer_reducer(const OuterCodecConfig& o, const Red
 PeriodicOptions diloco(const DilocoConfig& d, const Recipe& r, std::int64_t first_step) {
   const SyncConfig& c = r.sync;
   PeriodicOptions o = diloco_options(d.period, d.outer_lr, d.outer_momentum, d.nesterov, c.bucket_mb);
+  o.outer_optimizer = d.outer_optimizer;
+  o.outer_beta2 = d.outer_beta2;
+  o.outer_eps = d.outer_eps;
   o.warmup_steps = first_step + d.warmup_steps;
   o.schedule = d.period_schedule.segments;
   o.eager = d.eager;

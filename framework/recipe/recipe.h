@@ -200,8 +200,11 @@ struct DilocoConfig : OuterCodecConfig {
   std::int64_t period = 50;           // H (the paper: 500; INTELLECT-1: 100)
   std::int64_t warmup_steps = 0;      // average gradients every step before this step
   double outer_lr = 0.7;
-  double outer_momentum = 0.9;
+  double outer_momentum = 0.9;        // SGD's momentum; Adam's beta1
   bool nesterov = true;
+  OuterOptimizer outer_optimizer = OuterOptimizer::sgd;
+  double outer_beta2 = 0.999;         // adam only
+  double outer_eps = 1e-8;            // adam only
   ReducerName reducer = "allreduce";
   bool eager = false;                 // Kale et al. 2025: the all-reduce overlaps the next period (periodic.h)
   bool sparta = false;                // SPARTA between syncs, with [sync.sparta]'s fraction and period

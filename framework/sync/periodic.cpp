@@ -6,16 +6,31 @@
 #include "core/check.h"
 #include "core/timer.h"
 #include "core/ops/dispatch.h"
+#include "optimizers/adamw.h"
 
 namespace laconic {
 
+namespace {
+
+// Weight decay 0 in the outer step: the inner optimizer already decays. The constructors check
+// the options (momentum and Nesterov; Adam's betas and eps).
+std::unique_ptr<Optimizer> make_outer(const PeriodicOptions& o) {
+  if (o.outer_optimizer == OuterOptimizer::adam) {
+    LC_CHECK(!o.nesterov, "Nesterov momentum is outer SGD's; expected nesterov = false with the outer Adam");
+    return std::make_unique<AdamW>(AdamWOptions{o.outer_momentum, o.outer_beta2, o.outer_eps, 0.0});
+  }
+  return std::make_unique<Sgd>(SgdOptions{o.outer_momentum, o.nesterov, 0.0});
+}
+
+}  // namespace
+
 struct PeriodicAveraging::Fragment {
-  explicit Fragment(SgdOptions o) : outer(o) {}
+  explicit Fragment(std::unique_ptr<Optimizer> o) : outer(std::move(o)) {}
   std::size_t begin = 0, size = 0;  // elements of the flat parameter buffer
   ParamStore shadow;                // params() = theta_global of the fragment, grads() = Delta
   ParamStore eager;                 // eager only: params() = d_m of the last sync, reduced in place to
                                     // G; grads() = d_m of the last sync (this replica's own)
-  Sgd outer;
+  std::unique_ptr<Optimizer> outer;
   std::vector<BucketLayout> buckets;
   Work work;                    // the reduction on the communication thread (tau > 0)
   bool queued = false;          // work queued and not yet waited for
@@ -87,9 +102,7 @@ PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reduc
   }
   LC_CHECK(reducer_ != nullptr, "PeriodicAveraging needs a reducer");
   if (opts_.sparta) sparta_ = std::make_unique<Sparta>(*opts_.sparta);
-  // weight decay 0 in the outer step: the inner optimizer already decays; Sgd checks momentum
-  // and Nesterov.
-  Sgd check(SgdOptions{opts_.outer_momentum, opts_.nesterov, 0.0});
+  make_outer(opts_);  // checks the outer optimizer's options
 }
 
 PeriodicAveraging::~PeriodicAveraging() {
@@ -147,7 +160,7 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
   fragments_.clear();
   std::vector<BucketLayout> all;
   for (int fi = 0; fi < opts_.fragments; ++fi) {
-    auto f = std::make_unique<Fragment>(SgdOptions{opts_.outer_momentum, opts_.nesterov, 0.0});
+    auto f = std::make_unique<Fragment>(make_outer(opts_));
     f->index = fi;
     f->last_sync_step = opts_.warmup_steps - 1;
     for (std::int64_t s = first_step - 1; s >= opts_.warmup_steps; --s)
@@ -163,7 +176,7 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
     for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v)
       LC_CHECK(f->shadow.view(v - bounds[fi]).offset + f->begin == views[v].offset, "parameter '", views[v].name,
                "' is not where its shape puts it");
-    f->outer.prepare(f->shadow);
+    f->outer->prepare(f->shadow);
     if (opts_.eager) {  // zeros: G^-1 = d^-1 = 0
       for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v) f->eager.add(views[v].name, views[v].shape, views[v].group);
       f->eager.finalize();
@@ -372,7 +385,7 @@ void PeriodicAveraging::merge(Fragment& f, bool adopt) {
 void PeriodicAveraging::outer_update(Fragment& f, bool adopt) {
   // Every rank holds the same anchor and (the reducer guarantees) the same averaged Delta, so the
   // outer step gives every rank the same bits (eager: each its own, periodic.h).
-  f.outer.step(f.shadow, opts_.outer_lr);
+  f.outer->step(f.shadow, opts_.outer_lr);
   ParamStore& store = this->store();
   float* params = store.params().data() + f.begin;
   const float* global = f.shadow.params().data();
@@ -395,7 +408,7 @@ std::vector<StateTensor> PeriodicAveraging::state() {
     std::string suffix;
     if (!one) suffix.append(".").append(std::to_string(i));
     out.push_back({"periodic.global" + suffix, f.shadow.params(), f.shadow.device()});
-    for (const StateTensor& s : f.outer.state()) {
+    for (const StateTensor& s : f.outer->state()) {
       std::string name = "periodic.outer.";
       name += s.name;
       name += suffix;
@@ -435,9 +448,14 @@ std::string PeriodicAveraging::describe() const {
     os << ", SPARTA between syncs (each parameter averaged with chance " << opts_.sparta->fraction << " every "
        << opts_.sparta->period << " steps)";
   if (!plain) {
-    os << ", outer SGD lr " << opts_.outer_lr;
-    if (opts_.outer_momentum > 0)
-      os << (opts_.nesterov ? " Nesterov " : " momentum ") << opts_.outer_momentum;
+    if (opts_.outer_optimizer == OuterOptimizer::adam) {
+      os << ", outer Adam lr " << opts_.outer_lr << " betas (" << opts_.outer_momentum << ", " << opts_.outer_beta2
+         << ") eps " << opts_.outer_eps;
+    } else {
+      os << ", outer SGD lr " << opts_.outer_lr;
+      if (opts_.outer_momentum > 0)
+        os << (opts_.nesterov ? " Nesterov " : " momentum ") << opts_.outer_momentum;
+    }
   }
   std::size_t buckets = 0;
   for (const auto& f : fragments_) buckets += f->buckets.size();

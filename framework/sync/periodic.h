@@ -12,9 +12,11 @@
 // the outer step", "Schedules" and "Eager DiLoCo".
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,12 +34,21 @@ struct PeriodSegment {
   bool operator==(const PeriodSegment&) const = default;
 };
 
+// The outer optimizer on theta_global: torch's SGD (momentum, Nesterov) or Adam (AdamW without
+// decay, beta1 = outer_momentum), Douillard et al. 2023's ablation.
+enum class OuterOptimizer : std::uint8_t { sgd, adam };
+inline constexpr std::array kOuterOptimizerNames{"sgd", "adam"};
+constexpr std::span<const char* const> names(OuterOptimizer) { return kOuterOptimizerNames; }
+
 struct PeriodicOptions {
   std::int64_t period = 8;        // H: optimizer steps between syncs (>= 1)
   std::int64_t warmup_steps = 0;  // steps < this average gradients every step, no parameter sync
   double outer_lr = 1.0;          // outer SGD on theta_global with the averaged pseudo-gradient
   double outer_momentum = 0.0;
-  bool nesterov = false;          // needs outer_momentum > 0
+  bool nesterov = false;          // needs outer_momentum > 0 (SGD only)
+  OuterOptimizer outer_optimizer = OuterOptimizer::sgd;
+  double outer_beta2 = 0.999;     // adam: the second moment's decay
+  double outer_eps = 1e-8;        // adam: added to the second moment's root
   double bucket_mb = 25.0;        // buckets of Delta handed to the reducer (make_buckets)
   int fragments = 1;              // F (streaming DiLoCo), at most the number of tensors
   std::int64_t overlap_steps = 0; // tau: inner steps a fragment's reduction overlaps (< every period)
@@ -128,7 +139,9 @@ class PeriodicAveraging final : public SyncStrategy {
   const std::vector<BucketLayout>& buckets(int fragment = 0) const;
   // "local SGD" when the outer step is the plain average (outer_lr 1, momentum 0), else "DiLoCo"
   // ("streaming DiLoCo" with fragments or overlap).
-  bool is_local_sgd() const { return opts_.outer_lr == 1.0 && opts_.outer_momentum == 0.0; }
+  bool is_local_sgd() const {
+    return opts_.outer_optimizer == OuterOptimizer::sgd && opts_.outer_lr == 1.0 && opts_.outer_momentum == 0.0;
+  }
   bool is_streaming() const { return opts_.fragments > 1 || opts_.overlap_steps > 0 || opts_.mixing > 0; }
   bool reduces_async() const { return opts_.overlap_steps > 0 || opts_.eager; }
   // The schedule: how many syncs fragment f has launched up to and including local step count c

@@ -261,6 +261,47 @@ TEST(PeriodicAveraging, OuterNesterovStepMatchesHandComputedReference) {
   });
 }
 
+// The outer Adam (Douillard et al. 2023's ablation): torch's Adam on the averaged pseudo-gradient,
+// beta1 = outer_momentum, no decay. Its first step moves every coordinate by lr against the sign
+// of Delta; the second is Adam's closed form, computed here in double.
+TEST(PeriodicAveraging, OuterAdamStepMatchesHandComputedReference) {
+  const double theta0[3] = {1.0, -2.0, 0.5};
+  const float sync1[2][3] = {{0.5f, -1.0f, 0.5f}, {0.7f, -2.4f, 1.5f}};
+  const float sync2[2][3] = {{0.4f, -1.5f, 1.0f}, {0.6f, -1.7f, 1.2f}};
+  const double lr = 0.1, b1 = 0.9, b2 = 0.999;
+  double theta1[3], theta2[3];
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double g1 = theta0[i] - (sync1[0][i] + sync1[1][i]) / 2.0;
+    theta1[i] = theta0[i] - lr * (g1 > 0 ? 1.0 : -1.0);
+    const double g2 = theta1[i] - (sync2[0][i] + sync2[1][i]) / 2.0;
+    const double m = b1 * (1 - b1) * g1 + (1 - b1) * g2, v = b2 * (1 - b2) * g1 * g1 + (1 - b2) * g2 * g2;
+    theta2[i] = theta1[i] - lr * (m / (1 - b1 * b1)) / (std::sqrt(v / (1 - b2 * b2)) + 1e-8);
+  }
+  run_threads(2, [&](Communicator& comm) {
+    const auto r = static_cast<std::size_t>(comm.rank());
+    ParamStore s;
+    s.add("a", {3}, ParamGroup::decay);
+    s.finalize();
+    for (std::size_t i = 0; i < 3; ++i) s.params()[i] = static_cast<float>(theta0[i]);
+    PeriodicOptions o = diloco_options(1, lr, b1, false);
+    o.outer_optimizer = OuterOptimizer::adam;
+    PeriodicAveraging sync(o, std::make_unique<DenseReducer>());
+    sync.start(s, comm);
+    EXPECT_NE(sync.describe().find("outer Adam lr 0.1 betas (0.9, 0.999)"), std::string::npos) << sync.describe();
+    std::copy(sync1[r], sync1[r] + 3, s.params().begin());
+    EXPECT_TRUE(sync.after_update(0));
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(s.params()[i], theta1[i], 1e-6) << i;
+    std::copy(sync2[r], sync2[r] + 3, s.params().begin());
+    EXPECT_TRUE(sync.after_update(1));
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(s.params()[i], theta2[i], 2e-6) << i;
+    EXPECT_EQ(find_state(sync, "periodic.outer.exp_avg").size(), 3u);
+    EXPECT_EQ(find_state(sync, "periodic.outer.exp_avg_sq").size(), 3u);
+  });
+  PeriodicOptions nesterov = diloco_options(1);
+  nesterov.outer_optimizer = OuterOptimizer::adam;  // nesterov = true: SGD's, refused
+  EXPECT_THROW(PeriodicAveraging(nesterov, std::make_unique<DenseReducer>()), std::exception);
+}
+
 // Post-local SGD: the first `warmup` steps are data parallel (same averaged gradients, same
 // parameters, bit for bit with one bucket), the anchor follows the parameters, then local steps
 // begin and the first sync comes H steps later.
@@ -468,6 +509,14 @@ TEST(PeriodicAveraging, ResumingAtASyncContinuesBitForBit) {
   // H = 3: syncs at 2, 5, 8, 11; the checkpoint after step 5.
   expect_resume_bit_for_bit(2, 12, 6, [] {
     return std::make_unique<PeriodicAveraging>(diloco_options(3), std::make_unique<TopKReducer>(TopKOptions{0.5}));
+  });
+}
+
+TEST(PeriodicAveraging, ResumingWithTheOuterAdamContinuesBitForBit) {
+  expect_resume_bit_for_bit(2, 12, 6, [] {
+    PeriodicOptions o = diloco_options(3, 0.01, 0.9, false);
+    o.outer_optimizer = OuterOptimizer::adam;
+    return std::make_unique<PeriodicAveraging>(o, std::make_unique<DenseReducer>());
   });
 }
 
