@@ -96,6 +96,15 @@ def compare(args, out, recipe, flags):
     return d
 
 
+def compare_tuned(args, name, recipe, flags, seeds, key=None, values=()):
+    """One method's `trainer compare --seeds` (FLAGS hold --seeds), tuning KEY over VALUES when
+    given; its variant is named NAME (run.name) so that `compare --runs` of several methods'
+    seeds groups each apart. Returns (its seeds' run directories, the value chosen for KEY or None)."""
+    tune = ["--tune", key + "=" + ",".join(values)] if key else []
+    d = compare(args, name, recipe, flags + ["--vary", "run.name=" + name] + tune)
+    return seed_dirs(d, name, seeds), (tuned_choice(d, name)[key] if key else None)
+
+
 def tuned_choice(compare_dir, variant):
     """The assignments --tune chose for `variant` of the comparison in compare_dir ({} untuned)."""
     t = json.load(open(os.path.join(compare_dir, "tuning.json")))

@@ -2,7 +2,7 @@
 # Every study under studies/ at its --tiny size (a smoke test: the grid runs, the report and its
 # plots are written; the numbers mean nothing at this size). The full studies write docs/studies/.
 # --tiny is a few steps per run; the GPT studies evaluate once, on 1% of the text, and frontier and
-# elastic cut the model further (sequences of 32, a vocabulary of 1000): about 40 s of CPU in all.
+# elastic cut the model further (frontier: dim 32 on one folder of its corpus, a vocabulary of 300).
 # usage: studies.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$(realpath "$1")
@@ -13,7 +13,8 @@ if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for study in large_batch critical_batch compression diloco elastic frontier reproductions/replicas reproductions/diloco_paper reproductions/streaming; do
+for study in large_batch critical_batch compression diloco elastic frontier reproductions/replicas reproductions/diloco_paper reproductions/streaming \
+    reproductions/async reproductions/sparseloco; do
   log="$tmp/${study//\//_}.log"
   "$src/studies/$study" --tiny --trainer "$trainer" --out "$tmp/$study" >"$log" 2>&1 ||
     { echo "studies/$study --tiny failed:"; tail -20 "$log"; exit 1; }
