@@ -1,6 +1,7 @@
 #include "core/input.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,6 +76,12 @@ std::uint64_t physical_memory_bytes() {
   const long page = ::sysconf(_SC_PAGESIZE);
   LC_CHECK(pages > 0 && page > 0, "sysconf(_SC_PHYS_PAGES) failed");
   return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+}
+
+std::uint64_t peak_rss_bytes() {
+  rusage u{};
+  LC_CHECK(::getrusage(RUSAGE_SELF, &u) == 0, "getrusage failed");
+  return static_cast<std::uint64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 }  // namespace laconic

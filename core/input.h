@@ -48,4 +48,7 @@ std::string read_input_file(const std::string& path, std::uint64_t max_bytes, st
 // This machine's physical memory: no input that must be held whole may be larger.
 std::uint64_t physical_memory_bytes();
 
+// The most resident memory this process has held so far (getrusage's ru_maxrss), in bytes.
+std::uint64_t peak_rss_bytes();
+
 }  // namespace laconic

@@ -69,6 +69,19 @@ std::string resolved_comment(const TrainPlan& p, const TrainData& d) {
   return os.str();
 }
 
+namespace {
+
+// "laconic: held per rank: ...\n" (summary.json's memory_*), or "" for a summary without them.
+std::string memory_line(const TrainSummary& s) {
+  if (!s.memory_weights) return "";
+  const auto b = [](const std::optional<std::uint64_t>& v) { return format_bytes(static_cast<double>(v.value_or(0))); };
+  return "laconic: held per rank: weights " + b(s.memory_weights) + ", gradients " + b(s.memory_gradients) +
+         ", optimizer state " + b(s.memory_optimizer) + ", strategy state " + b(s.memory_strategy) +
+         "; peak RSS " + b(s.peak_rss) + "\n";
+}
+
+}  // namespace
+
 std::string done_line(const TrainSummary& s) {
   std::ostringstream os;
   os << std::defaultfloat << std::setprecision(4) << "done: " << s.steps << " steps";
@@ -88,7 +101,7 @@ std::string done_line(const TrainSummary& s) {
   if (!std::isnan(s.eval_accuracy)) os << ", eval accuracy " << std::setprecision(1) << 100.0 * s.eval_accuracy << "%";
   os << ", sent " << format_bytes(static_cast<double>(s.bytes_sent)) << " per rank";
   if (!s.checkpoint.empty()) os << "; weights in " << s.checkpoint;
-  return os.str();
+  return memory_line(s) + os.str();
 }
 
 }  // namespace laconic

@@ -23,7 +23,8 @@ std::string resolved_comment(const TrainPlan& plan, const TrainData& data);
 
 // The run's closing line: "done: N steps [(resumed at S)] [(K skipped: ...)] in W s [(simulated
 // T s)], final loss L[, eval loss E [(D nats below the unigram baseline U)]][, eval accuracy A%],
-// sent B per rank[; weights in CHECKPOINT]", bytes in units (61.4 MB).
+// sent B per rank[; weights in CHECKPOINT]", bytes in units (61.4 MB); after a line "laconic: held per
+// rank: ..." with what the run held (summary.json's memory_*) when the summary has it.
 std::string done_line(const TrainSummary& s);
 
 }  // namespace laconic

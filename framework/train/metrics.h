@@ -103,6 +103,11 @@ struct RunSummary {
   // replicas in step hold the same) and this replica's committed outer syncs.
   std::string theta_global_checksum;
   std::optional<std::uint64_t> elastic_syncs;
+  // What this rank (rank 0) holds at the end, in bytes (docs/recipes.md "summary.json"): the
+  // parameters, their gradients, the optimizer's state, the sync strategy's (anchors, outer
+  // momentum, error feedback: everything its checkpoint holds), and the process's peak resident
+  // memory, which also counts activations, data and communication buffers. Absent in older runs.
+  std::optional<std::uint64_t> memory_weights, memory_gradients, memory_optimizer, memory_strategy, peak_rss;
 
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
@@ -126,6 +131,11 @@ struct RunSummary {
     f("bytes_inter", s.bytes_inter, true);
     f("theta_global_checksum", s.theta_global_checksum, true);
     f("elastic_syncs", s.elastic_syncs, true);
+    f("memory_weights", s.memory_weights, true);
+    f("memory_gradients", s.memory_gradients, true);
+    f("memory_optimizer", s.memory_optimizer, true);
+    f("memory_strategy", s.memory_strategy, true);
+    f("peak_rss", s.peak_rss, true);
   }
 };
 

@@ -6,6 +6,7 @@
 
 #include "collectives/netsim/cost_model.h"
 #include "core/check.h"
+#include "core/input.h"
 #include "core/ops/dispatch.h"
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/checkpoint.h"
@@ -17,6 +18,23 @@
 
 namespace laconic {
 namespace {
+
+std::uint64_t state_bytes(const std::vector<StateTensor>& state) {
+  std::uint64_t n = 0;
+  for (const StateTensor& t : state) n += t.data.size_bytes();
+  return n;
+}
+
+// What this rank holds at the end (summary.json's memory_*): every buffer the run's state
+// exposes, and the process's peak resident memory beside them.
+void report_memory(RunSummary& s, const Loop& loop) {
+  const ParamStore& store = loop.store();
+  s.memory_weights = store.params().size_bytes();
+  s.memory_gradients = store.grads().size_bytes();
+  s.memory_optimizer = state_bytes(loop.optimizer.state());
+  s.memory_strategy = state_bytes(loop.sync.state());
+  s.peak_rss = peak_rss_bytes();
+}
 
 // The simulated network around the backend's communicator, when the recipe describes one.
 std::unique_ptr<SimCommunicator> make_sim(const RunSpec& spec, Communicator& base) {
@@ -335,6 +353,7 @@ TrainSummary Session::summary() {
     s.bytes_inter_start = inter_at_start_;
     s.bytes_inter = comm_.tier_bytes(1).sent;
   }
+  report_memory(s, loop_);
   for (auto& h : hooks_) h->finish(s);
   if (comm_.rank() == 0) {
     const ParamStore& store = loop_.store();

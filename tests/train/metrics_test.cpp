@@ -194,3 +194,35 @@ TEST(PeakInterRate, IsTheBusiestWindowAfterTheFirstRecord) {
 
 }  // namespace
 }  // namespace laconic
+
+namespace laconic {
+namespace {
+
+// What a rank holds, in closed form: an MLP of 12-16-5 (293 parameters) under AdamW (two moments
+// and its step count) and DiLoCo (the anchor and the outer momentum), in summary.json too.
+TEST_F(Metrics, TheMemoryReportCountsEachStateBuffer) {
+  const TrainData data = synthetic();
+  Recipe r = base();
+  r.optimizer.name = "adamw";
+  r.sync.strategy = "diloco";
+  r.sync.diloco.period = 4;
+  r.distributed.world_size = 2;
+  TrainOptions o;
+  o.run_dir = run_dir("memory");
+  const TrainSummary s = train(r, data, o);
+  const std::uint64_t n = 12 * 16 + 16 + 16 * 5 + 5;
+  EXPECT_EQ(s.memory_weights, 4 * n);
+  EXPECT_EQ(s.memory_gradients, 4 * n);
+  EXPECT_EQ(s.memory_optimizer, 4 * (2 * n + 1));
+  EXPECT_EQ(s.memory_strategy, 4 * (2 * n));
+  ASSERT_TRUE(s.peak_rss.has_value());
+  EXPECT_GT(*s.peak_rss, 1u << 20);
+  std::ifstream in(o.run_dir + "/summary.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["memory_optimizer"], 4 * (2 * n + 1));
+  EXPECT_EQ(j["memory_strategy"], 4 * (2 * n));
+  EXPECT_NE(done_line(s).find("laconic: held per rank: weights 1.17 KB"), std::string::npos) << done_line(s);
+}
+
+}  // namespace
+}  // namespace laconic
