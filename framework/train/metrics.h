@@ -103,7 +103,7 @@ struct RunSummary {
   // replicas in step hold the same) and this replica's committed outer syncs.
   std::string theta_global_checksum;
   std::optional<std::uint64_t> elastic_syncs;
-  // What this rank (rank 0) holds at the end, in bytes (docs/recipes.md "summary.json"): the
+  // What this rank (rank 0) holds at the end, in bytes (docs/recipes.md "The run directory"): the
   // parameters, their gradients, the optimizer's state, the sync strategy's (anchors, outer
   // momentum, error feedback: everything its checkpoint holds), and the process's peak resident
   // memory, which also counts activations, data and communication buffers. Absent in older runs.
