@@ -133,6 +133,16 @@ def groups_of(compare_dir):
     return {g["name"]: ([c["runs"][i]["eval_loss"] for i in g["runs"]], g.get("loss_difference")) for g in c["groups"]}
 
 
+def difference_cell(d, digits=4):
+    """A paired difference as two table cells: "mean [lo, hi] (relative%) | verdict" (digits
+    decimals, the relative two fewer), or "— | —" for the baseline (no difference)."""
+    if not d:
+        return "— | —"
+    rel = 100 / d["baseline_mean"]
+    return "%+.*f [%+.*f, %+.*f] (%+.*f%%) | %s" % (digits, d["mean"], digits, d["lo95"], digits, d["hi95"], digits - 2,
+                                                     d["mean"] * rel, d["verdict"])
+
+
 def read_run(d):
     summary = json.load(open(os.path.join(d, "summary.json")))
     records = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
