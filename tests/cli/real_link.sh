@@ -201,6 +201,9 @@ KNOWN_GAP = {
     ("c_overlapped_buckets", "0"): NEAR_ZERO + "; -8% to -11% over three runs, at the edge",
     ("c_overlapped_buckets", "40"): "at the edge, run to run: -6.6% to -15.1% over six runs",
     ("d_diloco_outer_sync", "0"): NEAR_ZERO + "; -14% to -19% over three runs",
+    ("d_diloco_outer_sync", "40"): ("run to run: the leaders' exchange, two-way on one connection that "
+        "idles between syncs, measured 0.113-0.146 s/step where the replay gives 0.111-0.116; -1.5% to "
+        "-21.4% over seventeen runs; not slow start after idle (tcp_slow_start_after_idle=0: no better)"),
     ("e_streaming_diloco", "0"): NEAR_ZERO + "; -20% to -22% over three runs",
     ("e_streaming_diloco", "40"): ("the leaders' fragment exchanges (803 and 269 KB each way, one every "
         "two steps) on a connection that idles between them take 67-415 ms; TCP takes three "
