@@ -14,18 +14,12 @@
 namespace laconic {
 namespace {
 
-// Per-step scalars of the update u, rounded to float once (apex divides by the bias corrections;
-// we multiply by their float reciprocals, which differs by at most an ulp or so).
 constexpr std::size_t kBlock = 512;  // elements per block of pass 1 (2 KiB of u on the stack)
-
-struct UpdateCoefs {
-  float inv_bc1, inv_bc2, eps, wd;
-};
 
 // u = m_hat / (sqrt(v_hat) + eps) + wd * w. Evaluated twice per element (once for ||u||, once to
 // apply it) instead of storing u: no scratch buffer the size of the model, one less stream of
 // memory traffic, and IEEE sqrt/div make both evaluations bitwise equal.
-inline float lamb_update(float m, float v, float w, const UpdateCoefs& c) {
+inline float lamb_update(float m, float v, float w, const Lamb::UpdateCoefs& c) {
   return (m * c.inv_bc1) / (std::sqrt(v * c.inv_bc2) + c.eps) + c.wd * w;
 }
 
@@ -61,40 +55,70 @@ void Lamb::step(ParamStore& store, double lr) {
 #endif
     return;
   }
-  for (const auto& view : store.views()) {
-    float* w = store.params().data() + view.offset;
-    const float* g = store.grads().data() + view.offset;
-    float* m = m_.exp_avg.data() + view.offset;
-    float* v = m_.exp_avg_sq.data() + view.offset;
-    const bool decay = view.group == ParamGroup::decay, adapt = decay && adapts_decay_group();
-    const UpdateCoefs c{static_cast<float>(1.0 / bc1), static_cast<float>(1.0 / bc2),
-                        static_cast<float>(opts_.eps),
-                        decay ? static_cast<float>(opts_.weight_decay) : 0.0f};
-    // Pass 1, in blocks that stay in L1: moments, then u into a stack buffer, then the block's
-    // ||u||^2 and ||w||^2 (double, fixed order). The simple loops vectorise.
-    double u_sq = 0.0, w_sq = 0.0;
-    for (std::size_t lo = 0; lo < view.numel; lo += kBlock) {
-      const std::size_t n = std::min(kBlock, view.numel - lo);
-      for (std::size_t i = lo; i < lo + n; ++i) {
-        m[i] = m[i] * b1 + one_minus_b1 * g[i];
-        v[i] = v[i] * b2 + one_minus_b2 * g[i] * g[i];
-      }
-      if (!adapt) continue;
-      float u[kBlock];
-      for (std::size_t i = 0; i < n; ++i) u[i] = lamb_update(m[lo + i], v[lo + i], w[lo + i], c);
-      u_sq += sum_squares({u, n});
-      w_sq += sum_squares({w + lo, n});
+  const MomentCoefs k{b1, one_minus_b1, b2, one_minus_b2};
+  const UpdateCoefs c{static_cast<float>(1.0 / bc1), static_cast<float>(1.0 / bc2), static_cast<float>(opts_.eps), 0.0f};
+  const auto& views = store.views();
+  // Unsharded, each tensor's two passes run back to back (it stays in cache); sharded, every
+  // piece's norms first, then one exchange of the partial sums, then the updates.
+  if (sums_) norms_.assign(2 * sums_->tensors(), 0.0);
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const Piece p = piece(store, i, c);
+    const auto [w_sq, u_sq] = moments(p, k);
+    if (sums_) {
+      norms_[2 * sums_->tensor_of(i)] += w_sq;
+      norms_[2 * sums_->tensor_of(i) + 1] += u_sq;
+    } else {
+      apply(p, lr * trust(p.adapt, w_sq, u_sq));
     }
-    double trust = 1.0;
-    if (adapt && w_sq > 0.0 && u_sq > 0.0) {
-      trust = std::sqrt(w_sq) / std::sqrt(u_sq);
-      if (opts_.clamp_min > 0.0) trust = std::max(trust, opts_.clamp_min);
-      if (opts_.clamp_max > 0.0) trust = std::min(trust, opts_.clamp_max);
-    }
-    // Pass 2: w = w - lr * trust * u.
-    const float scale = static_cast<float>(lr * trust);
-    for (std::size_t i = 0; i < view.numel; ++i) w[i] -= scale * lamb_update(m[i], v[i], w[i], c);
   }
+  if (!sums_) return;
+  sums_->sum(norms_);
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const Piece p = piece(store, i, c);
+    const std::size_t t = sums_->tensor_of(i);
+    apply(p, lr * trust(p.adapt, norms_[2 * t], norms_[2 * t + 1]));
+  }
+}
+
+Lamb::Piece Lamb::piece(ParamStore& store, std::size_t i, UpdateCoefs c) {
+  const ParamView& view = store.view(i);
+  const bool decay = view.group == ParamGroup::decay;
+  if (decay) c.wd = static_cast<float>(opts_.weight_decay);
+  return {store.params().data() + view.offset, store.grads().data() + view.offset, m_.exp_avg.data() + view.offset,
+          m_.exp_avg_sq.data() + view.offset, view.numel, decay && adapts_decay_group(), c};
+}
+
+// Pass 1, in blocks that stay in L1: moments, then u into a stack buffer, then the block's ||u||^2
+// and ||w||^2 (double, fixed order; only where adapted). The simple loops vectorise.
+std::pair<double, double> Lamb::moments(const Piece& p, const MomentCoefs& k) {
+  double u_sq = 0.0, w_sq = 0.0;
+  for (std::size_t lo = 0; lo < p.n; lo += kBlock) {
+    const std::size_t n = std::min(kBlock, p.n - lo);
+    for (std::size_t i = lo; i < lo + n; ++i) {
+      p.m[i] = p.m[i] * k.b1 + k.one_minus_b1 * p.g[i];
+      p.v[i] = p.v[i] * k.b2 + k.one_minus_b2 * p.g[i] * p.g[i];
+    }
+    if (!p.adapt) continue;
+    float u[kBlock];
+    for (std::size_t i = 0; i < n; ++i) u[i] = lamb_update(p.m[lo + i], p.v[lo + i], p.w[lo + i], p.c);
+    u_sq += sum_squares({u, n});
+    w_sq += sum_squares({p.w + lo, n});
+  }
+  return {w_sq, u_sq};
+}
+
+// Pass 2: w = w - lr * trust * u.
+void Lamb::apply(const Piece& p, double scale) {
+  const auto f = static_cast<float>(scale);
+  for (std::size_t i = 0; i < p.n; ++i) p.w[i] -= f * lamb_update(p.m[i], p.v[i], p.w[i], p.c);
+}
+
+double Lamb::trust(bool adapt, double w_sq, double u_sq) const {
+  if (!adapt || w_sq <= 0.0 || u_sq <= 0.0) return 1.0;
+  double t = std::sqrt(w_sq) / std::sqrt(u_sq);
+  if (opts_.clamp_min > 0.0) t = std::max(t, opts_.clamp_min);
+  if (opts_.clamp_max > 0.0) t = std::min(t, opts_.clamp_max);
+  return t;
 }
 
 std::string Lamb::describe() const {

@@ -17,6 +17,7 @@
 // State: "exp_avg", "exp_avg_sq" (laid out like the parameters) and "step" (one element).
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -44,12 +45,36 @@ class Lamb final : public Optimizer {
   void prepare(const ParamStore& store) override;
   std::vector<StateTensor> state() override;
 
+ // Per-step scalars of u, rounded to float once (apex divides by the bias corrections; we multiply
+  // by their float reciprocals, which differs by at most an ulp or so).
+  struct UpdateCoefs {
+    float inv_bc1, inv_bc2, eps, wd;
+  };
+
  private:
+  struct MomentCoefs {
+    float b1, one_minus_b1, b2, one_minus_b2;
+  };
+  // One tensor (or, sharded, this rank's piece of it) and its coefficients.
+  struct Piece {
+    float* w;
+    const float* g;
+    float* m;
+    float* v;
+    std::size_t n;
+    bool adapt;
+    UpdateCoefs c;
+  };
+  Piece piece(ParamStore& store, std::size_t view, UpdateCoefs c);
+  static std::pair<double, double> moments(const Piece& p, const MomentCoefs& k);  // (||w||^2, ||u||^2)
+  static void apply(const Piece& p, double scale);
+  double trust(bool adapt, double w_sq, double u_sq) const;
   // Whether the decay group's tensors get a trust ratio (see above).
   bool adapts_decay_group() const { return opts_.weight_decay != 0.0 || opts_.trust_without_decay; }
 
   LambOptions opts_;
   AdamMoments m_;
+  std::vector<double> norms_;  // sharded: (||w||^2, ||u||^2) per whole tensor, summed over ranks
 };
 
 }  // namespace laconic

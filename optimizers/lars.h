@@ -37,8 +37,12 @@ class Lars final : public Optimizer {
   double trust_ratio(std::span<const float> w, std::span<const float> g) const;
 
  private:
+  double trust_from(double w_norm, double g_norm) const;
+  void apply(ParamStore& store, std::size_t view, double scale);
+
   LarsOptions opts_;
   DeviceArray<float> momentum_;  // on the store's device
+  std::vector<double> norms_;    // sharded: (||w||^2, ||g||^2) per whole tensor, summed over ranks
   FusedLayout layout_;           // cuda stores only
 };
 

@@ -135,6 +135,7 @@ void add_sync_keys(std::vector<Field>& f) {
       .add<&SyncConfig::overlap>("overlap")
       .add<&SyncConfig::momentum>("momentum", half_open(0, 1))
       .add<&SyncConfig::intra>("intra")
+      .add<&SyncConfig::shard>("shard")
       .add<&SyncConfig::phases>("phases");
   SectionBuilder<&Recipe::sync, &SyncConfig::allreduce>{"sync.allreduce", f}
       .add<&AllReduceConfig::dtype>("dtype");

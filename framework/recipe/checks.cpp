@@ -178,6 +178,33 @@ void check_ranks(const Draft& d) {
                    "(0: none simulated)");
 }
 
+// sync.shard = "optimizer" (ZeRO-1) is built for the dense fp32 all-reduce alone, and for the
+// optimizers that step a piece of a tensor correctly (element-wise, or asking for whole-tensor norms).
+void check_sharding(const Draft& d) {
+  const Recipe& r = d.recipe;
+  if (r.sync.shard == ShardKind::none) return;
+  const auto refuse = [&](std::initializer_list<std::string_view> keys, const std::string& expected) {
+    LC_INPUT_ERROR(locate(d, keys), ": sync.shard: expected \"none\" with ", expected,
+                   ", got \"", name_of(r.sync.shard), "\"");
+  };
+  if (!r.sync.phases.phases.empty()) refuse({"sync.shard", "sync.phases"}, "sync.phases (sharding has no schedule yet)");
+  if (r.sync.strategy != "allreduce")
+    refuse({"sync.shard", "sync.strategy"}, "sync.strategy = \"" + r.sync.strategy.value +
+                                                "\" (sharding is built for \"allreduce\" only so far)");
+  if (r.sync.intra != IntraKind::none) refuse({"sync.shard", "sync.intra"}, "sync.intra = \"allreduce\"");
+  if (r.sync.allreduce.dtype != WireKind::fp32)
+    refuse({"sync.shard", "sync.allreduce.dtype"}, std::string("sync.allreduce.dtype = \"") +
+                                                       name_of(r.sync.allreduce.dtype) + "\" (it reduce-scatters fp32)");
+  if (r.sync.momentum > 0) refuse({"sync.shard", "sync.momentum"}, "sync.momentum > 0 (momentum correction)");
+  const std::string& opt = r.optimizer.name.value;
+  if (opt != "sgd" && opt != "adamw" && opt != "lamb" && opt != "lars")
+    refuse({"sync.shard", "optimizer.name"}, "optimizer.name = \"" + opt +
+               "\" (a shard may cut a tensor: sgd, adamw, lamb and lars step pieces correctly; Muon needs whole matrices)");
+  if (r.distributed.device == DeviceKind::cuda && (opt == "lamb" || opt == "lars"))
+    refuse({"sync.shard", "optimizer.name", "distributed.device"},
+           "optimizer.name = \"" + opt + "\" on \"cuda\" (its sharded trust ratios run on the host only so far)");
+}
+
 }  // namespace
 
 void check_cross_fields(const Draft& d) {
@@ -185,6 +212,7 @@ void check_cross_fields(const Draft& d) {
   check_distribution(d);
   check_strategy_options(d);
   check_ranks(d);
+  check_sharding(d);
 }
 
 }  // namespace laconic::recipe_detail

@@ -20,6 +20,7 @@
 #include "framework/sync/noloco.h"
 #include "framework/sync/periodic.h"
 #include "framework/sync/sparta.h"
+#include "framework/sync/zero.h"
 #include "optimizers/adamw.h"
 #include "optimizers/lamb.h"
 #include "optimizers/lars.h"
@@ -65,6 +66,8 @@ PeriodicOptions diloco(const DilocoConfig& d, const Recipe& r, std::int64_t firs
 std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device,
                                         std::function<double(std::int64_t)> lr) {
   const SyncConfig& c = r.sync;
+  // The recipe checks leave sharding only with the dense all-reduce, alone.
+  if (c.shard == ShardKind::optimizer) return std::make_unique<ShardedDataParallel>();
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
     s = registry().make_strategy(c.strategy.value, r, {overlap, 0, device, lr});

@@ -113,6 +113,7 @@ const char* name_of(BackendKind v) { return enum_name(v); }
 const char* name_of(DeviceKind v) { return enum_name(v); }
 const char* name_of(WireKind v) { return enum_name(v); }
 const char* name_of(IntraKind v) { return enum_name(v); }
+const char* name_of(ShardKind v) { return enum_name(v); }
 const char* name_of(NonfiniteKind v) { return enum_name(v); }
 const char* name_of(FaultKind v) { return enum_name(v); }
 const char* name_of(ComputeKind v) { return enum_name(v); }

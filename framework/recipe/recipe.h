@@ -44,6 +44,8 @@ enum class DeviceKind { cpu, cuda };
 // Hierarchical composition: none = the strategy spans all ranks; allreduce = ranks of one
 // network group average gradients densely every step and the strategy runs between groups.
 enum class IntraKind { none, allreduce };
+// sync.shard: what each rank of a data-parallel group keeps only its 1/N of (ZeRO-1, docs/sharding.md).
+enum class ShardKind { none, optimizer };
 enum class WireKind { fp32, bf16, fp16 };        // dense all-reduce wire format
 
 struct RunConfig {
@@ -284,6 +286,7 @@ struct SyncConfig {
   SparseLocoConfig sparseloco;
   DemoConfig demo;
   IntraKind intra = IntraKind::none;
+  ShardKind shard = ShardKind::none;
   SyncPhases phases;  // e.g. [{strategy = "allreduce", steps = 500}, {strategy = "powersgd"}]
 
   bool operator==(const SyncConfig&) const = default;
@@ -428,6 +431,7 @@ struct Recipe {
 inline constexpr std::array kBackendNames{"auto", "threads", "mpi", "gloo"};  // auto_ is spelled "auto" in recipes
 inline constexpr std::array kDeviceNames{"cpu", "cuda"};
 inline constexpr std::array kIntraNames{"none", "allreduce"};
+inline constexpr std::array kShardNames{"none", "optimizer"};
 inline constexpr std::array kNonfiniteNames{"abort", "skip"};
 inline constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan", "crash"};
 inline constexpr std::array kWireNames{"fp32", "bf16", "fp16"};
@@ -437,6 +441,7 @@ constexpr std::span<const char* const> names(BackendKind) { return kBackendNames
 constexpr std::span<const char* const> names(DeviceKind) { return kDeviceNames; }
 constexpr std::span<const char* const> names(WireKind) { return kWireNames; }
 constexpr std::span<const char* const> names(IntraKind) { return kIntraNames; }
+constexpr std::span<const char* const> names(ShardKind) { return kShardNames; }
 constexpr std::span<const char* const> names(NonfiniteKind) { return kNonfiniteNames; }
 constexpr std::span<const char* const> names(FaultKind) { return kFaultNames; }
 constexpr std::span<const char* const> names(ComputeKind) { return kComputeNames; }
@@ -491,6 +496,7 @@ const char* name_of(WireKind);
 const char* name_of(NonfiniteKind);
 const char* name_of(FaultKind);
 const char* name_of(IntraKind);
+const char* name_of(ShardKind);
 const char* name_of(ComputeKind);
 
 }  // namespace laconic

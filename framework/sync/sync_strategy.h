@@ -22,6 +22,7 @@
 #include "collectives/communicator.h"
 #include "compression/reducer.h"
 #include "core/params.h"
+#include "optimizers/optimizer.h"
 
 namespace laconic {
 
@@ -78,6 +79,12 @@ class SyncStrategy {
   virtual double comm_seconds() const = 0;
   // Every state buffer (outer momentum, anchors, reducers' residuals), for checkpoints.
   virtual std::vector<StateTensor> state() { return {}; }
+  // The store the optimizer steps: the whole model's, or this rank's shard of it (sync.shard,
+  // zero.h), whose per-tensor norms then come whole through tensor_sums().
+  virtual ParamStore& update_store() { return store(); }
+  virtual TensorSums* tensor_sums() { return nullptr; }
+  // Bytes of working buffers held beside state() (not checkpointed: rebuilt from the model).
+  virtual std::uint64_t buffer_bytes() const { return 0; }
 
  protected:
   // Sizes the state for store() (called by bind(); no communication through comm()).

@@ -71,7 +71,7 @@ void Checkpointer::load_own(const ShardReader& r, std::int64_t step) {
 
 std::int64_t Checkpointer::resume(const CheckpointInfo& info) {
   const ShardReader rd = open_shard(info, loop_.rank());  // checked against the manifest too
-  loop_.optimizer.prepare(loop_.store());  // sizes the state that state() then exposes
+  loop_.optimizer.prepare(loop_.update_store());  // sizes the state that state() then exposes
   const std::vector<StateTensor> ts = tensors();
   std::vector<StateTensor> staged = ts;
   stage(staged, /*download=*/false);

@@ -23,7 +23,15 @@
 namespace laconic {
 
 double StepState::reduced_norm(const Loop& loop) {
-  if (!reduced_norm_) reduced_norm_ = global_grad_norm(loop.store().grads(), loop.device());
+  if (reduced_norm_) return *reduced_norm_;
+  const double norm = global_grad_norm(loop.update_store().grads(), loop.device());
+  if (TensorSums* sums = loop.sync.tensor_sums()) {  // sharded: the shards' squares, added
+    double sq = norm * norm;
+    sums->sum(std::span(&sq, 1));
+    reduced_norm_ = std::sqrt(sq);
+  } else {
+    reduced_norm_ = norm;
+  }
   return *reduced_norm_;
 }
 
@@ -67,7 +75,9 @@ class NonfiniteGuard final : public StepHook {
   }
 
   void after_reduce(StepState&) override {
-    if (g_.nonfinite == NonfiniteKind::abort && !all_finite(loop_.store().grads(), loop_.device()))
+    // Sharded, each rank checks the reduced gradients it holds (its shard): the rank that finds
+    // one fails the run, as any rank's error does.
+    if (g_.nonfinite == NonfiniteKind::abort && !all_finite(loop_.update_store().grads(), loop_.device()))
       throw Error("non-finite gradient (guards.nonfinite = \"abort\"; \"skip\" skips such steps)");
   }
 
@@ -122,7 +132,7 @@ class Clipping final : public StepHook {
   explicit Clipping(Loop& loop) : loop_(loop) {}
   void after_reduce(StepState& s) override {
     const double norm = s.reduced_norm(loop_);
-    clip_to_norm(loop_.store().grads(), norm, loop_.spec.recipe.optimizer.grad_clip, loop_.device());
+    clip_to_norm(loop_.update_store().grads(), norm, loop_.spec.recipe.optimizer.grad_clip, loop_.device());
     s.grad_norm = norm;
   }
 

@@ -56,6 +56,9 @@ struct Loop {
   int rank() const { return comm.rank(); }
   bool lead() const { return comm.rank() == 0; }
   ParamStore& store() const { return model.params(); }
+  // What the optimizer steps: the whole model, or this rank's shard of it (sync.shard), whose
+  // reduced gradients are the only ones it has.
+  ParamStore& update_store() const { return sync.update_store(); }
   Device device() const { return spec.device; }
 };
 

@@ -105,9 +105,11 @@ struct RunSummary {
   std::optional<std::uint64_t> elastic_syncs;
   // What this rank (rank 0) holds at the end, in bytes (docs/recipes.md "The run directory"): the
   // parameters, their gradients, the optimizer's state, the sync strategy's (anchors, outer
-  // momentum, error feedback: everything its checkpoint holds), and the process's peak resident
-  // memory, which also counts activations, data and communication buffers. Absent in older runs.
-  std::optional<std::uint64_t> memory_weights, memory_gradients, memory_optimizer, memory_strategy, peak_rss;
+  // momentum, error feedback: everything its checkpoint holds), its working buffers (a sharded
+  // run's shard of weights and gradients), and the process's peak resident memory, which also
+  // counts activations, data and communication scratch. Absent in older runs.
+  std::optional<std::uint64_t> memory_weights, memory_gradients, memory_optimizer, memory_strategy, memory_buffers,
+      peak_rss;
 
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
@@ -135,6 +137,7 @@ struct RunSummary {
     f("memory_gradients", s.memory_gradients, true);
     f("memory_optimizer", s.memory_optimizer, true);
     f("memory_strategy", s.memory_strategy, true);
+    f("memory_buffers", s.memory_buffers, true);
     f("peak_rss", s.peak_rss, true);
   }
 };

@@ -33,6 +33,7 @@ void report_memory(RunSummary& s, const Loop& loop) {
   s.memory_gradients = store.grads().size_bytes();
   s.memory_optimizer = state_bytes(loop.optimizer.state());
   s.memory_strategy = state_bytes(loop.sync.state());
+  s.memory_buffers = loop.sync.buffer_bytes();
   s.peak_rss = peak_rss_bytes();
 }
 
@@ -142,7 +143,8 @@ std::int64_t Session::start() {
   check_same_recipe();
   start_trace();
   sync_->start(loop_.store(), data_comm(), resume_ ? resume_->step : 0);
-  loop_.optimizer.prepare(loop_.store());  // sizes the state a strategy may synchronise (DES-LOC)
+  loop_.optimizer.set_tensor_sums(sync_->tensor_sums());
+  loop_.optimizer.prepare(loop_.update_store());  // sizes the state a strategy may synchronise (DES-LOC)
   sync_->set_optimizer_state(loop_.optimizer.state());
   inter_at_start_ = comm_.tier_bytes(1).sent;
   ready_ = std::make_unique<GradsReady>(loop_.store(), *sync_);

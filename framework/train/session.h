@@ -98,6 +98,8 @@ class Session {
   const RunLedger& ledger() const { return ledger_; }
   const DataShard& shard() const { return shard_; }
   Communicator& comm() { return comm_; }
+  // The store the optimizer steps (SyncStrategy::update_store: the model's, or this rank's shard).
+  ParamStore& update_store() { return sync_->update_store(); }
   Communicator& control() { return control_; }
 
  private:

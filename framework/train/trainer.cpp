@@ -83,7 +83,7 @@ class Worker {
     t.reset();
     if (computes) {
       TraceSpan span(session_->tracer(), SpanKind::optimizer);
-      optimizer_->step(model_->params(), s.lr);
+      optimizer_->step(session_->update_store(), s.lr);
       synchronize_kernels(spec_.device);
     }
     session_->updated(s, t.seconds());

@@ -14,7 +14,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for study in large_batch critical_batch compression diloco elastic frontier reproductions/replicas reproductions/diloco_paper reproductions/streaming \
-    reproductions/async reproductions/sparseloco; do
+    reproductions/async reproductions/sparseloco sharding; do
   log="$tmp/${study//\//_}.log"
   "$src/studies/$study" --tiny --trainer "$trainer" --out "$tmp/$study" >"$log" 2>&1 ||
     { echo "studies/$study --tiny failed:"; tail -20 "$log"; exit 1; }

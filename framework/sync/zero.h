@@ -1,0 +1,70 @@
+// Data parallelism with the optimizer state sharded across the group: ZeRO stage 1 (Rajbhandari
+// et al. 2020), sync.shard = "optimizer". An all-reduce is a reduce-scatter followed by an
+// all-gather, and the optimizer sits between the two: each rank receives the average of its
+// shard's gradients only, steps its shard (so it holds 1/N of the optimizer state), and the
+// all-gather hands every rank the whole updated model. Bytes on the wire are the all-reduce's.
+//
+// Shards are ranges of the flat buffers (shard_range), so a tensor may be cut between two ranks;
+// the optimizer sees this rank's range as a store of its own (update_store()) and asks for
+// whole-tensor norms through TensorSums. docs/sharding.md has the layout and what it costs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/sync/sync_strategy.h"
+#include "optimizers/optimizer.h"
+
+namespace laconic {
+
+// Elements [begin, end) of the flat buffers.
+struct ShardRange {
+  std::size_t begin = 0, end = 0;
+  std::size_t size() const { return end - begin; }
+};
+
+// Rank r of n holds [r q, (r + 1) q) with q = size / n; the last rank also holds the rest
+// (size % n elements, fewer than n).
+ShardRange shard_range(std::size_t size, int rank, int n);
+
+// The store of one rank's shard of `whole`: each view cut to `range` (a cut tensor keeps its name,
+// group and kind, shaped as one dimension), with buffers of its own, finalized on whole's device.
+// tensor_of[v]: the view of `whole` that view v is (a piece of).
+ParamStore make_shard_store(const ParamStore& whole, ShardRange range, std::vector<std::size_t>& tensor_of);
+
+class ShardedDataParallel final : public SyncStrategy, private TensorSums {
+ public:
+  ShardedDataParallel() = default;
+  // Reduce-scatters the averaged gradients into this rank's shard.
+  void after_backward(std::int64_t step) override;
+  // All-gathers the stepped shards into every rank's whole model.
+  bool after_update(std::int64_t step) override;
+  ParamStore& update_store() override { return shard_; }
+  TensorSums* tensor_sums() override { return this; }
+  std::uint64_t buffer_bytes() const override { return shard_.params().size_bytes() + shard_.grads().size_bytes(); }
+  std::string describe() const override;
+  double comm_seconds() const override { return comm_s_; }
+
+ protected:
+  void prepare(std::int64_t first_step) override;
+
+ private:
+  // TensorSums: partial sums all-gathered, then added in rank order on every rank (the same bits
+  // everywhere; a tensor only one rank holds gets its sum exactly, as unsharded).
+  std::size_t tensors() const override { return store().views().size(); }
+  std::size_t tensor_of(std::size_t view) const override { return tensor_of_[view]; }
+  void sum(std::span<double> values) override;
+
+  ShardRange range_;
+  std::size_t block_ = 0;              // q: the reduce-scatter's equal blocks
+  std::vector<std::size_t> counts_;    // the all-gather's per-rank counts
+  std::vector<std::size_t> tensor_of_;
+  std::vector<double> gathered_;       // sum(): every rank's partial sums
+  ParamStore shard_;                   // this rank's range: params stepped here, grads reduced here
+  bool fresh_ = true;                  // the shard's params still to be taken from the whole model
+  double comm_s_ = 0;
+};
+
+}  // namespace laconic
