@@ -1,6 +1,7 @@
 # Laconic: `make run` and `make test` are the whole quick start on a fresh Debian 12 machine.
-# Each installs missing Debian packages (scripts/install-deps), configures, builds, then runs
-# the default recipe or the whole test suite through CTest.
+# Each installs missing Debian packages (scripts/install-deps; `make test` also the PyPI environment
+# of the torch 2.x tests), configures, builds, then runs the default recipe or the whole test suite
+# through CTest.
 
 BUILD  ?= build
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
@@ -9,12 +10,17 @@ CMAKE_ARGS ?=
 CTEST_ARGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all deps configure build run test test-fast install test-asan test-asan-ci test-tsan clean
+.PHONY: all deps deps-pypi configure build run test test-fast install test-asan test-asan-ci test-tsan clean
 
 all: build
 
 deps:
 	@scripts/install-deps
+
+# The tests also run laconic.torch under torch 2.x from PyPI (a virtual environment outside the
+# checkout, scripts/install-deps); `make run` stays Debian's packages only.
+deps-pypi:
+	@scripts/install-deps --pypi
 
 configure: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
@@ -27,7 +33,7 @@ run: configure
 	@cmake --build $(BUILD) -j$(JOBS) --target trainer
 	./$(BUILD)/trainer --recipe $(RECIPE)
 
-test: build
+test: deps-pypi build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 $(CTEST_ARGS)
 
 # The unit tier alone (CTest label "unit", docs/testing.md): the gtest suites and the MPI suites,

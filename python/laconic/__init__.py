@@ -9,16 +9,37 @@ laconic.Error is a user's mistake (a recipe, key or file) in one line. Uncaught 
 printed as that one line ("laconic: error: ...") and the process exits with code 2, as the
 trainer's command line does (the hook below). Importing laconic never imports torch.
 """
+import ctypes
+import glob
+import importlib.util
 import numbers
 import os
 import signal
 import sys
 
-from laconic import _laconic
-from laconic._laconic import Error
-from laconic._laconic import ReplicaDropped
-from laconic._laconic import train as _train_in_process
-from laconic.run import Run
+
+def _prefer_torchs_cuda_libraries():
+    """A torch from PyPI brings its own NCCL, cuBLAS and CUDA runtime (the nvidia-* wheels beside
+    it), newer than the toolkit's this module was linked with, under the same sonames. The loader
+    keeps whichever copy a process loads first: were it ours, a later `import torch` would fail
+    (libtorch_cuda: undefined symbol ncclCommResume). So load torch's copies first, as torch's own
+    import does, without importing torch; within a major version they keep our symbols."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    nvidia = os.path.join(os.path.dirname(list(spec.submodule_search_locations)[0]), "nvidia")
+    for name in ("libcudart.so.*", "libcublasLt.so.*", "libcublas.so.*", "libnccl.so.*"):
+        for path in sorted(glob.glob(os.path.join(nvidia, "*", "lib", name)))[:1]:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+_prefer_torchs_cuda_libraries()
+
+from laconic import _laconic  # noqa: E402
+from laconic._laconic import Error  # noqa: E402
+from laconic._laconic import ReplicaDropped  # noqa: E402
+from laconic._laconic import train as _train_in_process  # noqa: E402
+from laconic.run import Run  # noqa: E402
 
 __all__ = ["Error", "ReplicaDropped", "Run", "train"]
 Error.__module__ = "laconic"  # how tracebacks and reprs name it

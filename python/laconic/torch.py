@@ -301,15 +301,20 @@ class Sync:
             self._torch_state = None
 
     def _hook_accumulators(self):
-        """Gradient hooks after accumulation (the AccumulateGrad node's): the store's tail that is
-        final goes to the strategy while backward runs on (torch 1.13 has no post-accumulate hook
-        on tensors; this node is what DDP's reducer and Horovod hook)."""
+        """Gradient hooks after accumulation: the store's tail that is final goes to the strategy
+        while backward runs on. torch 2.1+ has a hook for it on each parameter
+        (register_post_accumulate_grad_hook); torch 1.13 has only the AccumulateGrad node's hook,
+        the one DDP's reducer and Horovod use."""
         self._reset_ready()
         self._accumulators = []
         if not self._session.overlap:
             return
+        post = hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
         with torch.enable_grad():
             for i, p in enumerate(self._params):
+                if post:
+                    self._accumulators.append(p.register_post_accumulate_grad_hook(self._hook(i)))
+                    continue
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._hook(i))
                 self._accumulators.append(acc)
