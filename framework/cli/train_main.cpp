@@ -59,6 +59,8 @@
 #include "framework/train/run_dir.h"
 #include "sim/failures.h"
 #include "framework/train/faults.h"
+#include "framework/train/memory_plan.h"
+#include "workloads/models/model.h"
 #include "framework/train/simulate.h"
 #include "framework/train/trainer.h"
 #include "framework/train/world.h"
@@ -89,6 +91,8 @@ laconic::DType parse_dtype(const std::string& s) {
 }
 
 struct PlanArgs {
+  // The memory table: a recipe (default: the built-in defaults) with these keys set when given.
+  std::string recipe, optimizer, strategy, shard;
   double params = 7e9;
   std::string dtype = "bf16";
   std::vector<int> world_sizes = {8, 64, 1024};
@@ -109,6 +113,35 @@ void add_plan_options(CLI::App& plan, PlanArgs& a) {
   plan.add_option("--inter-latency", a.inter_latency, "inter-node latency")->capture_default_str();
   plan.add_option("--gamma", a.gamma, "reduction cost, seconds per byte")->capture_default_str();
   plan.add_option("--small-bytes", a.small_bytes, "message sizes of the latency tables")->delimiter(',')->capture_default_str();
+  plan.add_option("--recipe", a.recipe, "the memory table's recipe (default: the built-in defaults)");
+  plan.add_option("--optimizer", a.optimizer, "the memory table's optimizer.name (default: the recipe's)");
+  plan.add_option("--strategy", a.strategy, "the memory table's sync.strategy (default: the recipe's)");
+  plan.add_option("--shard", a.shard, "the memory table's sync.shard: none or optimizer (default: the recipe's)");
+}
+
+// Bytes per rank for each world size (framework/train/memory_plan.h), in the units of the time table.
+laconic::Recipe plan_recipe(const PlanArgs& a) {
+  std::vector<std::string> keys;
+  if (!a.optimizer.empty()) keys.push_back("optimizer.name=" + a.optimizer);
+  if (!a.strategy.empty()) keys.push_back("sync.strategy=" + a.strategy);
+  if (!a.shard.empty()) keys.push_back("sync.shard=" + a.shard);
+  return a.recipe.empty() ? laconic::parse_recipe("[train]\nsteps = 1\n", "trainer plan", keys)
+                          : laconic::load_recipe(a.recipe, keys);
+}
+
+void print_memory_plan(const PlanArgs& a, laconic::Recipe r, std::ostream& os) {
+  os << "\nMemory per rank: " << laconic::param_count_text(static_cast<std::size_t>(a.params)) << " parameters, optimizer " << r.optimizer.name.value
+     << ", sync.strategy " << r.sync.strategy.value << ", sync.shard " << laconic::name_of(r.sync.shard)
+     << " (fp32; activations and data not included)\n\n"
+     << "| ranks | weights | gradients | optimizer state | strategy state | shard buffers | total |\n"
+     << "|---:|---:|---:|---:|---:|---:|---:|\n";
+  const auto b = [](double v) { return laconic::format_bytes(v); };
+  for (int n : a.world_sizes) {
+    r.distributed.world_size = n;
+    const laconic::MemoryPlan m = laconic::plan_memory(r, a.params, n);
+    os << "| " << n << " | " << b(m.weights) << " | " << b(m.gradients) << " | " << b(m.optimizer) << " | "
+       << b(m.strategy) << " | " << b(m.buffers) << " | " << b(m.total()) << " |\n";
+  }
 }
 
 int run_plan(const PlanArgs& a) {
@@ -125,7 +158,9 @@ int run_plan(const PlanArgs& a) {
   o.inter = {laconic::require_bandwidth(a.inter, "--inter"), laconic::require_duration(a.inter_latency, "--inter-latency")};
   o.gamma_s_per_byte = a.gamma;
   o.small_message_bytes = a.small_bytes;
+  const laconic::Recipe memory = plan_recipe(a);  // a bad key refused before anything is printed
   laconic::print_plan(o, std::cout);
+  print_memory_plan(a, memory, std::cout);
   return 0;
 }
 

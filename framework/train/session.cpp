@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/input.h"
 #include "core/ops/dispatch.h"
+#include "framework/train/memory_plan.h"
 #include "framework/sync/sync_strategy.h"
 #include "framework/train/checkpoint.h"
 #include "framework/train/run_dir.h"
@@ -141,6 +142,7 @@ Session::~Session() {
 
 std::int64_t Session::start() {
   check_same_recipe();
+  check_memory();
   start_trace();
   sync_->start(loop_.store(), data_comm(), resume_ ? resume_->step : 0);
   loop_.optimizer.set_tensor_sums(sync_->tensor_sums());
@@ -152,6 +154,16 @@ std::int64_t Session::start() {
   if (resume_) checkpointer_->resume(*resume_);  // the hooks' state and the ledger's, made above
   ledger_.start_clock();
   return ledger_.first_step();
+}
+
+// Before the optimizer's and the strategy's state is allocated: a run whose state cannot fit the
+// machine is refused in one line (trainer plan's prediction; the ranks of a threads run share it).
+void Session::check_memory() const {
+  const int ranks = spec_.backend == BackendKind::threads ? r_.distributed.world_size : 1;
+  const MemoryPlan plan = plan_memory(r_, static_cast<double>(loop_.store().size()), r_.distributed.world_size);
+  if (const std::string why = memory_refusal(r_, plan, ranks, static_cast<double>(physical_memory_bytes()));
+      !why.empty())
+    LC_INPUT_ERROR(r_.path, ": ", why);
 }
 
 void Session::begin_step(StepState& s, float grad_scale) {

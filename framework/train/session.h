@@ -103,6 +103,7 @@ class Session {
   Communicator& control() { return control_; }
 
  private:
+  void check_memory() const;
   double charge_compute(double seconds, bool backward);
   void start_trace();
   void finish_trace(std::int64_t end);

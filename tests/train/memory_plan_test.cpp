@@ -1,0 +1,98 @@
+// trainer plan's memory (framework/train/memory_plan.h) against what runs report holding
+// (summary.json's memory_*): within 5% for every optimizer, the DiLoCo family and sharding, on a
+// model of other shapes than the plan's proxies; exact closed forms where the state is per
+// parameter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "framework/train/memory_plan.h"
+#include "framework/train/trainer.h"
+#include "tests/train/synthetic.h"
+
+namespace laconic {
+namespace {
+
+using testing::blobs;
+
+constexpr double kParams = 12 * 15 + 15 + 15 * 5 + 5;  // the MLP 12 -> 15 -> 5
+
+Recipe small(const OptimizerName& opt, const StrategyName& strategy, ShardKind shard) {
+  Recipe r;
+  r.run.seed = 5;
+  r.model.hidden = {15};
+  r.train.micro_batch = 8;
+  r.train.steps = 2;
+  r.train.log_every = 2;
+  r.optimizer.name = opt;
+  r.optimizer.lr = 0.01;
+  r.distributed.world_size = 4;
+  r.distributed.timeout_s = 30;
+  r.sync.strategy = strategy;
+  r.sync.shard = shard;
+  r.sync.diloco.period = 1;
+  r.sync.streaming_diloco.period = 2;
+  r.sync.sparseloco.period = 1;
+  return r;
+}
+
+TEST(MemoryPlan, ClosedFormsPerParameter) {
+  const MemoryPlan adamw = plan_memory(small("adamw", "allreduce", ShardKind::none), 1e9, 8);
+  EXPECT_EQ(adamw.weights, 4e9);
+  EXPECT_EQ(adamw.gradients, 4e9);
+  EXPECT_NEAR(adamw.optimizer, 8e9, 64);  // two moments, and a step count
+  EXPECT_EQ(adamw.strategy, 0);
+  const MemoryPlan sharded = plan_memory(small("adamw", "allreduce", ShardKind::optimizer), 1e9, 8);
+  EXPECT_NEAR(sharded.optimizer, 1e9, 64);  // 8 bytes x 1e9 / 8 ranks
+  EXPECT_EQ(sharded.buffers, 1e9);           // the shard's weights and gradients
+  const MemoryPlan diloco = plan_memory(small("sgd", "diloco", ShardKind::none), 1e9, 8);
+  EXPECT_NEAR(diloco.strategy, 8e9, 64);  // theta_global and the outer momentum
+}
+
+class MemoryPlanRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("laconic_memplan_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(MemoryPlanRun, WithinFivePercentOfWhatRunsHold) {
+  const TrainData data = image_data(blobs(400, 12, 5, 1), blobs(100, 12, 5, 2));
+  struct Case {
+    OptimizerName opt;
+    StrategyName strategy;
+    ShardKind shard;
+  };
+  const Case cases[] = {{"sgd", "allreduce", ShardKind::none},       {"adamw", "allreduce", ShardKind::none},
+                        {"lamb", "allreduce", ShardKind::none},      {"lars", "allreduce", ShardKind::none},
+                        {"muon", "allreduce", ShardKind::none},      {"adamw", "allreduce", ShardKind::optimizer},
+                        {"lamb", "allreduce", ShardKind::optimizer}, {"sgd", "diloco", ShardKind::none},
+                        {"adamw", "streaming_diloco", ShardKind::none}, {"sgd", "sparseloco", ShardKind::none},
+                        {"sgd", "topk", ShardKind::none}};
+  int i = 0;
+  for (const Case& c : cases) {
+    const Recipe r = small(c.opt, c.strategy, c.shard);
+    SCOPED_TRACE(c.opt.value + ", " + c.strategy.value + ", shard " + name_of(c.shard));
+    TrainOptions o;
+    o.run_dir = (dir_ / std::to_string(i++)).string();
+    const TrainSummary s = train(r, data, o);
+    const MemoryPlan m = plan_memory(r, kParams, 4);
+    EXPECT_EQ(m.weights, static_cast<double>(*s.memory_weights));
+    EXPECT_EQ(m.gradients, static_cast<double>(*s.memory_gradients));
+    const auto within = [](double planned, std::uint64_t held) {
+      return std::abs(planned - static_cast<double>(held)) <= 0.05 * static_cast<double>(held) + 16;
+    };
+    EXPECT_TRUE(within(m.optimizer, *s.memory_optimizer)) << m.optimizer << " planned, " << *s.memory_optimizer << " held";
+    EXPECT_TRUE(within(m.strategy, *s.memory_strategy)) << m.strategy << " planned, " << *s.memory_strategy << " held";
+    EXPECT_TRUE(within(m.buffers, *s.memory_buffers)) << m.buffers << " planned, " << *s.memory_buffers << " held";
+  }
+}
+
+}  // namespace
+}  // namespace laconic
