@@ -66,7 +66,9 @@ StoreSpec StoreSpec::parse(const std::string& spec) {
 }
 
 std::string StoreSpec::str() const {
-  return (kind == Kind::file ? "file:" + path : "redis:" + host + ":" + std::to_string(port)) +
+  return (kind == Kind::file       ? "file:" + path
+          : kind == Kind::external ? path
+                                   : "redis:" + host + ":" + std::to_string(port)) +
          (ns.empty() ? "" : "#" + ns);
 }
 
@@ -269,6 +271,7 @@ std::unique_ptr<gloo::rendezvous::Store> KeyStore::gloo_store(const std::string&
 }
 
 std::unique_ptr<KeyStore> KeyStore::open(const StoreSpec& spec) {
+  LC_CHECK(spec.kind != StoreSpec::Kind::external, "store ", spec.str(), ": an external store is made by its caller");
   if (spec.kind == StoreSpec::Kind::redis) return std::make_unique<RedisKeyStore>(spec);
   return std::make_unique<FileKeyStore>(spec);
 }

@@ -27,7 +27,9 @@ class Store;
 namespace laconic {
 
 struct StoreSpec {
-  enum class Kind { file, redis };
+  // external: a store the caller implements (laconic.torch: torch's own, under torchrun); `path`
+  // then says what it is, for messages.
+  enum class Kind { file, redis, external };
   Kind kind = Kind::file;
   std::string path;  // file: the folder (created if missing)
   std::string host;  // redis

@@ -69,7 +69,7 @@ ExternalRun::ExternalRun(const Recipe& recipe, const std::vector<ExternalTensor>
     : opts_(std::move(opts)),
       model_(tensors, opts_.flops_per_example, opts_.kind),
       optimizer_(std::make_unique<ExternalOptimizer>()),
-      world_(std::make_unique<ProcessWorld>(on_device(recipe, opts_.device))),
+      world_(std::make_unique<ProcessWorld>(on_device(recipe, opts_.device), opts_.store)),
       spec_(resolve(on_device(recipe, opts_.device), make_external_plan(recipe, model_), world_->backend(),
                     opts_.train.run_dir)) {
   if (spec_.device == Device::cuda) {

@@ -58,6 +58,8 @@ struct ExternalOptions {
   // NCCL or staging communicators, the strategies' device kernels), and which GPU.
   Device device = Device::cpu;
   int cuda_index = 0;
+  // Where gloo ranks meet (null: LACONIC_STORE): torch's rendezvous store under torchrun.
+  std::shared_ptr<KeyStore> store;
 };
 
 class ExternalRun {

@@ -323,7 +323,11 @@ class Reporter final : public StepHook {
     }
     step_times(r);
     if (loop_.elastic && loop_.elastic->syncs() > 0) r.quorum_size = loop_.elastic->last_quorum_size();
-    if (metrics_) metrics_->write_line(to_json_line(r));
+    if (metrics_ || loop_.opts.on_record) {
+      const std::string line = to_json_line(r);
+      if (metrics_) metrics_->write_line(line);
+      if (loop_.opts.on_record) loop_.opts.on_record(line);
+    }
     records_.push_back(r);
     if (loop_.opts.log) log(r);
     last_wall_ = now;

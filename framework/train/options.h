@@ -27,6 +27,9 @@ struct TrainOptions {
   // Called on every rank after every optimizer step (tests observe replicas through it). With
   // device = "cuda" the store's spans are device memory.
   std::function<void(int rank, std::int64_t step, const ParamStore&)> on_step;
+  // Called on rank 0 with each metrics record, the JSON line metrics.jsonl gets (laconic.torch's
+  // TensorBoard writer), as it is written.
+  std::function<void(const std::string& json_line)> on_record;
   // Continue from a checkpoint: "" = start fresh, "auto" = the newest complete checkpoint under
   // the recipe's checkpoint directory (fresh when there is none), else a checkpoint directory.
   std::string resume;

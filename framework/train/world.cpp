@@ -119,7 +119,7 @@ std::shared_ptr<KeyStore> open_store(int size) {
   return KeyStore::open(spec);
 }
 
-Connection connect_gloo(const Recipe& recipe, const Environment& env) {
+Connection connect_gloo(const Recipe& recipe, const Environment& env, std::shared_ptr<KeyStore> store) {
   const int size = env_int(env.size_var, 0, 1);
   if (size == 0)
     LC_INPUT_ERROR(recipe.path, ": distributed.backend = \"gloo\" but LACONIC_WORLD_SIZE (or WORLD_SIZE) is not "
@@ -129,7 +129,7 @@ Connection connect_gloo(const Recipe& recipe, const Environment& env) {
   if (rank < 0 || rank >= size)
     LC_INPUT_ERROR("environment: ", env.rank_var, ": expected a rank in [0, ", size, ") for ", env.size_var, " = ", size,
                    rank < 0 ? ", got nothing" : "");
-  std::shared_ptr<KeyStore> keys = open_store(size);
+  std::shared_ptr<KeyStore> keys = store ? std::move(store) : open_store(size);
   Connection c;
   c.runtime = keys;
   GlooOptions opts;
@@ -153,11 +153,11 @@ Connection connect_alone() {
 
 }  // namespace
 
-ProcessWorld::ProcessWorld(const Recipe& recipe) {
+ProcessWorld::ProcessWorld(const Recipe& recipe, std::shared_ptr<KeyStore> store) {
   const Environment env = environment_of(recipe);
   backend_ = env.backend;
   Connection c = env.backend == BackendKind::mpi    ? connect_mpi(recipe)
-                 : env.backend == BackendKind::gloo ? connect_gloo(recipe, env)
+                 : env.backend == BackendKind::gloo ? connect_gloo(recipe, env, std::move(store))
                                                     : connect_alone();
   runtime_ = std::move(c.runtime);
   comm_ = std::move(c.comm);

@@ -12,6 +12,8 @@
 
 namespace laconic {
 
+class KeyStore;  // collectives/gloo/key_store.h
+
 // What a process sets up before run_world and holds until it returns: MPI, initialised when the
 // recipe's backend is mpi (finalised on destruction), and which rank this process is.
 class ProcessRuntime {
@@ -39,7 +41,9 @@ class ProcessRuntime {
 // The world's size must equal distributed.world_size (InputError naming both otherwise).
 class ProcessWorld {
  public:
-  explicit ProcessWorld(const Recipe& recipe);
+  // `store`: where gloo ranks meet (null: the environment's LACONIC_STORE); laconic.torch passes
+  // torch's own under torchrun.
+  explicit ProcessWorld(const Recipe& recipe, std::shared_ptr<KeyStore> store = nullptr);
   ~ProcessWorld();
   ProcessWorld(const ProcessWorld&) = delete;
   ProcessWorld& operator=(const ProcessWorld&) = delete;

@@ -14,8 +14,8 @@
 The model's parameters and gradients become views of one flat Laconic parameter store (no copy per
 step): tied parameters count once, parameters that need no gradient stay out (said once). Each
 process is one rank: `mpirun -np N python3 train.py` (MPI), or N processes started with
-LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE=file:DIR (gloo; torchrun's RANK and WORLD_SIZE
-work too), or one process alone. The recipe's [sync], [distributed], [network], [checkpoint],
+LACONIC_RANK, LACONIC_WORLD_SIZE and LACONIC_STORE=file:DIR (gloo), or `torchrun --nproc-per-node N
+train.py` as it is (gloo, meeting through torch's own rendezvous store), or one process alone. The recipe's [sync], [distributed], [network], [checkpoint],
 [guards] and [train] settings apply; its [model], [data] and [optimizer] are yours (ignored).
 Threads are yours too: torch's and OpenBLAS's thread counts stay as you set them.
 
@@ -95,6 +95,41 @@ def _elastic_from_environment(recipe, out, resume):
     return _laconic.Elastic(replica, count, store), out, resume
 
 
+def _torchrun_store():
+    """(store, what it is) where gloo ranks meet under torchrun, or any launch that sets torch's
+    MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE, with no LACONIC_STORE: torch's own rendezvous
+    store (the script's process group's when it has one), under the prefix "laconic" so that its
+    keys and the script's stay apart. (None, "") otherwise."""
+    env = os.environ
+    if env.get("LACONIC_STORE") or not env.get("MASTER_ADDR") or not env.get("WORLD_SIZE"):
+        return None, ""
+    if env.get("OMPI_COMM_WORLD_SIZE") or env.get("PMI_RANK"):
+        return None, ""  # an MPI launcher's processes meet through MPI
+    import datetime
+    import torch.distributed as dist
+    if not dist.is_available():
+        raise laconic.Error("laconic.torch.Sync: MASTER_ADDR is set (torchrun) but this torch has no "
+                            "torch.distributed; set LACONIC_STORE=file:DIR instead")
+    if dist.is_initialized():
+        base = dist.distributed_c10d._get_default_store()
+    else:
+        base, _, _ = next(dist.rendezvous("env://", timeout=datetime.timedelta(minutes=5)))
+    return dist.PrefixStore("laconic", base), f"torch's store at {env['MASTER_ADDR']}:{env.get('MASTER_PORT', '')}"
+
+
+def _record_writer(tensorboard, out):
+    """What lt.Sync's tensorboard= asks for, as a callable on each metrics record (None: nothing)."""
+    if tensorboard is None or tensorboard is False:
+        return None
+    from laconic.tensorboard import RecordWriter
+    if tensorboard is True:
+        if not out:
+            raise laconic.Error("laconic.torch.Sync: tensorboard=True writes into the run directory: give out=, "
+                                "or tensorboard=FOLDER or a SummaryWriter")
+        tensorboard = os.path.join(out, "tensorboard")
+    return RecordWriter(tensorboard)
+
+
 def _trainable_parameters(model):
     """(parameters, their names, the names of those that need no gradient, their device): a tied
     parameter once, under its first name; every parameter float32, dense and on one device."""
@@ -152,10 +187,12 @@ class Sync:
     stop_every_step    True: a signal stops the run at the very next step, the ranks agreeing on it after
                        every step (an all-reduce each); False (default): as the trainer, every few steps
                        where agreeing is slow beside a step (within about a second of steps)
+    tensorboard        None; True: TensorBoard events of every metrics record in OUT/tensorboard; a folder;
+                       or the script's writer (torch's SummaryWriter): live, from rank 0 (laconic.tensorboard)
     """
 
     def __init__(self, model, recipe, overrides=None, out=None, resume=None, optimizer=None, eval_fn=None,
-                 flops_per_example=None, log=True, examples=None, stop_every_step=False):
+                 flops_per_example=None, log=True, examples=None, stop_every_step=False, tensorboard=None):
         if not isinstance(model, torch.nn.Module):
             raise laconic.Error(f"laconic.torch.Sync: model: expected a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -166,6 +203,8 @@ class Sync:
         out = "" if out is None else os.fspath(out)
         elastic, out, resume = _elastic_from_environment(recipe, out, resume)
         self.out = out or None
+        store, store_name = _torchrun_store()
+        self._tensorboard = _record_writer(tensorboard, out)
         try:
             self._session = _laconic.Session(
                 recipe=recipe, overrides=_override_list(overrides), out=out,
@@ -174,7 +213,7 @@ class Sync:
                 evaluate=None if eval_fn is None else self._evaluator(eval_fn),
                 save_files=self._save_files if out else None, flops_per_example=float(flops_per_example or 0),
                 stop_on_signals=True, agree_every_step=bool(stop_every_step), elastic=elastic,
-                cuda_index=_cuda_index(device))
+                cuda_index=_cuda_index(device), store=store, store_name=store_name, on_record=self._tensorboard)
         except _laconic.RunFinished as finished:
             # resume="auto" on a run that had finished: nothing to train, nothing written (the
             # trainer's line); the run's weights are its last checkpoint's (trainer export).
@@ -248,6 +287,8 @@ class Sync:
         directory, or when the run stopped before its first metrics record)."""
         if self._summary is None:
             self._finish(0)
+        if self._tensorboard is not None:
+            self._tensorboard.close()
         # A run stopped before its first record (train.log_every) has no metrics.jsonl to read.
         if not self.out or self.rank != 0 or not os.path.exists(os.path.join(self.out, "metrics.jsonl")):
             return None

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "collectives/gloo/key_store.h"
 #include "framework/train/external.h"
 #include "laconic/laconic.h"
 #include "python_lines.h"
@@ -31,6 +33,54 @@ struct Held {
     obj = py::object();
   }
   py::object obj;
+};
+
+// torch.distributed's store (a PrefixStore over torchrun's TCPStore, python/laconic/torch.py) as
+// the store gloo ranks meet through, so that torchrun needs nothing of Laconic's. Every call takes
+// the GIL (gloo's rendezvous calls from C++ with it released). Only set, get and add serve, the
+// calls torch 1.13 and 2.x share: a key's ".written" counter says whether it exists without
+// waiting (add(k, 0) reads it), its ".created" counter decides who creates it. torch's store
+// cannot list keys: erase_prefix(), which only elastic runs use (with their own store), is refused.
+class TorchStore final : public laconic::KeyStore {
+ public:
+  TorchStore(py::object store, std::string what)
+      : KeyStore(spec_of(std::move(what))), store_(std::make_shared<Held>(std::move(store))) {}
+  bool create(const std::string& key, const std::string& value) override {
+    const std::string k = stored(key);
+    py::gil_scoped_acquire gil;
+    if (add(k + ".created", 1) != 1) return false;
+    write(k, value);
+    return true;
+  }
+  std::optional<std::string> find(const std::string& key) override {
+    const std::string k = stored(key);
+    py::gil_scoped_acquire gil;
+    if (add(k + ".written", 0) == 0) return std::nullopt;
+    return store_->obj.attr("get")(k).cast<std::string>();
+  }
+  void put(const std::string& key, const std::string& value) override {
+    const std::string k = stored(key);
+    py::gil_scoped_acquire gil;
+    write(k, value);
+  }
+  void erase_prefix(const std::string& prefix) override {
+    throw laconic::Error("store " + spec().str() + ": torch's store cannot remove keys by prefix ('" + prefix +
+                         "'); elastic runs meet through LACONIC_STORE");
+  }
+
+ private:
+  static laconic::StoreSpec spec_of(std::string what) {
+    laconic::StoreSpec s;
+    s.kind = laconic::StoreSpec::Kind::external;
+    s.path = std::move(what);
+    return s;
+  }
+  std::int64_t add(const std::string& k, std::int64_t n) { return store_->obj.attr("add")(k, n).cast<std::int64_t>(); }
+  void write(const std::string& k, const std::string& value) {  // the value first, then that it exists
+    store_->obj.attr("set")(k, py::bytes(value));
+    add(k + ".written", 1);
+  }
+  std::shared_ptr<Held> store_;  // dropped with the GIL, whichever thread ends the run
 };
 
 // Calls `fn(dir)` with the GIL when a checkpoint is staged: the caller's files (torch's optimizer
@@ -120,7 +170,7 @@ class TorchSession {
           const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>& tensors, const std::string& resume,
           const py::object& log, const py::object& evaluate, const py::object& save_files, double flops_per_example,
           bool stop_on_signals, bool agree_every_step, const laconic::TrainOptions::Elastic& elastic,
-          int cuda_index)
+          int cuda_index, const py::object& store, const std::string& store_name, const py::object& on_record)
       : lines_(log), log_stream_(&lines_) {
     const laconic::Recipe recipe = laconic::load_recipe(recipe_path, overrides);
     laconic::ExternalOptions opts;
@@ -147,6 +197,13 @@ class TorchSession {
     opts.flops_per_example = flops_per_example;
     opts.device = cuda_index >= 0 ? laconic::Device::cuda : laconic::Device::cpu;
     opts.cuda_index = std::max(0, cuda_index);
+    if (!store.is_none()) opts.store = std::make_shared<TorchStore>(store, store_name);
+    if (!on_record.is_none()) {
+      opts.train.on_record = [fn = std::make_shared<Held>(on_record)](const std::string& line) {
+        py::gil_scoped_acquire gil;
+        fn->obj(line);
+      };
+    }
     std::vector<laconic::ExternalTensor> ts;
     for (const auto& [name, shape] : tensors) ts.push_back({name, shape});
     py::gil_scoped_release release;  // joining the world waits for the other processes
@@ -218,10 +275,12 @@ void bind_session(py::module_& m) {
       .def(py::init<const std::string&, const std::vector<std::string>&, const std::string&,
                     const std::vector<std::tuple<std::string, std::vector<std::int64_t>>>&, const std::string&,
                     const py::object&, const py::object&, const py::object&, double, bool, bool,
-                    const laconic::TrainOptions::Elastic&, int>(),
+                    const laconic::TrainOptions::Elastic&, int, const py::object&, const std::string&,
+                    const py::object&>(),
            py::arg("recipe"), py::arg("overrides"), py::arg("out"), py::arg("tensors"), py::arg("resume"),
            py::arg("log"), py::arg("evaluate"), py::arg("save_files"), py::arg("flops_per_example"),
-           py::arg("stop_on_signals"), py::arg("agree_every_step"), py::arg("elastic"), py::arg("cuda_index"))
+           py::arg("stop_on_signals"), py::arg("agree_every_step"), py::arg("elastic"), py::arg("cuda_index"),
+           py::arg("store") = py::none(), py::arg("store_name") = "", py::arg("on_record") = py::none())
       .def("params", [](py::object self) { return TorchSession::buffer(self, false); })
       .def("grads", [](py::object self) { return TorchSession::buffer(self, true); })
       .def("views", &TorchSession::views)

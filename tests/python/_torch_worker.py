@@ -5,6 +5,11 @@ final parameters (every rank: params.rank-R.npy in --save).
 
     _torch_worker.py RECIPE --out DIR --save DIR [--set key=value ...] [--micro B] [--resume auto]
                      [--optimizer sgd|adamw] [--stall-at STEP] [--widths 784,32,10] [--device cuda]
+                     [--own-group]
+
+--own-group: the script has its own torch.distributed process group (gloo, made before lt.Sync,
+as a script under torchrun would for its evaluation), used once after training: the mean of the
+ranks' final losses, saved as own-group.rank-R.txt.
 """
 import argparse
 import os
@@ -39,7 +44,10 @@ def main():
     ap.add_argument("--stall-at", type=int, default=-1, help="sleep at this step (a signal's window)")
     ap.add_argument("--device", default="cpu", help="where the model trains (cpu, cuda)")
     ap.add_argument("--widths", default="", help="the MLP's layer widths, input first (default: _torch_model's)")
+    ap.add_argument("--own-group", action="store_true", help="a torch.distributed group of the script's beside lt.Sync")
     a = ap.parse_args()
+    if a.own_group:
+        torch.distributed.init_process_group("gloo")
     overrides = dict((kv.split("=", 1)[0], value(kv.split("=", 1)[1])) for kv in a.set)
     widths = tuple(int(w) for w in a.widths.split(",")) if a.widths else None
     model = (tm.make_model(widths) if widths else tm.make_model()).to(a.device)
@@ -64,6 +72,13 @@ def main():
     sync.finish()
     if a.save:
         os.makedirs(a.save, exist_ok=True)
+    if a.own_group:
+        mean = torch.tensor([float(loss)])
+        torch.distributed.all_reduce(mean)
+        with open(os.path.join(a.save, f"own-group.rank-{sync.rank}.txt"), "w") as f:
+            f.write(f"{mean.item() / torch.distributed.get_world_size()}\n")
+        torch.distributed.destroy_process_group()
+    if a.save:
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
         np.save(os.path.join(a.save, f"params.rank-{sync.rank}.npy"), flat)
 
