@@ -24,6 +24,24 @@ INTER_TCP = ["network.inter.eager_limit_kib=64", "network.inter.rendezvous_round
              "network.inter.buffered_sends=true", "network.inter.tcp_initial_window_segments=10"]
 
 
+def in_pypi_environment(name, modules):
+    """Re-runs this script under the PyPI environment's Python (scripts/install-deps --pypi) unless
+    `modules` import here already; exits with one line when there is none."""
+    try:
+        for m in modules:
+            __import__(m)
+        return
+    except ImportError:
+        pass
+    for d in (os.environ.get("LACONIC_VENV", ""), "/opt/laconic-venv", os.path.expanduser("~/.local/share/laconic/venv")):
+        python = os.path.join(d, "bin", "python") if d else ""
+        # A virtual environment's python links to the system's: tell them apart by their prefix.
+        if python and os.access(python, os.X_OK) and os.path.realpath(sys.prefix) != os.path.realpath(d):
+            os.execv(python, [python] + sys.argv)
+    sys.exit("studies/%s: %s not installed (scripts/install-deps --pypi makes the PyPI environment that has them)"
+             % (name, ", ".join(modules)))
+
+
 def parse_args(name, doc):
     ap = argparse.ArgumentParser(prog="studies/" + name, description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
