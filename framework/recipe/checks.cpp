@@ -188,10 +188,17 @@ void check_sharding(const Draft& d) {
                    ", got \"", name_of(r.sync.shard), "\"");
   };
   if (!r.sync.phases.phases.empty()) refuse({"sync.shard", "sync.phases"}, "sync.phases (sharding has no schedule yet)");
-  if (r.sync.strategy != "allreduce")
-    refuse({"sync.shard", "sync.strategy"}, "sync.strategy = \"" + r.sync.strategy.value +
-                                                "\" (sharding is built for \"allreduce\" only so far)");
-  if (r.sync.intra != IntraKind::none) refuse({"sync.shard", "sync.intra"}, "sync.intra = \"allreduce\"");
+  // Alone, the dense all-reduce; inside sync.intra's groups, under a periodic strategy between them.
+  const bool periodic = static_cast<bool>(strategy_traits(r.sync.strategy.value).periodic);
+  if (r.sync.intra == IntraKind::none && r.sync.strategy != "allreduce")
+    refuse({"sync.shard", "sync.strategy", "sync.intra"},
+           "sync.strategy = \"" + r.sync.strategy.value + "\" and no sync.intra (sharding is built for \"allreduce\", "
+           "and for the groups of sync.intra = \"allreduce\" under a periodic strategy)");
+  if (r.sync.intra == IntraKind::allreduce && !periodic)
+    refuse({"sync.shard", "sync.strategy", "sync.intra"},
+           "sync.intra = \"allreduce\" and sync.strategy = \"" + r.sync.strategy.value +
+               "\" (inside groups, sharding needs a periodic strategy between them: its leaders sync parameters, "
+               "not gradients)");
   if (r.sync.allreduce.dtype != WireKind::fp32)
     refuse({"sync.shard", "sync.allreduce.dtype"}, std::string("sync.allreduce.dtype = \"") +
                                                        name_of(r.sync.allreduce.dtype) + "\" (it reduce-scatters fp32)");

@@ -66,8 +66,9 @@ PeriodicOptions diloco(const DilocoConfig& d, const Recipe& r, std::int64_t firs
 std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device device,
                                         std::function<double(std::int64_t)> lr) {
   const SyncConfig& c = r.sync;
-  // The recipe checks leave sharding only with the dense all-reduce, alone.
-  if (c.shard == ShardKind::optimizer) return std::make_unique<ShardedDataParallel>();
+  // The recipe checks leave sharding with the dense all-reduce alone, or inside the groups of a
+  // periodic strategy's sync.intra.
+  if (c.shard == ShardKind::optimizer && c.intra == IntraKind::none) return std::make_unique<ShardedDataParallel>();
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
     s = registry().make_strategy(c.strategy.value, r, {overlap, 0, device, lr});
@@ -80,7 +81,7 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
     }
     s = std::make_unique<Phased>(std::move(phases));
   }
-  if (c.intra == IntraKind::allreduce) s = std::make_unique<Hierarchical>(std::move(s));
+  if (c.intra == IntraKind::allreduce) s = std::make_unique<Hierarchical>(std::move(s), c.shard == ShardKind::optimizer);
   return s;
 }
 

@@ -10,7 +10,8 @@ namespace laconic {
 
 // ---- Hierarchical ----
 
-Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter) : inter_(std::move(inter)) {
+Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner)
+    : inter_(std::move(inter)), shard_inner_(shard_inner) {
   LC_CHECK(inter_ != nullptr, "Hierarchical needs a strategy between groups");
 }
 
@@ -35,6 +36,11 @@ void Hierarchical::prepare(std::int64_t first_step) {
   LC_CHECK(leaders_.size() >= 2, "hierarchical sync needs at least two groups, got ", leaders_.size());
   intra_ = std::make_unique<SubsetCommunicator>(comm, group_members_);
   intra_->set_tracer(comm.tracer());  // its collectives are traced (their messages are the world's)
+  zero_.reset();
+  if (shard_inner_) {
+    zero_ = std::make_unique<ShardedDataParallel>();
+    zero_->bind(store, *intra_, first_step);
+  }
   across_.reset();
   if (group_members_.front() == comm.rank()) {
     across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);
@@ -50,7 +56,12 @@ void Hierarchical::prepare(std::int64_t first_step) {
 void Hierarchical::after_backward(std::int64_t step) {
   ParamStore& store = this->store();
   Stopwatch t;
-  intra_->all_reduce(store.grads(), ReduceOp::avg);
+  if (zero_) {
+    zero_->after_backward(step);  // the group's average of this rank's shard
+    LC_CHECK(!inter_->reduces_gradients(step), "a sharded group's leaders hold no whole gradients to reduce");
+  } else {
+    intra_->all_reduce(store.grads(), ReduceOp::avg);
+  }
   comm_s_ += t.seconds();
   if (!inter_->reduces_gradients(step)) return;
   if (across_) {
@@ -65,6 +76,11 @@ void Hierarchical::after_backward(std::int64_t step) {
 
 bool Hierarchical::after_update(std::int64_t step) {
   ParamStore& store = this->store();
+  if (zero_) {  // the group's stepped shards, whole on every rank, before any outer sync
+    Stopwatch t;
+    zero_->after_update(step);
+    comm_s_ += t.seconds();
+  }
   if (!inter_->averages_params(step)) {
     if (across_) inter_->after_update(step);  // local bookkeeping only
     return false;
@@ -77,11 +93,14 @@ bool Hierarchical::after_update(std::int64_t step) {
   Stopwatch t;
   intra_->broadcast(Buf{store.params().data(), store.size(), DType::f32}, 0);
   comm_s_ += t.seconds();
+  if (zero_) zero_->params_changed();  // the outer step's parameters are the shard's from now on
   return true;
 }
 
 std::string Hierarchical::describe() const {
-  return "hierarchical (dense fp32 all-reduce inside each group; between group leaders: " + inter_->describe() + ")";
+  return std::string("hierarchical (") +
+         (zero_ ? "inside each group the optimizer state sharded, ZeRO-1" : "dense fp32 all-reduce inside each group") +
+         "; between group leaders: " + inter_->describe() + ")";
 }
 
 // ---- Phased ----

@@ -9,6 +9,7 @@
 
 #include "collectives/subset_communicator.h"
 #include "framework/sync/sync_strategy.h"
+#include "framework/sync/zero.h"
 
 namespace laconic {
 
@@ -18,9 +19,14 @@ namespace laconic {
 // then runs `inter` with the other leaders (compressed gradients, local SGD, DiLoCo, ...), and
 // broadcasts what changed to its group. So only leaders cross the slow link, each with one
 // payload, and the other ranks' traffic stays inside their group.
+//
+// shard_inner (sync.shard = "optimizer" with a periodic `inter`): inside each group the gradients
+// are reduce-scattered and the optimizer steps this rank's shard (ZeRO-1 on the group,
+// ShardedDataParallel), the group all-gathers the model after each step, and the leaders' outer
+// sync then runs on whole parameters as before.
 class Hierarchical final : public SyncStrategy {
  public:
-  explicit Hierarchical(std::unique_ptr<SyncStrategy> inter);
+  explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner = false);
   ~Hierarchical() override;
   void after_backward(std::int64_t step) override;
   bool after_update(std::int64_t step) override;
@@ -31,6 +37,9 @@ class Hierarchical final : public SyncStrategy {
   ReducerStats reducer_stats() const override { return inter_->reducer_stats(); }
   double comm_seconds() const override { return comm_s_; }
   std::vector<StateTensor> state() override { return inter_->state(); }
+  ParamStore& update_store() override { return zero_ ? zero_->update_store() : store(); }
+  TensorSums* tensor_sums() override { return zero_ ? zero_->tensor_sums() : nullptr; }
+  std::uint64_t buffer_bytes() const override { return zero_ ? zero_->buffer_bytes() : 0; }
   void drain() override {
     if (across_) inter_->drain();
   }
@@ -40,6 +49,8 @@ class Hierarchical final : public SyncStrategy {
 
  private:
   std::unique_ptr<SyncStrategy> inter_;
+  bool shard_inner_ = false;
+  std::unique_ptr<ShardedDataParallel> zero_;  // shard_inner: ZeRO-1 inside the group
   std::vector<int> group_members_, leaders_;
   std::unique_ptr<SubsetCommunicator> intra_, across_;  // across_: leaders only
   double comm_s_ = 0;

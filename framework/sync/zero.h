@@ -42,6 +42,9 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums {
   // All-gathers the stepped shards into every rank's whole model.
   bool after_update(std::int64_t step) override;
   ParamStore& update_store() override { return shard_; }
+  // The whole model's parameters were changed by someone else (an outer step): the shard takes its
+  // range of them again before the next optimizer step.
+  void params_changed() { fresh_ = true; }
   TensorSums* tensor_sums() override { return this; }
   std::uint64_t buffer_bytes() const override { return shard_.params().size_bytes() + shard_.grads().size_bytes(); }
   std::string describe() const override;

@@ -77,13 +77,16 @@ double side_for(double params) { return 0.5 * (std::sqrt(1.0 + 4.0 * params) - 1
 
 MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   const bool sharded = recipe.sync.shard == ShardKind::optimizer;
-  // Sharded, the optimizer steps rank 0's range: params / world elements (the last rank's few more).
-  const double stepped = sharded ? std::floor(params / world) : params;
+  // Sharded, the optimizer steps rank 0's range: params / N elements (the last rank's few more),
+  // N the world's ranks, or a group's under sync.intra, whose leaders keep the strategy's state.
+  const bool in_groups = recipe.sync.intra == IntraKind::allreduce;
+  const int n = in_groups ? std::max(1, world / std::max(1, recipe.network.groups)) : world;
+  const double stepped = sharded ? std::floor(params / n) : params;
   std::array<double, 3> opt{}, strat{};
   for (std::size_t i = 0; i < 3; ++i) {
     ParamStore store = proxy(kSides[i]);
     opt[i] = optimizer_bytes(recipe, store);
-    strat[i] = sharded ? 0 : strategy_bytes(recipe, store);
+    strat[i] = sharded && !in_groups ? 0 : strategy_bytes(recipe, store);
   }
   MemoryPlan m;
   m.weights = m.gradients = 4.0 * params;

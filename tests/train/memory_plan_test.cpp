@@ -68,16 +68,23 @@ TEST_F(MemoryPlanRun, WithinFivePercentOfWhatRunsHold) {
     OptimizerName opt;
     StrategyName strategy;
     ShardKind shard;
+    bool intra = false;  // two groups of 2, sync.intra = "allreduce"
   };
   const Case cases[] = {{"sgd", "allreduce", ShardKind::none},       {"adamw", "allreduce", ShardKind::none},
                         {"lamb", "allreduce", ShardKind::none},      {"lars", "allreduce", ShardKind::none},
                         {"muon", "allreduce", ShardKind::none},      {"adamw", "allreduce", ShardKind::optimizer},
                         {"lamb", "allreduce", ShardKind::optimizer}, {"sgd", "diloco", ShardKind::none},
                         {"adamw", "streaming_diloco", ShardKind::none}, {"sgd", "sparseloco", ShardKind::none},
-                        {"sgd", "topk", ShardKind::none}};
+                        {"sgd", "topk", ShardKind::none},
+                        {"adamw", "diloco", ShardKind::optimizer, true},
+                        {"adamw", "streaming_diloco", ShardKind::none, true}};
   int i = 0;
   for (const Case& c : cases) {
-    const Recipe r = small(c.opt, c.strategy, c.shard);
+    Recipe r = small(c.opt, c.strategy, c.shard);
+    if (c.intra) {
+      r.sync.intra = IntraKind::allreduce;
+      r.network.groups = 2;
+    }
     SCOPED_TRACE(c.opt.value + ", " + c.strategy.value + ", shard " + name_of(c.shard));
     TrainOptions o;
     o.run_dir = (dir_ / std::to_string(i++)).string();

@@ -151,6 +151,29 @@ TEST_F(Shard, HoldsOneNthOfTheStateAndSendsTheAllReducesBytes) {
   }
 }
 
+// DiLoCo across two groups of 2 (sync.intra), the inner AdamW sharded inside each group: it trains
+// as the unsharded run (the group's reduce-scatter cuts where its ring all-reduce did: 275 = 2 x
+// 137 + 1, the leftover reduced on its own, so up to rounding), each rank holds half the inner
+// state, and the leaders' outer state is the unsharded one.
+TEST_F(Shard, InsideTheGroupsOfDiloco) {
+  const auto recipe = [](ShardKind shard) {
+    Recipe r = small("adamw", 4, shard);
+    r.sync.strategy = "diloco";
+    r.sync.intra = IntraKind::allreduce;
+    r.sync.diloco.period = 4;
+    r.network.groups = 2;
+    return r;
+  };
+  const TrainSummary a = run(recipe(ShardKind::none), "diloco_whole");
+  const TrainSummary b = run(recipe(ShardKind::optimizer), "diloco_sharded");
+  EXPECT_LE(max_abs_diff(a.final_params, b.final_params), 1e-5);
+  EXPECT_NEAR(a.final_loss, b.final_loss, 1e-5);
+  const std::uint64_t step_count = *a.memory_optimizer - 2 * 4 * kParams;
+  EXPECT_EQ(*b.memory_optimizer, 2 * 4 * (kParams / 2) + step_count);
+  EXPECT_EQ(*b.memory_strategy, *a.memory_strategy);
+  EXPECT_GT(*a.memory_strategy, 0u);
+}
+
 TEST_F(Shard, ResumesBitForBit) {
   for (const OptimizerName opt : {"adamw", "lamb"}) {
     Recipe r = small(opt, 3, ShardKind::optimizer);
@@ -181,7 +204,12 @@ TEST(ShardRecipe, RefusesWhatShardingCannotDoYetInOneLine) {
   EXPECT_EQ(parse_recipe(to_toml(r), "r.toml"), r);
   const std::string diloco = refusal(base + "strategy = \"diloco\"\n");
   EXPECT_NE(diloco.find("r.toml:"), std::string::npos) << diloco;
-  EXPECT_NE(diloco.find("sync.shard: expected \"none\" with sync.strategy = \"diloco\""), std::string::npos) << diloco;
+  EXPECT_NE(diloco.find("sync.shard: expected \"none\" with sync.strategy = \"diloco\" and no sync.intra"),
+            std::string::npos) << diloco;
+  const std::string inside = "[train]\nsteps = 1\n[distributed]\nworld_size = 4\n[network]\ngroups = 2\n"
+                             "[sync]\nshard = \"optimizer\"\nintra = \"allreduce\"\n";
+  EXPECT_EQ(refusal(inside + "strategy = \"diloco\"\n"), "");
+  EXPECT_NE(refusal(inside + "strategy = \"topk\"\n").find("needs a periodic strategy"), std::string::npos);
   EXPECT_NE(refusal("[train]\nsteps = 1\n[optimizer]\nname = \"muon\"\n[sync]\nshard = \"optimizer\"\n").find("Muon needs whole matrices"),
             std::string::npos);
   EXPECT_NE(refusal(base + "[sync.allreduce]\ndtype = \"bf16\"\n").find("sync.allreduce.dtype = \"bf16\""),
