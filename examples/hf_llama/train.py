@@ -91,21 +91,10 @@ def save_and_reload(model, out, val, seq_len, sequences):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", required=True, help="folder of trainer tokenize's train.bin, val.bin")
+    _gpt.add_arguments(ap)  # torch_gpt's data, recipe (gpt.toml), model size, schedule and seed
     ap.add_argument("--model", choices=("llama", "gpt2"), default="llama")
-    ap.add_argument("--recipe", default=os.path.join(HERE, "..", "torch_gpt", "gpt.toml"))
     ap.add_argument("--out", default="runs/hf_llama", help="the run directory")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a recipe override")
-    ap.add_argument("--vocab", type=int, default=2048, help="trainer tokenize's --vocab-size")
-    ap.add_argument("--dim", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq-len", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--bf16", action="store_true", help="forward and backward under bf16 autocast")
-    ap.add_argument("--eval-sequences", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     overrides = dict((kv.split("=", 1)[0], value(kv.split("=", 1)[1])) for kv in a.set)
 

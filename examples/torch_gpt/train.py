@@ -169,12 +169,11 @@ def setting(recipe, overrides, key, default):
         return tomllib.load(f).get(section, {}).get(name, default)
 
 
-def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(ap):
+    """The options this example shares with examples/hf_llama: the data, the recipe's overrides,
+    the model's size, the schedule and the seed."""
     ap.add_argument("--data", required=True, help="folder of trainer tokenize's train.bin, val.bin, tokenizer.txt")
-    ap.add_argument("--recipe", default=os.path.join(here, "gpt.toml"))
-    ap.add_argument("--out", default="", help="the run directory")
+    ap.add_argument("--recipe", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpt.toml"))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a recipe override")
     ap.add_argument("--vocab", type=int, default=2048, help="trainer tokenize's --vocab-size")
     ap.add_argument("--dim", type=int, default=128)
@@ -185,6 +184,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--eval-sequences", type=int, default=128, help="held-out windows of seq-len in eval_fn")
     ap.add_argument("--seed", type=int, default=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(ap)
+    ap.add_argument("--out", default="", help="the run directory")
     ap.add_argument("--resume", default=None, help='"auto": continue the run in --out from its newest checkpoint')
     a = ap.parse_args()
     overrides = dict((kv.split("=", 1)[0], value(kv.split("=", 1)[1])) for kv in a.set)

@@ -39,3 +39,28 @@ def run_gloo_ranks(cmd, n, store, timeout=300):
         for p in procs:
             if p.poll() is None:
                 p.kill()
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 nothing listens on now (for a launcher's master)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_env():
+    """The environment with no LACONIC_* variable but LACONIC_HAVE_MPI: what torchrun sets is all
+    the ranks have."""
+    import os
+    return {k: v for k, v in os.environ.items() if not k.startswith("LACONIC_") or k == "LACONIC_HAVE_MPI"}
+
+
+def torchrun(n):
+    """torchrun of this interpreter for n processes on this machine. --redirects/--tee 2: Debian's
+    torch 1.13 torchrun fails on Python 3.11 with their default 0 before starting a worker (to_map:
+    'NoneType' object has no attribute 'get'; torch's own bug)."""
+    import sys
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_addr", "127.0.0.1",
+            "--master_port", str(free_port()), "--redirects", "2", "--tee", "2"]
+

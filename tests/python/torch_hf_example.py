@@ -7,13 +7,12 @@ scripts/install-deps --pypi)."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup_torch  # noqa: E402
+from _setup import setup_torch, torchrun, torchrun_env  # noqa: E402
 
 TRAINER, SOURCE = setup_torch()
 try:
@@ -29,19 +28,9 @@ TINY = ["--vocab", "300", "--dim", "32", "--layers", "1", "--heads", "2", "--seq
         "--set", "train.log_every=4"]
 
 
-def env():
-    return {k: v for k, v in os.environ.items() if not k.startswith("LACONIC_") or k == "LACONIC_HAVE_MPI"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def check(name, cmd):
     out = os.path.join(tmp, name)
-    done = subprocess.run(cmd + ["--out", out], env=env(), timeout=300, capture_output=True, text=True)
+    done = subprocess.run(cmd + ["--out", out], env=torchrun_env(), timeout=300, capture_output=True, text=True)
     assert done.returncode == 0, f"{name}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     assert "from_pretrained gives the same held-out loss" in done.stdout, f"{name}: no reload check\n{done.stdout}"
     summary = json.load(open(os.path.join(out, "summary.json")))
@@ -56,9 +45,7 @@ try:
     check("gpt2_bf16_accum", [sys.executable, EXAMPLE, "--data", data, "--model", "gpt2", "--bf16"] + TINY +
           ["--set", "distributed.world_size=1", "--set", "network.groups=1", "--set", "train.grad_accum=2"])
     for strategy in ("diloco", "streaming_diloco"):
-        check(f"llama_{strategy}", [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                                    "--master_addr", "127.0.0.1", "--master_port", str(free_port()), EXAMPLE,
-                                    "--data", data, "--model", "llama"] + TINY +
+        check(f"llama_{strategy}", torchrun(2) + [EXAMPLE, "--data", data, "--model", "llama"] + TINY +
               ["--set", "distributed.world_size=2", "--set", "network.groups=2", "--set", f"sync.strategy={strategy}",
                "--set", f"sync.{strategy}.period=4"])
 finally:

@@ -5,7 +5,6 @@ rank with the same bits. A script with its own torch.distributed process group (
 lt.Sync, used after it) keeps it working beside lt.Sync, and trains the same bits."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -13,7 +12,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _setup import setup_torch  # noqa: E402
+from _setup import setup_torch, torchrun, torchrun_env  # noqa: E402
 
 TRAINER, SOURCE = setup_torch()
 
@@ -23,36 +22,21 @@ RECIPE = os.path.join(HERE, "torch_allreduce.toml")
 tmp = tempfile.mkdtemp(prefix="laconic-torchrun-")
 
 
-def clean_env():
-    """No LACONIC_* variable: what torchrun sets is all the ranks have."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("LACONIC_") or k == "LACONIC_HAVE_MPI"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def sets(pairs):
     return sum([["--set", p] for p in pairs], [])
 
 
 def run_single(name, pairs):
     save = os.path.join(tmp, name)
-    subprocess.run([sys.executable, WORKER, RECIPE, "--save", save] + sets(pairs), check=True, env=clean_env(),
+    subprocess.run([sys.executable, WORKER, RECIPE, "--save", save] + sets(pairs), check=True, env=torchrun_env(),
                    timeout=300)
     return np.load(os.path.join(save, "params.rank-0.npy"))
 
 
 def run_torchrun(name, n, pairs, extra=()):
     save = os.path.join(tmp, name)
-    # --redirects/--tee 2: Debian's torch 1.13 torchrun fails on Python 3.11 with their default 0
-    # before starting a worker (to_map: 'NoneType' object has no attribute 'get'; torch's own bug).
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), "--redirects", "2", "--tee", "2", WORKER, RECIPE, "--save", save] + \
-        sets(pairs) + list(extra)
-    subprocess.run(cmd, check=True, env=clean_env(), timeout=300)
+    cmd = torchrun(n) + [WORKER, RECIPE, "--save", save] + sets(pairs) + list(extra)
+    subprocess.run(cmd, check=True, env=torchrun_env(), timeout=300)
     return [np.load(os.path.join(save, f"params.rank-{r}.npy")) for r in range(n)], save
 
 
