@@ -114,7 +114,22 @@ def _torchrun_store():
         base = dist.distributed_c10d._get_default_store()
     else:
         base, _, _ = next(dist.rendezvous("env://", timeout=datetime.timedelta(minutes=5)))
+    if not env.get("LACONIC_ADDRESS"):  # gloo's pairs listen where the master is reached from (nodes)
+        env["LACONIC_ADDRESS"] = _address_towards(env["MASTER_ADDR"], env.get("MASTER_PORT", ""))
     return dist.PrefixStore("laconic", base), f"torch's store at {env['MASTER_ADDR']}:{env.get('MASTER_PORT', '')}"
+
+
+def _address_towards(host, port):
+    """This host's address on the route to `host` (127.0.0.1 when `host` is this machine's
+    loopback): the one other nodes reach this process at, as torchrun's --nnodes needs."""
+    import socket
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, int(port) if port.isdigit() else 1))  # no packet is sent: a route lookup
+            return s.getsockname()[0]
+    except OSError as e:
+        raise laconic.Error(f"laconic.torch.Sync: MASTER_ADDR={host}: no route from this process ({e.strerror}); "
+                            "set LACONIC_ADDRESS to the address the other nodes reach it at") from None
 
 
 def _record_writer(tensorboard, out):
