@@ -125,13 +125,18 @@ class FileKeyStore final : public KeyStore {
 
   bool create(const std::string& key, const std::string& value) override {
     const std::string name = stored(key);
-    const std::string tmp = write_temporary(name, value);
-    const int rc = ::link(tmp.c_str(), path(name).c_str());  // fails when the name exists: set-once
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    if (rc == 0) return true;
-    LC_CHECK(err == EEXIST, "store ", spec().str(), ": cannot create key '", key, "': ", std::strerror(err));
-    return false;
+    // A store wiped while we create (its files removed, as redis FLUSHALL would empty it) can take
+    // the temporary file from under the link: ENOENT, and the next try finds the folder empty.
+    for (int attempt = 0;; ++attempt) {
+      const std::string tmp = write_temporary(name, value);
+      const int rc = ::link(tmp.c_str(), path(name).c_str());  // fails when the name exists: set-once
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      if (rc == 0) return true;
+      if (err == ENOENT && attempt < 3) continue;
+      LC_CHECK(err == EEXIST, "store ", spec().str(), ": cannot create key '", key, "': ", std::strerror(err));
+      return false;
+    }
   }
 
   std::optional<std::string> find(const std::string& key) override {
@@ -144,11 +149,13 @@ class FileKeyStore final : public KeyStore {
 
   void put(const std::string& key, const std::string& value) override {
     const std::string name = stored(key);
-    const std::string tmp = write_temporary(name, value);
-    const int rc = ::rename(tmp.c_str(), path(name).c_str());  // atomic: readers see old or new
-    const int err = errno;
-    if (rc != 0) {
+    for (int attempt = 0;; ++attempt) {  // a wiped store may take the temporary file: as create()
+      const std::string tmp = write_temporary(name, value);
+      const int rc = ::rename(tmp.c_str(), path(name).c_str());  // atomic: readers see old or new
+      const int err = errno;
+      if (rc == 0) return;
       ::unlink(tmp.c_str());
+      if (err == ENOENT && attempt < 3) continue;
       throw Error(detail::concat("store ", spec().str(), ": cannot write key '", key, "': ", std::strerror(err)));
     }
   }
