@@ -36,7 +36,7 @@ def _torch_gpt():
 
 
 _gpt = _torch_gpt()
-Shard, load_tokens, lr_at, setting, value = _gpt.Shard, _gpt.load_tokens, _gpt.lr_at, _gpt.setting, _gpt.value
+Shard, load_tokens, value = _gpt.Shard, _gpt.load_tokens, _gpt.value
 
 try:
     import transformers
@@ -107,19 +107,12 @@ def main():
     sync = lt.Sync(model, recipe=a.recipe, overrides=overrides, out=a.out, optimizer=opt,
                    eval_fn=lambda: held_out(model, val, a.seq_len, a.eval_sequences),
                    flops_per_example=6.0 * params * a.seq_len)  # dense estimate per sequence
-    shard = Shard(train, sync.data_rank, sync.data_world, a.seq_len, a.seed)
-    micro = int(setting(a.recipe, overrides, "train.micro_batch", 32))
-    accum = int(setting(a.recipe, overrides, "train.grad_accum", 1))
-    while not sync.done:
-        step = sync.step_count
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, sync.steps, a.lr, a.warmup)
-        for m in range(accum):
-            x, y = shard.batch(step, m, micro)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-                loss = next_token_loss(model, x, y)
-            loss.backward()
-            sync.step(opt, loss=loss)
+
+    def loss_fn(x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            return next_token_loss(model, x, y)
+
+    _gpt.train_loop(sync, opt, Shard(train, sync.data_rank, sync.data_world, a.seq_len, a.seed), a, overrides, loss_fn)
     sync.finish()
     if sync.rank == 0:
         save_and_reload(model, a.out, val, a.seq_len, a.eval_sequences)

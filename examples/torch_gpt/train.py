@@ -205,7 +205,14 @@ def main():
     sync = lt.Sync(model, recipe=a.recipe, overrides=overrides, out=a.out or None, optimizer=opt, resume=a.resume,
                    eval_fn=lambda: held_out(model, val, a.seq_len, a.eval_sequences),
                    flops_per_example=model.flops_per_sequence(a.seq_len))
-    shard = Shard(train, sync.data_rank, sync.data_world, a.seq_len, a.seed)
+    train_loop(sync, opt, Shard(train, sync.data_rank, sync.data_world, a.seq_len, a.seed), a, overrides,
+               lambda x, y: loss_of(model, x, y))
+    sync.finish()
+
+
+def train_loop(sync, opt, shard, a, overrides, loss_fn):
+    """The steps lt.Sync has left: the schedule's learning rate, then train.grad_accum micro-batches
+    of this rank's shard, each loss_fn(x, y)'s backward and sync.step (examples/hf_llama's too)."""
     micro = int(setting(a.recipe, overrides, "train.micro_batch", 32))
     accum = int(setting(a.recipe, overrides, "train.grad_accum", 1))
     while not sync.done:
@@ -214,10 +221,9 @@ def main():
             group["lr"] = lr_at(step, sync.steps, a.lr, a.warmup)
         for m in range(accum):
             x, y = shard.batch(step, m, micro)
-            loss = loss_of(model, x, y)
+            loss = loss_fn(x, y)
             loss.backward()
             sync.step(opt, loss=loss)
-    sync.finish()
 
 
 if __name__ == "__main__":
