@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/timer.h"
+#include "framework/sync/periodic.h"
 
 namespace laconic {
 
@@ -37,11 +38,14 @@ void Hierarchical::prepare(std::int64_t first_step) {
   intra_ = std::make_unique<SubsetCommunicator>(comm, group_members_);
   intra_->set_tracer(comm.tracer());  // its collectives are traced (their messages are the world's)
   zero_.reset();
+  across_.reset();
+  periodic_ = dynamic_cast<const PeriodicAveraging*>(inter_.get());
+  shard_outer_ = shard_inner_ && periodic_ != nullptr && !periodic_->options().sparta;
   if (shard_inner_) {
     zero_ = std::make_unique<ShardedDataParallel>();
     zero_->bind(store, *intra_, first_step);
   }
-  across_.reset();
+  if (shard_outer_) return bind_sharded(first_step, group_of);
   if (group_members_.front() == comm.rank()) {
     across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);
     // Async work between leaders (streaming DiLoCo's overlapped syncs) is traced like the
@@ -51,6 +55,31 @@ void Hierarchical::prepare(std::int64_t first_step) {
     // second one among the leaders would send them across the uplink again.
     inter_->bind(store, *across_, first_step);
   }
+}
+
+std::vector<int> Hierarchical::shard_peers(const std::vector<int>& group_of) const {
+  const auto mine = static_cast<std::size_t>(std::find(group_members_.begin(), group_members_.end(), comm().rank()) -
+                                             group_members_.begin());
+  std::vector<int> peers;
+  for (const int leader : leaders_) {
+    std::vector<int> members;
+    for (int r = 0; r < comm().size(); ++r)
+      if (group_of[static_cast<std::size_t>(r)] == group_of[static_cast<std::size_t>(leader)]) members.push_back(r);
+    LC_CHECK(members.size() == group_members_.size(), "sharded outer state needs groups of one size: group of rank ",
+             leader, " has ", members.size(), " ranks, this rank's ", group_members_.size(),
+             " (set distributed.world_size to a multiple of network.groups)");
+    peers.push_back(members[mine]);
+  }
+  return peers;
+}
+
+void Hierarchical::bind_sharded(std::int64_t first_step, const std::vector<int>& group_of) {
+  shard_peers_ = shard_peers(group_of);
+  across_ = std::make_unique<SubsetCommunicator>(comm(), shard_peers_);
+  across_->set_tracer(comm().tracer());
+  static_cast<PeriodicAveraging&>(*inter_).shard_of(store(), zero_->shard_tensors());
+  // The shard the group's optimizer steps is the one the outer sync moves: no copy between them.
+  inter_->bind(zero_->update_store(), *across_, first_step);
 }
 
 void Hierarchical::after_backward(std::int64_t step) {
@@ -64,7 +93,7 @@ void Hierarchical::after_backward(std::int64_t step) {
   }
   comm_s_ += t.seconds();
   if (!inter_->reduces_gradients(step)) return;
-  if (across_) {
+  if (inter_bound()) {
     const double before = inter_->comm_seconds();
     inter_->after_backward(step);
     comm_s_ += inter_->comm_seconds() - before;
@@ -75,6 +104,8 @@ void Hierarchical::after_backward(std::int64_t step) {
 }
 
 bool Hierarchical::after_update(std::int64_t step) {
+  last_step_ = step;
+  if (shard_outer_) return after_update_sharded(step);
   ParamStore& store = this->store();
   if (zero_) {  // the group's stepped shards, whole on every rank, before any outer sync
     Stopwatch t;
@@ -97,10 +128,43 @@ bool Hierarchical::after_update(std::int64_t step) {
   return true;
 }
 
+bool Hierarchical::after_update_sharded(std::int64_t step) {
+  // The outer sync on the stepped shard first, so one all-gather spreads both updates.
+  const double before = inter_->comm_seconds();
+  const bool changed = inter_->after_update(step);
+  comm_s_ += inter_->comm_seconds() - before;
+  Stopwatch t;
+  zero_->after_update(step);
+  comm_s_ += t.seconds();
+  return changed;
+}
+
+bool Hierarchical::merge_pending_after(std::int64_t step) const {
+  if (periodic_ == nullptr || step < 0) return false;
+  for (std::int64_t s = step + 1; s <= step + periodic_->options().overlap_steps; ++s)
+    if (periodic_->averages_params(s)) return true;
+  return false;
+}
+
+void Hierarchical::drain() {
+  if (inter_bound()) inter_->drain();
+  if (!merge_pending_after(last_step_)) return;
+  Stopwatch t;
+  if (shard_outer_) {
+    zero_->after_update(last_step_);
+  } else {
+    intra_->broadcast(Buf{store().params().data(), store().size(), DType::f32}, 0);
+    if (zero_) zero_->params_changed();
+  }
+  comm_s_ += t.seconds();
+}
+
 std::string Hierarchical::describe() const {
   return std::string("hierarchical (") +
          (zero_ ? "inside each group the optimizer state sharded, ZeRO-1" : "dense fp32 all-reduce inside each group") +
-         "; between group leaders: " + inter_->describe() + ")";
+         (shard_outer_ ? "; between the groups' ranks holding the same shard, on that shard: "
+                       : "; between group leaders: ") +
+         inter_->describe() + ")";
 }
 
 // ---- Phased ----

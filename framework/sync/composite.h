@@ -22,8 +22,14 @@ namespace laconic {
 //
 // shard_inner (sync.shard = "optimizer" with a periodic `inter`): inside each group the gradients
 // are reduce-scattered and the optimizer steps this rank's shard (ZeRO-1 on the group,
-// ShardedDataParallel), the group all-gathers the model after each step, and the leaders' outer
-// sync then runs on whole parameters as before.
+// ShardedDataParallel), and the group all-gathers the model after each step. When `inter` is
+// PeriodicAveraging (local SGD, DiLoCo, streaming DiLoCo, SparseLoCo) its outer state is sharded
+// too: every rank runs it on its shard with the ranks holding the same shard in the other groups
+// (the groups must be of one size), so theta_global, the outer momentum and error feedback are
+// 1/N per rank and each rank's link carries 1/N of an outer sync; the all-gather after the step
+// then spreads the outer step too. Any other `inter` runs on the leaders' whole parameters.
+class PeriodicAveraging;
+
 class Hierarchical final : public SyncStrategy {
  public:
   explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner = false);
@@ -36,13 +42,15 @@ class Hierarchical final : public SyncStrategy {
   std::string describe() const override;
   ReducerStats reducer_stats() const override { return inter_->reducer_stats(); }
   double comm_seconds() const override { return comm_s_; }
-  std::vector<StateTensor> state() override { return inter_->state(); }
+  std::vector<StateTensor> state() override { return inter_bound() ? inter_->state() : std::vector<StateTensor>{}; }
   ParamStore& update_store() override { return zero_ ? zero_->update_store() : store(); }
   TensorSums* tensor_sums() override { return zero_ ? zero_->tensor_sums() : nullptr; }
   std::uint64_t buffer_bytes() const override { return zero_ ? zero_->buffer_bytes() : 0; }
-  void drain() override {
-    if (across_) inter_->drain();
-  }
+  // A periodic `inter` merges the fragments still in flight: then the group's other ranks take
+  // the result (the leader's broadcast, or the shards' all-gather).
+  void drain() override;
+  // Whether the outer state is sharded (every rank runs `inter` on its shard).
+  bool shards_outer() const { return shard_outer_; }
 
  protected:
   void prepare(std::int64_t first_step) override;
@@ -50,9 +58,22 @@ class Hierarchical final : public SyncStrategy {
  private:
   std::unique_ptr<SyncStrategy> inter_;
   bool shard_inner_ = false;
+  bool inter_bound() const { return across_ != nullptr; }
+  // The ranks holding this rank's shard, one per group, in group order (all groups one size).
+  std::vector<int> shard_peers(const std::vector<int>& group_of) const;
+  // Binds inter_ to this rank's shard and its peers (shard_outer_).
+  void bind_sharded(std::int64_t first_step, const std::vector<int>& group_of);
+  bool after_update_sharded(std::int64_t step);
+  // Whether a periodic `inter` still has a fragment to merge after `step` (known on every rank).
+  bool merge_pending_after(std::int64_t step) const;
+
   std::unique_ptr<ShardedDataParallel> zero_;  // shard_inner: ZeRO-1 inside the group
-  std::vector<int> group_members_, leaders_;
-  std::unique_ptr<SubsetCommunicator> intra_, across_;  // across_: leaders only
+  bool shard_outer_ = false;                   // inter_ runs on this rank's shard, on every rank
+  const PeriodicAveraging* periodic_ = nullptr;  // inter_, when it is one
+  std::int64_t last_step_ = -1;                  // of after_update
+  std::vector<int> group_members_, leaders_, shard_peers_;  // the subsets' member lists (they keep spans)
+  // across_: the communicator inter_ runs on: the leaders', or this rank's shard peers'.
+  std::unique_ptr<SubsetCommunicator> intra_, across_;
   double comm_s_ = 0;
 };
 

@@ -77,6 +77,15 @@ std::vector<std::size_t> fragment_bounds(const ParamStore& store, int fragments)
   return bounds;
 }
 
+std::vector<std::size_t> shard_fragment_bounds(const ParamStore& whole, std::span<const std::size_t> tensor_of,
+                                               int fragments) {
+  const std::vector<std::size_t> outer = fragment_bounds(whole, fragments);
+  std::vector<std::size_t> bounds(outer.size());
+  for (std::size_t f = 0; f < outer.size(); ++f)
+    bounds[f] = static_cast<std::size_t>(std::lower_bound(tensor_of.begin(), tensor_of.end(), outer[f]) - tensor_of.begin());
+  return bounds;
+}
+
 PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reducer> reducer)
     : opts_(std::move(opts)), reducer_(std::move(reducer)) {
   LC_CHECK(opts_.period >= 1, "period ", opts_.period);
@@ -156,7 +165,8 @@ const std::vector<BucketLayout>& PeriodicAveraging::buckets(int fragment) const 
 void PeriodicAveraging::prepare(std::int64_t first_step) {
   const ParamStore& store = this->store();
   const auto& views = store.views();
-  const std::vector<std::size_t> bounds = fragment_bounds(store, opts_.fragments);
+  const std::vector<std::size_t> bounds = whole_ ? shard_fragment_bounds(*whole_, shard_tensor_of_, opts_.fragments)
+                                                 : fragment_bounds(store, opts_.fragments);
   fragments_.clear();
   std::vector<BucketLayout> all;
   for (int fi = 0; fi < opts_.fragments; ++fi) {
@@ -171,7 +181,7 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
     for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v) f->shadow.add(views[v].name, views[v].shape, views[v].group);
     f->shadow.finalize();
     f->shadow.to(store.device());  // theta_global and the outer optimizer live beside the parameters
-    f->begin = views[bounds[fi]].offset;
+    f->begin = bounds[fi] < views.size() ? views[bounds[fi]].offset : store.size();  // a shard may hold none of it
     f->size = f->shadow.size();
     for (std::size_t v = bounds[fi]; v < bounds[fi + 1]; ++v)
       LC_CHECK(f->shadow.view(v - bounds[fi]).offset + f->begin == views[v].offset, "parameter '", views[v].name,
@@ -261,6 +271,13 @@ void PeriodicAveraging::set_replica_group(ReplicaGroup* group) {
   LC_CHECK(group == nullptr || !opts_.eager,
            "eager DiLoCo cannot run across elastic replicas: their quorum shares one anchor, eager replicas do not");
   replicas_ = group;
+}
+
+void PeriodicAveraging::shard_of(const ParamStore& whole, std::vector<std::size_t> tensor_of) {
+  LC_CHECK(!bound(), "PeriodicAveraging::shard_of after bind()");
+  LC_CHECK(!opts_.sparta, "SPARTA's random elements are drawn over the whole model: it cannot run on a shard");
+  whole_ = &whole;
+  shard_tensor_of_ = std::move(tensor_of);
 }
 
 void PeriodicAveraging::finish(std::int64_t step) {

@@ -70,6 +70,12 @@ struct PeriodicOptions {
 // peak bytes, is as small as the tensors allow.
 std::vector<std::size_t> fragment_bounds(const ParamStore& store, int fragments);
 
+// The same fragments on a shard of `whole` (zero.h's make_shard_store; tensor_of[v]: the whole
+// model's tensor that shard view v is a piece of): fragment f is the shard's pieces of whole
+// fragment f, possibly none, so a sharded outer sync moves the parameters the unsharded one does.
+std::vector<std::size_t> shard_fragment_bounds(const ParamStore& whole, std::span<const std::size_t> tensor_of,
+                                               int fragments);
+
 // The two configurations by name, so every caller maps "local_sgd" and "diloco" the same way.
 // DiLoCo with outer_lr 1, momentum 0 is local SGD (the same options, the same bits).
 inline PeriodicOptions local_sgd_options(std::int64_t period, std::int64_t warmup_steps = 0,
@@ -134,6 +140,11 @@ class PeriodicAveraging final : public SyncStrategy {
   // quorum shares one anchor, which eager replicas do not have).
   void set_replica_group(ReplicaGroup* group);
 
+  // The store this strategy will be bound to is a shard of `whole` (sharded outer state,
+  // composite.h): fragments follow whole's tensors (shard_fragment_bounds). Set before bind();
+  // `whole` must outlive the strategy.
+  void shard_of(const ParamStore& whole, std::vector<std::size_t> tensor_of);
+
   const PeriodicOptions& options() const { return opts_; }
   // Every fragment's buckets, ids unique across fragments, `begin` relative to the fragment.
   const std::vector<BucketLayout>& buckets(int fragment = 0) const;
@@ -176,6 +187,8 @@ class PeriodicAveraging final : public SyncStrategy {
   PeriodicOptions opts_;
   std::unique_ptr<Reducer> reducer_;
   ReplicaGroup* replicas_ = nullptr;
+  const ParamStore* whole_ = nullptr;      // shard_of(): the model this store is a shard of
+  std::vector<std::size_t> shard_tensor_of_;
   std::unique_ptr<Sparta> sparta_;  // opts_.sparta
   std::vector<std::unique_ptr<Fragment>> fragments_;
   ReducerStats stats_;

@@ -43,6 +43,10 @@ void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
   counts_.assign(static_cast<std::size_t>(n), block_);
   counts_.back() = whole.size() - block_ * static_cast<std::size_t>(n - 1);
   shard_ = make_shard_store(whole, range_, tensor_of_);
+  // The model now, for a strategy bound to the shard (an outer sync's anchor); again before the
+  // first step, after a resume has loaded the whole model.
+  copy_bytes(shard_.params().data(), shard_.device(), whole.params().data() + range_.begin, whole.device(),
+             range_.size() * sizeof(float));
   fresh_ = true;
 }
 

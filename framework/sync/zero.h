@@ -46,6 +46,8 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums {
   // range of them again before the next optimizer step.
   void params_changed() { fresh_ = true; }
   TensorSums* tensor_sums() override { return this; }
+  // Shard view v is a piece of the whole model's view shard_tensors()[v].
+  const std::vector<std::size_t>& shard_tensors() const { return tensor_of_; }
   std::uint64_t buffer_bytes() const override { return shard_.params().size_bytes() + shard_.grads().size_bytes(); }
   std::string describe() const override;
   double comm_seconds() const override { return comm_s_; }

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/units.h"
 #include "framework/recipe/factory.h"
+#include "framework/sync/periodic.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/optimizer.h"
 
@@ -39,12 +40,15 @@ double optimizer_bytes(const Recipe& r, const ParamStore& store) {
 
 // The strategy itself, bound on rank 0 (binding sizes the state without communicating): sharding's
 // part is the optimizer's (plan_memory), and with sync.intra rank 0 leads its group, holding the
-// strategy's state among the groups' leaders.
-double strategy_bytes(Recipe r, ParamStore& store) {
+// strategy's state among the groups' leaders, or, sharded, its shard of a periodic strategy's
+// (composite.h): `sharded_outer` says which.
+double strategy_bytes(Recipe r, ParamStore& store, bool& sharded_outer) {
+  sharded_outer = false;
   if (r.sync.intra == IntraKind::allreduce) {
     r.distributed.world_size = std::max(1, r.network.groups);
     r.network.stragglers.ranks.clear();  // named among the world's ranks, not the leaders'
   }
+  const bool shard = r.sync.shard == ShardKind::optimizer && r.sync.intra == IntraKind::allreduce;
   r.sync.shard = ShardKind::none;
   r.sync.intra = IntraKind::none;
   ThreadsWorld world(r.distributed.world_size);
@@ -53,6 +57,8 @@ double strategy_bytes(Recipe r, ParamStore& store) {
   const double lr = r.optimizer.lr;
   const std::unique_ptr<SyncStrategy> s = make_sync(r, /*overlap=*/false, Device::cpu, [lr](std::int64_t) { return lr; });
   s->bind(store, comm);
+  const auto* periodic = dynamic_cast<const PeriodicAveraging*>(s.get());
+  sharded_outer = shard && periodic != nullptr && !periodic->options().sparta;
   return bytes_of(s->state());
 }
 
@@ -83,15 +89,16 @@ MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   const int n = in_groups ? std::max(1, world / std::max(1, recipe.network.groups)) : world;
   const double stepped = sharded ? std::floor(params / n) : params;
   std::array<double, 3> opt{}, strat{};
+  bool sharded_outer = false;
   for (std::size_t i = 0; i < 3; ++i) {
     ParamStore store = proxy(kSides[i]);
     opt[i] = optimizer_bytes(recipe, store);
-    strat[i] = sharded && !in_groups ? 0 : strategy_bytes(recipe, store);
+    strat[i] = sharded && !in_groups ? 0 : strategy_bytes(recipe, store, sharded_outer);
   }
   MemoryPlan m;
   m.weights = m.gradients = 4.0 * params;
   m.optimizer = fit_at(opt, side_for(stepped));
-  m.strategy = fit_at(strat, side_for(params));
+  m.strategy = fit_at(strat, side_for(sharded_outer ? stepped : params));
   m.buffers = sharded ? 8.0 * stepped : 0.0;
   return m;
 }

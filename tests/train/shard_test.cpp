@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "core/check.h"
 #include "framework/recipe/recipe.h"
@@ -151,27 +152,56 @@ TEST_F(Shard, HoldsOneNthOfTheStateAndSendsTheAllReducesBytes) {
   }
 }
 
-// DiLoCo across two groups of 2 (sync.intra), the inner AdamW sharded inside each group: it trains
-// as the unsharded run (the group's reduce-scatter cuts where its ring all-reduce did: 275 = 2 x
-// 137 + 1, the leftover reduced on its own, so up to rounding), each rank holds half the inner
-// state, and the leaders' outer state is the unsharded one.
-TEST_F(Shard, InsideTheGroupsOfDiloco) {
-  const auto recipe = [](ShardKind shard) {
-    Recipe r = small("adamw", 4, shard);
-    r.sync.strategy = "diloco";
-    r.sync.intra = IntraKind::allreduce;
-    r.sync.diloco.period = 4;
-    r.network.groups = 2;
-    return r;
-  };
-  const TrainSummary a = run(recipe(ShardKind::none), "diloco_whole");
-  const TrainSummary b = run(recipe(ShardKind::optimizer), "diloco_sharded");
-  EXPECT_LE(max_abs_diff(a.final_params, b.final_params), 1e-5);
-  EXPECT_NEAR(a.final_loss, b.final_loss, 1e-5);
-  const std::uint64_t step_count = *a.memory_optimizer - 2 * 4 * kParams;
-  EXPECT_EQ(*b.memory_optimizer, 2 * 4 * (kParams / 2) + step_count);
-  EXPECT_EQ(*b.memory_strategy, *a.memory_strategy);
-  EXPECT_GT(*a.memory_strategy, 0u);
+Recipe in_groups(const std::string& strategy, ShardKind shard, int world = 4, int groups = 2) {
+  Recipe r = small("adamw", world, shard);
+  r.sync.strategy = strategy;
+  r.sync.intra = IntraKind::allreduce;
+  r.sync.diloco.period = 4;
+  r.sync.streaming_diloco.period = 4;
+  r.sync.streaming_diloco.fragments = 2;
+  r.sync.streaming_diloco.overlap_steps = 1;
+  r.sync.sparseloco.period = 4;
+  r.network.groups = groups;
+  return r;
+}
+
+// DiLoCo across two groups of 2 (sync.intra), sharded: the inner AdamW steps each rank's half of
+// its group's model, and the outer state is sharded the same way, each rank syncing its half with
+// the rank holding it in the other group. Every sum has two terms (two ranks in a group, two
+// groups), and a + b is b + a: the run is the unsharded one bit for bit. Rank 0 holds half the
+// inner and outer state, and sends half the inter-group bytes of a leader.
+TEST_F(Shard, ShardsDilocosOuterStateAcrossTheGroups) {
+  const TrainSummary a = run(in_groups("diloco", ShardKind::none), "diloco_whole");
+  const TrainSummary b = run(in_groups("diloco", ShardKind::optimizer), "diloco_sharded");
+  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  const std::uint64_t step_count = *a.memory_optimizer - 2 * 4 * kParams, half = kParams / 2;
+  EXPECT_EQ(*b.memory_optimizer, 2 * 4 * half + step_count);
+  EXPECT_EQ(*a.memory_strategy, 2 * 4 * kParams);  // theta_global and the outer momentum
+  EXPECT_EQ(*b.memory_strategy, 2 * 4 * half);
+  // Three outer syncs of 275 floats a leader, 137 rank 0 (a ring of two: each sends all of it once).
+  ASSERT_TRUE(a.bytes_inter && b.bytes_inter);
+  EXPECT_EQ(*a.bytes_inter - *b.bytes_inter, 3u * 4 * (kParams - half));
+}
+
+// Three groups (sums of three terms, added in the order of a ring over another cut of the buffer)
+// and streaming DiLoCo's fragments (whole tensors of the model, so a shard may hold none of one)
+// with an overlapped reduction, the last one in flight when the run ends (step 11 launches it,
+// the drain merges it, and every rank must take it): the unsharded run up to rounding. SparseLoCo's error feedback is
+// per shard too; its top-k chunks follow the shard, so it trains, but not as the unsharded run.
+TEST_F(Shard, ShardsTheOuterStateOfTheDilocoFamily) {
+  for (const auto& [strategy, world, groups] :
+       {std::tuple{"diloco", 6, 3}, std::tuple{"streaming_diloco", 4, 2}, std::tuple{"streaming_diloco", 6, 3}}) {
+    SCOPED_TRACE(std::string(strategy) + " on " + std::to_string(world) + " ranks");
+    const std::string name = strategy + std::to_string(world);
+    const TrainSummary a = run(in_groups(strategy, ShardKind::none, world, groups), name + "_whole");
+    const TrainSummary b = run(in_groups(strategy, ShardKind::optimizer, world, groups), name + "_sharded");
+    EXPECT_LE(max_abs_diff(a.final_params, b.final_params), 1e-5);
+    EXPECT_NEAR(a.final_loss, b.final_loss, 1e-5);
+    EXPECT_LT(*b.memory_strategy * 3 / 2, *a.memory_strategy);
+  }
+  const TrainSummary s = run(in_groups("sparseloco", ShardKind::optimizer), "sparseloco_sharded");
+  EXPECT_TRUE(std::isfinite(s.final_loss));
 }
 
 TEST_F(Shard, ResumesBitForBit) {
@@ -184,6 +214,21 @@ TEST_F(Shard, ResumesBitForBit) {
     EXPECT_EQ(resumed.first_step, 6);
     EXPECT_TRUE(same_bits(whole.final_params, resumed.final_params));
     EXPECT_EQ(whole.final_loss, resumed.final_loss);
+  }
+}
+
+// Each rank's checkpoint holds its shard of theta_global, the outer momentum and a fragment's
+// reduced pseudo-gradient in flight (streaming DiLoCo, tau = 1: fragment 1 launches at step 5, so
+// the checkpoint after it, step-000000006, holds it).
+TEST_F(Shard, ResumesShardedOuterStateBitForBit) {
+  for (const std::string strategy : {"diloco", "streaming_diloco"}) {
+    Recipe r = in_groups(strategy, ShardKind::optimizer, 6, 3);
+    r.checkpoint.every = 6;
+    const TrainSummary whole = run(r, strategy + "_whole");
+    const TrainSummary resumed =
+        run(r, strategy + "_resumed", (dir_ / (strategy + "_whole") / "checkpoints" / "step-000000006").string());
+    EXPECT_TRUE(same_bits(whole.final_params, resumed.final_params)) << strategy;
+    EXPECT_EQ(whole.final_loss, resumed.final_loss) << strategy;
   }
 }
 
