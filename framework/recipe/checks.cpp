@@ -178,11 +178,26 @@ void check_ranks(const Draft& d) {
                    "(0: none simulated)");
 }
 
+// sync.shard = "outer" shards the outer state of local SGD's family (PeriodicAveraging, not under
+// SPARTA) across the ranks of sync.intra's groups, and nothing else.
+void check_outer_sharding(const Draft& d) {
+  const Recipe& r = d.recipe;
+  const std::string& s = r.sync.strategy.value;
+  const bool family = s == "local_sgd" || s == "diloco" || s == "streaming_diloco" || s == "sparseloco";
+  const bool sparta = (s == "diloco" && r.sync.diloco.sparta) || (s == "streaming_diloco" && r.sync.streaming_diloco.sparta);
+  if (r.sync.intra != IntraKind::allreduce || !family || sparta || !r.sync.phases.phases.empty())
+    LC_INPUT_ERROR(locate(d, {"sync.shard", "sync.strategy", "sync.intra"}),
+                   ": sync.shard: expected \"outer\" only with sync.intra = \"allreduce\" and sync.strategy = local_sgd, "
+                   "diloco, streaming_diloco or sparseloco (no sparta, no sync.phases), whose outer state it shards "
+                   "across each group's ranks; got sync.strategy = \"", s, "\", sync.intra = \"", name_of(r.sync.intra), "\"");
+}
+
 // sync.shard = "optimizer" (ZeRO-1) is built for the dense fp32 all-reduce alone, and for the
 // optimizers that step a piece of a tensor correctly (element-wise, or asking for whole-tensor norms).
 void check_sharding(const Draft& d) {
   const Recipe& r = d.recipe;
   if (r.sync.shard == ShardKind::none) return;
+  if (r.sync.shard == ShardKind::outer) return check_outer_sharding(d);
   const auto refuse = [&](std::initializer_list<std::string_view> keys, const std::string& expected) {
     LC_INPUT_ERROR(locate(d, keys), ": sync.shard: expected \"none\" with ", expected,
                    ", got \"", name_of(r.sync.shard), "\"");

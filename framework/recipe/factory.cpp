@@ -81,7 +81,8 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
     }
     s = std::make_unique<Phased>(std::move(phases));
   }
-  if (c.intra == IntraKind::allreduce) s = std::make_unique<Hierarchical>(std::move(s), c.shard == ShardKind::optimizer);
+  if (c.intra == IntraKind::allreduce)
+    s = std::make_unique<Hierarchical>(std::move(s), c.shard == ShardKind::optimizer, c.shard != ShardKind::none);
   return s;
 }
 

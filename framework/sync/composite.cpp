@@ -11,8 +11,8 @@ namespace laconic {
 
 // ---- Hierarchical ----
 
-Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner)
-    : inter_(std::move(inter)), shard_inner_(shard_inner) {
+Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner, bool shard_outer)
+    : inter_(std::move(inter)), shard_inner_(shard_inner), want_shard_outer_(shard_outer) {
   LC_CHECK(inter_ != nullptr, "Hierarchical needs a strategy between groups");
 }
 
@@ -40,7 +40,7 @@ void Hierarchical::prepare(std::int64_t first_step) {
   zero_.reset();
   across_.reset();
   periodic_ = dynamic_cast<const PeriodicAveraging*>(inter_.get());
-  shard_outer_ = shard_inner_ && periodic_ != nullptr && !periodic_->options().sparta;
+  shard_outer_ = want_shard_outer_ && periodic_ != nullptr && !periodic_->options().sparta;
   if (shard_inner_) {
     zero_ = std::make_unique<ShardedDataParallel>();
     zero_->bind(store, *intra_, first_step);
@@ -77,9 +77,10 @@ void Hierarchical::bind_sharded(std::int64_t first_step, const std::vector<int>&
   shard_peers_ = shard_peers(group_of);
   across_ = std::make_unique<SubsetCommunicator>(comm(), shard_peers_);
   across_->set_tracer(comm().tracer());
-  static_cast<PeriodicAveraging&>(*inter_).shard_of(store(), zero_->shard_tensors());
-  // The shard the group's optimizer steps is the one the outer sync moves: no copy between them.
-  inter_->bind(zero_->update_store(), *across_, first_step);
+  // With ZeRO, the shard the group's optimizer steps is the one the outer sync moves: no copy.
+  if (!zero_) outer_shard_.cut(store(), intra_->rank(), intra_->size());
+  static_cast<PeriodicAveraging&>(*inter_).shard_of(store(), zero_ ? zero_->shard_tensors() : outer_shard_.tensor_of);
+  inter_->bind(outer_store(), *across_, first_step);
 }
 
 void Hierarchical::after_backward(std::int64_t step) {
@@ -130,13 +131,22 @@ bool Hierarchical::after_update(std::int64_t step) {
 
 bool Hierarchical::after_update_sharded(std::int64_t step) {
   // The outer sync on the stepped shard first, so one all-gather spreads both updates.
+  if (!zero_) outer_shard_.take(store());  // this step's weights (a copy of 1/N of them)
   const double before = inter_->comm_seconds();
   const bool changed = inter_->after_update(step);
   comm_s_ += inter_->comm_seconds() - before;
-  Stopwatch t;
-  zero_->after_update(step);
-  comm_s_ += t.seconds();
+  if (zero_ || changed) gather_outer();
   return changed;
+}
+
+void Hierarchical::gather_outer() {
+  Stopwatch t;
+  if (zero_) {
+    zero_->after_update(last_step_);
+  } else {
+    outer_shard_.gather(*intra_, store());
+  }
+  comm_s_ += t.seconds();
 }
 
 bool Hierarchical::merge_pending_after(std::int64_t step) const {
@@ -149,19 +159,17 @@ bool Hierarchical::merge_pending_after(std::int64_t step) const {
 void Hierarchical::drain() {
   if (inter_bound()) inter_->drain();
   if (!merge_pending_after(last_step_)) return;
+  if (shard_outer_) return gather_outer();
   Stopwatch t;
-  if (shard_outer_) {
-    zero_->after_update(last_step_);
-  } else {
-    intra_->broadcast(Buf{store().params().data(), store().size(), DType::f32}, 0);
-    if (zero_) zero_->params_changed();
-  }
+  intra_->broadcast(Buf{store().params().data(), store().size(), DType::f32}, 0);
+  if (zero_) zero_->params_changed();
   comm_s_ += t.seconds();
 }
 
 std::string Hierarchical::describe() const {
   return std::string("hierarchical (") +
          (zero_ ? "inside each group the optimizer state sharded, ZeRO-1" : "dense fp32 all-reduce inside each group") +
+         (shard_outer_ ? "; the outer state sharded across each group's ranks" : "") +
          (shard_outer_ ? "; between the groups' ranks holding the same shard, on that shard: "
                        : "; between group leaders: ") +
          inter_->describe() + ")";

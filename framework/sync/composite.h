@@ -22,17 +22,18 @@ namespace laconic {
 //
 // shard_inner (sync.shard = "optimizer" with a periodic `inter`): inside each group the gradients
 // are reduce-scattered and the optimizer steps this rank's shard (ZeRO-1 on the group,
-// ShardedDataParallel), and the group all-gathers the model after each step. When `inter` is
-// PeriodicAveraging (local SGD, DiLoCo, streaming DiLoCo, SparseLoCo) its outer state is sharded
-// too: every rank runs it on its shard with the ranks holding the same shard in the other groups
-// (the groups must be of one size), so theta_global, the outer momentum and error feedback are
-// 1/N per rank and each rank's link carries 1/N of an outer sync; the all-gather after the step
-// then spreads the outer step too. Any other `inter` runs on the leaders' whole parameters.
+// ShardedDataParallel), and the group all-gathers the model after each step.
+// shard_outer ("optimizer" or "outer"), when `inter` is PeriodicAveraging (local SGD, DiLoCo,
+// streaming DiLoCo, SparseLoCo): every rank runs it on its shard (ZeRO's, or one of its own taken
+// from the whole model before each step) with the ranks holding the same shard in the other
+// groups, so theta_global, the outer momentum and error feedback are 1/N per rank and each rank's
+// link carries 1/N of an outer sync; an all-gather in the group then spreads the outer step. Any
+// other `inter` runs on the leaders' whole parameters. docs/sharding.md.
 class PeriodicAveraging;
 
 class Hierarchical final : public SyncStrategy {
  public:
-  explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner = false);
+  explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner = false, bool shard_outer = false);
   ~Hierarchical() override;
   void after_backward(std::int64_t step) override;
   bool after_update(std::int64_t step) override;
@@ -45,7 +46,10 @@ class Hierarchical final : public SyncStrategy {
   std::vector<StateTensor> state() override { return inter_bound() ? inter_->state() : std::vector<StateTensor>{}; }
   ParamStore& update_store() override { return zero_ ? zero_->update_store() : store(); }
   TensorSums* tensor_sums() override { return zero_ ? zero_->tensor_sums() : nullptr; }
-  std::uint64_t buffer_bytes() const override { return zero_ ? zero_->buffer_bytes() : 0; }
+  // ZeRO's shard, or the outer sync's own (its weights and unused gradients).
+  std::uint64_t buffer_bytes() const override {
+    return zero_ ? zero_->buffer_bytes() : outer_shard_.store.params().size_bytes() + outer_shard_.store.grads().size_bytes();
+  }
   // A periodic `inter` merges the fragments still in flight: then the group's other ranks take
   // the result (the leader's broadcast, or the shards' all-gather).
   void drain() override;
@@ -57,10 +61,13 @@ class Hierarchical final : public SyncStrategy {
 
  private:
   std::unique_ptr<SyncStrategy> inter_;
-  bool shard_inner_ = false;
+  bool shard_inner_ = false, want_shard_outer_ = false;
   bool inter_bound() const { return across_ != nullptr; }
   // The ranks holding this rank's shard, one per group, in group order (all groups one size).
   std::vector<int> shard_peers(const std::vector<int>& group_of) const;
+  // The store the sharded outer sync runs on (ZeRO's shard, or outer_shard_), and its gather.
+  ParamStore& outer_store() { return zero_ ? zero_->update_store() : outer_shard_.store; }
+  void gather_outer();
   // Binds inter_ to this rank's shard and its peers (shard_outer_).
   void bind_sharded(std::int64_t first_step, const std::vector<int>& group_of);
   bool after_update_sharded(std::int64_t step);
@@ -69,6 +76,7 @@ class Hierarchical final : public SyncStrategy {
 
   std::unique_ptr<ShardedDataParallel> zero_;  // shard_inner: ZeRO-1 inside the group
   bool shard_outer_ = false;                   // inter_ runs on this rank's shard, on every rank
+  Shard outer_shard_;                          // shard_outer_ without zero_: the shard inter_ runs on
   const PeriodicAveraging* periodic_ = nullptr;  // inter_, when it is one
   std::int64_t last_step_ = -1;                  // of after_update
   std::vector<int> group_members_, leaders_, shard_peers_;  // the subsets' member lists (they keep spans)

@@ -35,18 +35,29 @@ ParamStore make_shard_store(const ParamStore& whole, ShardRange range, std::vect
   return shard;
 }
 
+void Shard::cut(const ParamStore& whole, int rank, int n) {
+  range = shard_range(whole.size(), rank, n);
+  block = whole.size() / static_cast<std::size_t>(n);
+  counts.assign(static_cast<std::size_t>(n), block);
+  counts.back() = whole.size() - block * static_cast<std::size_t>(n - 1);
+  store = make_shard_store(whole, range, tensor_of);
+  take(whole);
+}
+
+void Shard::take(const ParamStore& whole) {
+  copy_bytes(store.params().data(), store.device(), whole.params().data() + range.begin, whole.device(),
+             range.size() * sizeof(float));
+}
+
+void Shard::gather(Communicator& comm, ParamStore& whole) const {
+  comm.all_gather_v(CBuf{store.params().data(), range.size(), DType::f32},
+                    Buf{whole.params().data(), whole.size(), DType::f32}, counts);
+}
+
 void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
-  const ParamStore& whole = store();
-  const int n = comm().size();
-  range_ = shard_range(whole.size(), comm().rank(), n);
-  block_ = whole.size() / static_cast<std::size_t>(n);
-  counts_.assign(static_cast<std::size_t>(n), block_);
-  counts_.back() = whole.size() - block_ * static_cast<std::size_t>(n - 1);
-  shard_ = make_shard_store(whole, range_, tensor_of_);
   // The model now, for a strategy bound to the shard (an outer sync's anchor); again before the
   // first step, after a resume has loaded the whole model.
-  copy_bytes(shard_.params().data(), shard_.device(), whole.params().data() + range_.begin, whole.device(),
-             range_.size() * sizeof(float));
+  shard_.cut(store(), comm().rank(), comm().size());
   fresh_ = true;
 }
 
@@ -56,19 +67,19 @@ void ShardedDataParallel::after_backward(std::int64_t /*step*/) {
   ParamStore& whole = store();
   // The shard's weights come from the whole model once, after start() and any resume loaded it.
   if (fresh_) {
-    copy_bytes(shard_.params().data(), shard_.device(), whole.params().data() + range_.begin, whole.device(),
-               range_.size() * sizeof(float));
+    shard_.take(whole);
     fresh_ = false;
   }
   const auto n = static_cast<std::size_t>(comm().size());
+  const std::size_t block = shard_.block;
   const std::span<float> g = whole.grads();
-  comm().reduce_scatter(CBuf{g.data(), block_ * n, DType::f32}, Buf{shard_.grads().data(), block_, DType::f32},
+  comm().reduce_scatter(CBuf{g.data(), block * n, DType::f32}, Buf{shard_.store.grads().data(), block, DType::f32},
                         ReduceOp::avg);
   // The rest (fewer than n elements) belongs to the last rank: one small all-reduce.
-  if (const std::size_t rest = whole.size() - block_ * n; rest > 0) {
-    comm().all_reduce(Buf{g.data() + block_ * n, rest, DType::f32}, ReduceOp::avg);
+  if (const std::size_t rest = whole.size() - block * n; rest > 0) {
+    comm().all_reduce(Buf{g.data() + block * n, rest, DType::f32}, ReduceOp::avg);
     if (comm().rank() + 1 == comm().size())
-      copy_bytes(shard_.grads().data() + block_, shard_.device(), g.data() + block_ * n, whole.device(),
+      copy_bytes(shard_.store.grads().data() + block, shard_.store.device(), g.data() + block * n, whole.device(),
                  rest * sizeof(float));
   }
   comm_s_ += t.seconds();
@@ -76,8 +87,7 @@ void ShardedDataParallel::after_backward(std::int64_t /*step*/) {
 
 bool ShardedDataParallel::after_update(std::int64_t /*step*/) {
   Stopwatch t;
-  comm().all_gather_v(CBuf{shard_.params().data(), range_.size(), DType::f32},
-                      Buf{store().params().data(), store().size(), DType::f32}, counts_);
+  shard_.gather(comm(), store());
   comm_s_ += t.seconds();
   return false;  // the optimizer's update, completed: no replica was averaged
 }
@@ -97,7 +107,7 @@ void ShardedDataParallel::sum(std::span<double> values) {
 std::string ShardedDataParallel::describe() const {
   std::ostringstream os;
   os << "data parallel, optimizer state sharded (ZeRO-1: reduce-scatter, optimizer on the shard, all-gather";
-  if (bound()) os << "; this rank steps " << range_.size() << " of " << store().size() << " elements";
+  if (bound()) os << "; this rank steps " << shard_.range.size() << " of " << store().size() << " elements";
   os << ")";
   return os.str();
 }

@@ -34,6 +34,22 @@ ShardRange shard_range(std::size_t size, int rank, int n);
 // tensor_of[v]: the view of `whole` that view v is (a piece of).
 ParamStore make_shard_store(const ParamStore& whole, ShardRange range, std::vector<std::size_t>& tensor_of);
 
+// Rank `rank` of `n`'s shard of a flat store: its range, its store (weights and gradients of its
+// own), and what an all-gather of the shards needs. Sized once; nothing allocated per step.
+struct Shard {
+  ShardRange range;
+  std::size_t block = 0;              // q: the reduce-scatter's equal blocks
+  std::vector<std::size_t> counts;    // the all-gather's per-rank counts
+  std::vector<std::size_t> tensor_of; // make_shard_store's
+  ParamStore store;
+  // Sizes the shard of `whole` and takes its weights.
+  void cut(const ParamStore& whole, int rank, int n);
+  // The shard's weights = whole's range of them.
+  void take(const ParamStore& whole);
+  // Every rank's shard weights into every rank's whole model (over the n ranks of `comm`).
+  void gather(Communicator& comm, ParamStore& whole) const;
+};
+
 class ShardedDataParallel final : public SyncStrategy, private TensorSums {
  public:
   ShardedDataParallel() = default;
@@ -41,14 +57,16 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums {
   void after_backward(std::int64_t step) override;
   // All-gathers the stepped shards into every rank's whole model.
   bool after_update(std::int64_t step) override;
-  ParamStore& update_store() override { return shard_; }
+  ParamStore& update_store() override { return shard_.store; }
   // The whole model's parameters were changed by someone else (an outer step): the shard takes its
   // range of them again before the next optimizer step.
   void params_changed() { fresh_ = true; }
   TensorSums* tensor_sums() override { return this; }
   // Shard view v is a piece of the whole model's view shard_tensors()[v].
-  const std::vector<std::size_t>& shard_tensors() const { return tensor_of_; }
-  std::uint64_t buffer_bytes() const override { return shard_.params().size_bytes() + shard_.grads().size_bytes(); }
+  const std::vector<std::size_t>& shard_tensors() const { return shard_.tensor_of; }
+  std::uint64_t buffer_bytes() const override {
+    return shard_.store.params().size_bytes() + shard_.store.grads().size_bytes();
+  }
   std::string describe() const override;
   double comm_seconds() const override { return comm_s_; }
 
@@ -59,15 +77,11 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums {
   // TensorSums: partial sums all-gathered, then added in rank order on every rank (the same bits
   // everywhere; a tensor only one rank holds gets its sum exactly, as unsharded).
   std::size_t tensors() const override { return store().views().size(); }
-  std::size_t tensor_of(std::size_t view) const override { return tensor_of_[view]; }
+  std::size_t tensor_of(std::size_t view) const override { return shard_.tensor_of[view]; }
   void sum(std::span<double> values) override;
 
-  ShardRange range_;
-  std::size_t block_ = 0;              // q: the reduce-scatter's equal blocks
-  std::vector<std::size_t> counts_;    // the all-gather's per-rank counts
-  std::vector<std::size_t> tensor_of_;
+  Shard shard_;                        // this rank's range: params stepped here, grads reduced here
   std::vector<double> gathered_;       // sum(): every rank's partial sums
-  ParamStore shard_;                   // this rank's range: params stepped here, grads reduced here
   bool fresh_ = true;                  // the shard's params still to be taken from the whole model
   double comm_s_ = 0;
 };

@@ -30,10 +30,10 @@ Recipe on_device(const Recipe& recipe, Device device) {
     LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", recipe.sync.strategy.value,
                    "\": its slower replicas skip steps, which laconic.torch's step loop does not do: run it with the trainer");
   // ZeRO-1 steps the optimizer on a shard; laconic.torch's optimizer is the caller's, over whole tensors.
-  if (recipe.sync.shard != ShardKind::none)
-    LC_INPUT_ERROR(recipe.path, ": sync.shard = \"", name_of(recipe.sync.shard), "\": the optimizer here is the "
-                   "script's own, over whole tensors; shard its state with torch's ZeroRedundancyOptimizer "
-                   "(docs/torch.md), or run the recipe with the trainer");
+  if (recipe.sync.shard == ShardKind::optimizer)
+    LC_INPUT_ERROR(recipe.path, ": sync.shard = \"optimizer\": the optimizer here is the script's own, over whole "
+                   "tensors; shard its state with torch's ZeroRedundancyOptimizer (docs/torch.md), and Laconic's outer "
+                   "state with sync.shard = \"outer\"");
   Recipe r = recipe;
   r.distributed.device = device == Device::cuda ? DeviceKind::cuda : DeviceKind::cpu;
   return r;

@@ -48,7 +48,7 @@ double strategy_bytes(Recipe r, ParamStore& store, bool& sharded_outer) {
     r.distributed.world_size = std::max(1, r.network.groups);
     r.network.stragglers.ranks.clear();  // named among the world's ranks, not the leaders'
   }
-  const bool shard = r.sync.shard == ShardKind::optimizer && r.sync.intra == IntraKind::allreduce;
+  const bool shard = r.sync.shard != ShardKind::none && r.sync.intra == IntraKind::allreduce;
   r.sync.shard = ShardKind::none;
   r.sync.intra = IntraKind::none;
   ThreadsWorld world(r.distributed.world_size);
@@ -84,10 +84,11 @@ double side_for(double params) { return 0.5 * (std::sqrt(1.0 + 4.0 * params) - 1
 MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   const bool sharded = recipe.sync.shard == ShardKind::optimizer;
   // Sharded, the optimizer steps rank 0's range: params / N elements (the last rank's few more),
-  // N the world's ranks, or a group's under sync.intra, whose leaders keep the strategy's state.
+  // N the world's ranks, or a group's under sync.intra, whose leaders keep the strategy's state
+  // unless it is sharded too (then over the same range).
   const bool in_groups = recipe.sync.intra == IntraKind::allreduce;
   const int n = in_groups ? std::max(1, world / std::max(1, recipe.network.groups)) : world;
-  const double stepped = sharded ? std::floor(params / n) : params;
+  const double range = std::floor(params / n), stepped = sharded ? range : params;
   std::array<double, 3> opt{}, strat{};
   bool sharded_outer = false;
   for (std::size_t i = 0; i < 3; ++i) {
@@ -98,8 +99,9 @@ MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   MemoryPlan m;
   m.weights = m.gradients = 4.0 * params;
   m.optimizer = fit_at(opt, side_for(stepped));
-  m.strategy = fit_at(strat, side_for(sharded_outer ? stepped : params));
-  m.buffers = sharded ? 8.0 * stepped : 0.0;
+  m.strategy = fit_at(strat, side_for(sharded_outer ? range : params));
+  // ZeRO's shard, or the outer sync's own (weights and gradients of its range either way).
+  m.buffers = sharded || sharded_outer ? 8.0 * range : 0.0;
   return m;
 }
 

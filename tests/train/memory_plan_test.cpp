@@ -77,7 +77,9 @@ TEST_F(MemoryPlanRun, WithinFivePercentOfWhatRunsHold) {
                         {"adamw", "streaming_diloco", ShardKind::none}, {"sgd", "sparseloco", ShardKind::none},
                         {"sgd", "topk", ShardKind::none},
                         {"adamw", "diloco", ShardKind::optimizer, true},
-                        {"adamw", "streaming_diloco", ShardKind::none, true}};
+                        {"adamw", "streaming_diloco", ShardKind::none, true},
+                        {"adamw", "streaming_diloco", ShardKind::optimizer, true},
+                        {"adamw", "diloco", ShardKind::outer, true}};
   int i = 0;
   for (const Case& c : cases) {
     Recipe r = small(c.opt, c.strategy, c.shard);

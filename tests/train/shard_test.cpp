@@ -184,6 +184,20 @@ TEST_F(Shard, ShardsDilocosOuterStateAcrossTheGroups) {
   EXPECT_EQ(*a.bytes_inter - *b.bytes_inter, 3u * 4 * (kParams - half));
 }
 
+// sync.shard = "outer": the inner optimizer whole (dense inside the group, as laconic.torch's
+// own optimizer is), the outer state sharded over a copy of each rank's range: the same bits as
+// unsharded, half the outer state, and the shard's weights and gradients as buffers.
+TEST_F(Shard, ShardsOnlyTheOuterState) {
+  const TrainSummary a = run(in_groups("diloco", ShardKind::none), "diloco_whole");
+  const TrainSummary b = run(in_groups("diloco", ShardKind::outer), "diloco_outer");
+  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
+  EXPECT_EQ(*b.memory_optimizer, *a.memory_optimizer);
+  EXPECT_EQ(*b.memory_strategy, 2 * 4 * (kParams / 2));
+  EXPECT_EQ(*b.memory_buffers, 2 * 4 * (kParams / 2));
+  ASSERT_TRUE(a.bytes_inter && b.bytes_inter);
+  EXPECT_EQ(*a.bytes_inter - *b.bytes_inter, 3u * 4 * (kParams - kParams / 2));
+}
+
 // Three groups (sums of three terms, added in the order of a ring over another cut of the buffer)
 // and streaming DiLoCo's fragments (whole tensors of the model, so a shard may hold none of one)
 // with an overlapped reduction, the last one in flight when the run ends (step 11 launches it,
@@ -199,6 +213,11 @@ TEST_F(Shard, ShardsTheOuterStateOfTheDilocoFamily) {
     EXPECT_LE(max_abs_diff(a.final_params, b.final_params), 1e-5);
     EXPECT_NEAR(a.final_loss, b.final_loss, 1e-5);
     EXPECT_LT(*b.memory_strategy * 3 / 2, *a.memory_strategy);
+  }
+  for (const ShardKind kind : {ShardKind::optimizer, ShardKind::outer}) {
+    const TrainSummary whole = run(in_groups("streaming_diloco", ShardKind::none, 6, 3), "streaming_whole");
+    const TrainSummary outer = run(in_groups("streaming_diloco", kind, 6, 3), "streaming_" + std::string(name_of(kind)));
+    EXPECT_LE(max_abs_diff(whole.final_params, outer.final_params), 1e-5);
   }
   const TrainSummary s = run(in_groups("sparseloco", ShardKind::optimizer), "sparseloco_sharded");
   EXPECT_TRUE(std::isfinite(s.final_loss));
@@ -260,7 +279,14 @@ TEST(ShardRecipe, RefusesWhatShardingCannotDoYetInOneLine) {
   EXPECT_NE(refusal(base + "[sync.allreduce]\ndtype = \"bf16\"\n").find("sync.allreduce.dtype = \"bf16\""),
             std::string::npos);
   EXPECT_NE(refusal("[train]\nsteps = 1\n[sync]\nshard = \"gradients\"\n").find("sync.shard"), std::string::npos);
-  for (const std::string& e : {diloco}) EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  const std::string outer = "[train]\nsteps = 1\n[distributed]\nworld_size = 4\n[network]\ngroups = 2\n"
+                            "[sync]\nshard = \"outer\"\n";
+  EXPECT_EQ(refusal(outer + "intra = \"allreduce\"\nstrategy = \"streaming_diloco\"\n"), "");
+  const std::string alone = refusal(outer + "strategy = \"diloco\"\n");
+  EXPECT_NE(alone.find("sync.shard: expected \"outer\" only with sync.intra = \"allreduce\""), std::string::npos) << alone;
+  EXPECT_NE(refusal(outer + "intra = \"allreduce\"\nstrategy = \"desloc\"\n").find("sync.strategy = \"desloc\""),
+            std::string::npos);
+  for (const std::string& e : {diloco, alone}) EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
 }  // namespace
