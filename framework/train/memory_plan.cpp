@@ -37,10 +37,15 @@ double optimizer_bytes(const Recipe& r, const ParamStore& store) {
   return bytes_of(o->state());
 }
 
+// What the strategy holds: its state (checkpointed) and its working buffers beside it.
+struct StrategyBytes {
+  double state = 0, buffers = 0;
+};
+
 // The strategy itself, bound on rank 0 (binding sizes the state without communicating): sharding's
 // part is the optimizer's (plan_memory), and with sync.intra rank 0 leads its group, holding the
 // strategy's state among the groups' leaders.
-double strategy_bytes(Recipe r, ParamStore& store) {
+StrategyBytes strategy_bytes(Recipe r, ParamStore& store) {
   if (r.sync.intra == IntraKind::allreduce) {
     r.distributed.world_size = std::max(1, r.network.groups);
     r.network.stragglers.ranks.clear();  // named among the world's ranks, not the leaders'
@@ -53,7 +58,7 @@ double strategy_bytes(Recipe r, ParamStore& store) {
   const double lr = r.optimizer.lr;
   const std::unique_ptr<SyncStrategy> s = make_sync(r, /*overlap=*/false, Device::cpu, [lr](std::int64_t) { return lr; });
   s->bind(store, comm);
-  return bytes_of(s->state());
+  return {bytes_of(s->state()), static_cast<double>(s->buffer_bytes())};
 }
 
 // y = a + b s^2 + c s through the three proxies' (s, y), read at side s.
@@ -82,17 +87,21 @@ MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   const bool in_groups = recipe.sync.intra == IntraKind::allreduce;
   const int n = in_groups ? std::max(1, world / std::max(1, recipe.network.groups)) : world;
   const double stepped = sharded ? std::floor(params / n) : params;
-  std::array<double, 3> opt{}, strat{};
+  std::array<double, 3> opt{}, strat{}, buf{};
   for (std::size_t i = 0; i < 3; ++i) {
     ParamStore store = proxy(kSides[i]);
     opt[i] = optimizer_bytes(recipe, store);
-    strat[i] = sharded && !in_groups ? 0 : strategy_bytes(recipe, store);
+    if (sharded && !in_groups) continue;  // the strategy holds nothing of its own there
+    const StrategyBytes b = strategy_bytes(recipe, store);
+    strat[i] = b.state;
+    buf[i] = b.buffers;
   }
   MemoryPlan m;
   m.weights = m.gradients = 4.0 * params;
   m.optimizer = fit_at(opt, side_for(stepped));
   m.strategy = fit_at(strat, side_for(params));
-  m.buffers = sharded ? 8.0 * stepped : 0.0;
+  // A sharded run's shard of weights and gradients, and the strategy's own (streaming DiLoCo's freeze).
+  m.buffers = (sharded ? 8.0 * stepped : 0.0) + fit_at(buf, side_for(params));
   return m;
 }
 
