@@ -133,7 +133,7 @@ void print_memory_plan(const PlanArgs& a, laconic::Recipe r, std::ostream& os) {
   os << "\nMemory per rank: " << laconic::param_count_text(static_cast<std::size_t>(a.params)) << " parameters, optimizer " << r.optimizer.name.value
      << ", sync.strategy " << r.sync.strategy.value << ", sync.shard " << laconic::name_of(r.sync.shard)
      << " (fp32; activations and data not included)\n\n"
-     << "| ranks | weights | gradients | optimizer state | strategy state | shard buffers | total |\n"
+     << "| ranks | weights | gradients | optimizer state | strategy state | strategy buffers | total |\n"
      << "|---:|---:|---:|---:|---:|---:|---:|\n";
   const auto b = [](double v) { return laconic::format_bytes(v); };
   for (int n : a.world_sizes) {

@@ -171,7 +171,8 @@ void add_strategy_keys(std::vector<Field>& f) {
   add_diloco_keys(SectionBuilder<&Recipe::sync, &SyncConfig::streaming_diloco>{"sync.streaming_diloco", f})
       .add<&StreamingDilocoConfig::fragments>("fragments", closed(1, 1 << 20))
       .add<&StreamingDilocoConfig::overlap_steps>("overlap_steps", at_least(0))
-      .add<&StreamingDilocoConfig::mixing>("mixing", half_open(0, 1));
+      .add<&StreamingDilocoConfig::mixing>("mixing", half_open(0, 1))
+      .add<&StreamingDilocoConfig::freeze>("freeze");
   SectionBuilder<&Recipe::sync, &SyncConfig::sparseloco>{"sync.sparseloco", f}
       .add<&SparseLocoConfig::period>("period", at_least(1))
       .add<&SparseLocoConfig::warmup_steps>("warmup_steps", at_least(0))

@@ -110,6 +110,41 @@ void check_distribution(const Draft& d) {
   }
 }
 
+// [sync.streaming_diloco]: its overlap against its periods and eager; freeze where it means something.
+void check_streaming_diloco(const Draft& d) {
+  const Recipe& r = d.recipe;
+  const StreamingDilocoConfig& sd = r.sync.streaming_diloco;
+  std::int64_t shortest = sd.period;
+  if (!sd.period_schedule.segments.empty()) {
+    shortest = sd.period_schedule.segments.front().period;
+    for (const auto& seg : sd.period_schedule.segments) shortest = std::min(shortest, seg.period);
+  }
+  if (sd.eager && sd.overlap_steps > 0)
+    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.eager"}),
+                   ": sync.streaming_diloco.overlap_steps: expected 0 with eager = true (an eager fragment's reduction "
+                   "overlaps its whole next period), got ", sd.overlap_steps);
+  if (sd.overlap_steps >= shortest)
+    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.period",
+                              "sync.streaming_diloco.period_schedule"}),
+                   ": sync.streaming_diloco.overlap_steps: expected below the shortest period (", shortest,
+                   "), got ", sd.overlap_steps);
+  if (!sd.freeze) return;
+  // One fragment is always the next to sync (nothing frozen); SPARTA averages frozen fragments too.
+  if (sd.fragments == 1)
+    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.fragments", "sync.streaming_diloco.freeze"}),
+                   ": sync.streaming_diloco.fragments: expected at least 2 with freeze = true (one fragment is "
+                   "always the one synced next: nothing would be frozen), got 1");
+  if (sd.sparta)
+    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.sparta", "sync.streaming_diloco.freeze"}),
+                   ": sync.streaming_diloco.sparta: expected false with freeze = true (SPARTA averages the frozen "
+                   "fragments between syncs), got true");
+  // Under sync.intra only the groups' leaders run the strategy's local steps: the others would train every fragment.
+  if (r.sync.intra != IntraKind::none && uses_strategy(r.sync, "streaming_diloco"))
+    LC_INPUT_ERROR(locate(d, {"sync.intra", "sync.streaming_diloco.freeze"}),
+                   ": sync.intra: expected \"none\" with sync.streaming_diloco.freeze = true (only the groups' "
+                   "leaders would hold the frozen fragments), got \"", name_of(r.sync.intra), "\"");
+}
+
 // The strategies' own sections, whether or not the run uses them.
 void check_strategy_options(const Draft& d) {
   const Recipe& r = d.recipe;
@@ -131,21 +166,7 @@ void check_strategy_options(const Draft& d) {
   };
   check_outer("sync.diloco", r.sync.diloco);
   check_outer("sync.streaming_diloco", r.sync.streaming_diloco);
-  const StreamingDilocoConfig& sd = r.sync.streaming_diloco;
-  std::int64_t shortest = sd.period;
-  if (!sd.period_schedule.segments.empty()) {
-    shortest = sd.period_schedule.segments.front().period;
-    for (const auto& seg : sd.period_schedule.segments) shortest = std::min(shortest, seg.period);
-  }
-  if (sd.eager && sd.overlap_steps > 0)
-    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.eager"}),
-                   ": sync.streaming_diloco.overlap_steps: expected 0 with eager = true (an eager fragment's reduction "
-                   "overlaps its whole next period), got ", sd.overlap_steps);
-  if (sd.overlap_steps >= shortest)
-    LC_INPUT_ERROR(locate(d, {"sync.streaming_diloco.overlap_steps", "sync.streaming_diloco.period",
-                              "sync.streaming_diloco.period_schedule"}),
-                   ": sync.streaming_diloco.overlap_steps: expected below the shortest period (", shortest,
-                   "), got ", sd.overlap_steps);
+  check_streaming_diloco(d);
   if (r.sync.demo.dct == DemoDct::two_d ? r.sync.demo.topk > r.sync.demo.chunk * r.sync.demo.chunk
                                          : r.sync.demo.topk > r.sync.demo.chunk)
     LC_INPUT_ERROR(locate(d, {"sync.demo.topk", "sync.demo.chunk", "sync.demo.dct"}), ": sync.demo.topk: expected at most ",

@@ -303,6 +303,7 @@ std::unique_ptr<SyncStrategy> make_streaming_diloco(const Recipe& r, const Strat
   o.fragments = s.fragments;
   o.overlap_steps = s.overlap_steps;
   o.mixing = s.mixing;
+  o.freeze = s.freeze;
   return std::make_unique<PeriodicAveraging>(o, make_outer_reducer(s, s.reducer, r, c.device));
 }
 

@@ -221,6 +221,7 @@ struct StreamingDilocoConfig : DilocoConfig {
   int fragments = 2;                  // F
   std::int64_t overlap_steps = 1;     // tau (< every period)
   double mixing = 0.5;                // alpha in [0, 1)
+  bool freeze = false;                // the paper's ablation: train only the fragment synced next (periodic.h)
   bool operator==(const StreamingDilocoConfig&) const = default;
 };
 

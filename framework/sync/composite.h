@@ -46,9 +46,10 @@ class Hierarchical final : public SyncStrategy {
   std::vector<StateTensor> state() override { return inter_bound() ? inter_->state() : std::vector<StateTensor>{}; }
   ParamStore& update_store() override { return zero_ ? zero_->update_store() : store(); }
   TensorSums* tensor_sums() override { return zero_ ? zero_->tensor_sums() : nullptr; }
-  // ZeRO's shard, or the outer sync's own (its weights and unused gradients).
+  // ZeRO's shard, or the outer sync's own (its weights and unused gradients), and inter_'s.
   std::uint64_t buffer_bytes() const override {
-    return zero_ ? zero_->buffer_bytes() : outer_shard_.store.params().size_bytes() + outer_shard_.store.grads().size_bytes();
+    return (zero_ ? zero_->buffer_bytes() : outer_shard_.store.params().size_bytes() + outer_shard_.store.grads().size_bytes()) +
+           (inter_bound() ? inter_->buffer_bytes() : 0);
   }
   // A periodic `inter` merges the fragments still in flight: then the group's other ranks take
   // the result (the leader's broadcast, or the shards' all-gather).

@@ -35,6 +35,7 @@ struct PeriodicAveraging::Fragment {
   Work work;                    // the reduction on the communication thread (tau > 0)
   bool queued = false;          // work queued and not yet waited for
   std::int64_t in_flight = -1;  // the step whose sync awaits its merge (tau > 0), else -1
+  bool held = false;            // freeze: held_ has this fragment's current parameters
   std::int64_t outer_step = 0;  // the reducer's step of the sync being reduced
   int index = 0;                // which fragment
   // The step of the sync being reduced, and of this fragment's previous one (warmup_steps - 1
@@ -95,6 +96,9 @@ PeriodicAveraging::PeriodicAveraging(PeriodicOptions opts, std::unique_ptr<Reduc
   LC_CHECK(opts_.fragments >= 1, "fragments ", opts_.fragments);
   LC_CHECK(opts_.mixing >= 0.0 && opts_.mixing < 1.0, "mixing ", opts_.mixing, " (expected [0, 1))");
   LC_CHECK(opts_.overlap_steps >= 0, "overlap_steps ", opts_.overlap_steps);
+  LC_CHECK(!opts_.freeze || opts_.fragments > 1, "freeze: expected fragments > 1 (one fragment is always the next ",
+           "to sync), got ", opts_.fragments);
+  LC_CHECK(!opts_.freeze || !opts_.sparta, "freeze: SPARTA averages every fragment between syncs; expected no sparta");
   LC_CHECK(!opts_.eager || opts_.overlap_steps == 0, "eager: the reduction overlaps the whole next period; expected ",
            "overlap_steps = 0, got ", opts_.overlap_steps);
   if (opts_.schedule.empty()) opts_.schedule.push_back({0, opts_.period});
@@ -141,6 +145,23 @@ std::int64_t PeriodicAveraging::syncs_through(std::int64_t c, int fragment) cons
 bool PeriodicAveraging::launches(std::int64_t step, int fragment) const {
   const std::int64_t c = step + 1 - opts_.warmup_steps;
   return c >= 1 && syncs_through(c, fragment) > syncs_through(c - 1, fragment);
+}
+
+std::int64_t PeriodicAveraging::next_launch(std::int64_t step) const {
+  // Fragments launch staggered by about H/F steps, so this looks a few steps ahead; the last
+  // segment of the schedule repeats forever, so it ends.
+  const auto any = [this](std::int64_t s) {
+    for (int f = 0; f < opts_.fragments; ++f)
+      if (launches(s, f)) return true;
+    return false;
+  };
+  std::int64_t s = std::max(step, opts_.warmup_steps);
+  while (!any(s)) ++s;
+  return s;
+}
+
+bool PeriodicAveraging::trains(std::int64_t step, int fragment) const {
+  return !opts_.freeze || step < opts_.warmup_steps || launches(next_launch(step), fragment);
 }
 
 bool PeriodicAveraging::averages_params(std::int64_t step) const {
@@ -202,6 +223,7 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
   }
   LC_CHECK(fragments_.back()->begin + fragments_.back()->size == store.size(), "fragments do not cover the parameters");
   anchor(store);
+  held_ = opts_.freeze ? DeviceArray<float>(store.device(), store.size()) : DeviceArray<float>();
   if (sparta_) sparta_->bind(this->store(), comm(), first_step);
   reducer_->prepare(all);
   stats_ = reducer_->stats();
@@ -214,7 +236,10 @@ void PeriodicAveraging::prepare(std::int64_t first_step) {
 }
 
 void PeriodicAveraging::after_backward(std::int64_t step) {
-  if (step >= opts_.warmup_steps) return;  // a local step
+  if (step >= opts_.warmup_steps) {  // a local step
+    if (opts_.freeze) hold_frozen(step);
+    return;
+  }
   Stopwatch t;
   comm().all_reduce(store().grads(), ReduceOp::avg);
   comm_s_ += t.seconds();
@@ -226,6 +251,7 @@ bool PeriodicAveraging::after_update(std::int64_t step) {
     anchor(store());
     return false;
   }
+  if (opts_.freeze) restore_frozen(step);  // before any merge writes a fragment
   bool changed = sparta_ && sparta_->after_update(step);  // before the step's outer sync, as the paper
   // Due merges (at or, after a step the non-finite guard skipped on every rank, past their step).
   for (auto& f : fragments_)
@@ -259,6 +285,32 @@ bool PeriodicAveraging::after_update(std::int64_t step) {
 void PeriodicAveraging::begin(std::int64_t /*step*/) {
   LC_CHECK(bound(), "PeriodicAveraging::begin before start()");
   anchor(store());
+  for (auto& f : fragments_) f->held = false;  // another strategy moved the parameters
+}
+
+void PeriodicAveraging::hold_frozen(std::int64_t step) {
+  const std::int64_t next = next_launch(step);
+  const ParamStore& store = this->store();
+  for (auto& f : fragments_) {
+    if (f->held || launches(next, f->index)) continue;
+    copy_bytes(held_.data() + f->begin, held_.device(), store.params().data() + f->begin, store.device(),
+               f->size * sizeof(float));
+    f->held = true;
+  }
+}
+
+void PeriodicAveraging::restore_frozen(std::int64_t step) {
+  const std::int64_t next = next_launch(step);
+  ParamStore& store = this->store();
+  for (auto& f : fragments_) {
+    if (launches(next, f->index)) {  // trained by this step: its copy is stale from now on
+      f->held = false;
+      continue;
+    }
+    LC_CHECK(f->held, "freeze: after_backward(", step, ") must precede after_update(", step, ")");
+    copy_bytes(store.params().data() + f->begin, store.device(), held_.data() + f->begin, held_.device(),
+               f->size * sizeof(float));
+  }
 }
 
 void PeriodicAveraging::anchor(const ParamStore& store) {
@@ -306,6 +358,7 @@ void PeriodicAveraging::finish(std::int64_t step) {
     } else if (opts_.mixing > 0) {  // merged at this step with mixing: adopt the anchor
       copy_bytes(store().params().data() + f.begin, store().device(), f.shadow.params().data(), f.shadow.device(),
                  f.size * sizeof(float));
+      f.held = false;
     }
   }
 }
@@ -413,6 +466,7 @@ void PeriodicAveraging::outer_update(Fragment& f, bool adopt) {
     k.scale(params, static_cast<float>(opts_.mixing), f.size);
     k.axpy(params, static_cast<float>(1.0 - opts_.mixing), global, f.size);
   }
+  f.held = false;  // the merge wrote the fragment
   f.in_flight = -1;
 }
 
@@ -461,6 +515,7 @@ std::string PeriodicAveraging::describe() const {
   if (opts_.overlap_steps > 0) os << ", each overlapping " << opts_.overlap_steps << " inner steps";
   if (opts_.mixing > 0) os << ", mixing " << opts_.mixing;
   if (opts_.eager) os << ", eager outer steps (each all-reduce overlaps the next period)";
+  if (opts_.freeze) os << ", training only the fragment synced next (the others frozen)";
   if (opts_.sparta)
     os << ", SPARTA between syncs (each parameter averaged with chance " << opts_.sparta->fraction << " every "
        << opts_.sparta->period << " steps)";

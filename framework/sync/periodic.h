@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "framework/sync/replica_group.h"
 #include "framework/sync/sparta.h"
 #include "framework/sync/sync_strategy.h"
@@ -54,6 +55,10 @@ struct PeriodicOptions {
   std::int64_t overlap_steps = 0; // tau: inner steps a fragment's reduction overlaps (< every period)
   double mixing = 0.0;            // alpha in [0, 1): the local parameters' share after the merge
   bool eager = false;             // Kale et al.'s eager outer step; needs overlap_steps = 0
+  // The paper's FedPart-style ablation (Douillard et al. 2025, section 3.3): a local step trains
+  // only the fragment whose sync comes next (trains()); the others keep their values bit for bit,
+  // restored after the optimizer step from a copy taken before it. Needs fragments > 1, no SPARTA.
+  bool freeze = false;
   // SPARTA between the outer steps (Exo Labs' SPARTA-DiLoCo, sparta.h): after every local step
   // (warm-up steps excepted; before the step's outer sync) the chosen elements of the parameters
   // are averaged over the ranks. The replicas' mean is unchanged, so the pseudo-gradient is the
@@ -133,6 +138,9 @@ class PeriodicAveraging final : public SyncStrategy {
   // Waits for fragments in flight first, so a checkpoint holds their reduced pseudo-gradient and
   // a resumed run merges it at the same step. Valid after start(); a loader writes them after.
   std::vector<StateTensor> state() override;
+  // freeze: the frozen fragments' copy, one parameter-sized buffer (not checkpointed: a resumed
+  // run copies the fragments again before its first optimizer step).
+  std::uint64_t buffer_bytes() const override { return held_.span().size_bytes(); }
 
   // Elastic training: every sync's pseudo-gradient is also reduced across the replicas of
   // `group` (replica_group.h); null: the strategy's communicator is the whole world. Set before
@@ -159,6 +167,9 @@ class PeriodicAveraging final : public SyncStrategy {
   // (c = step + 1 - warmup_steps), and whether it launches one at `step`.
   std::int64_t syncs_through(std::int64_t c, int fragment) const;
   bool launches(std::int64_t step, int fragment) const;
+  // Whether `step`'s optimizer update reaches fragment f: always, except local steps under
+  // `freeze`, where only the fragments launching at the first launch at or after `step` train.
+  bool trains(std::int64_t step, int fragment) const;
 
  protected:
   void prepare(std::int64_t first_step) override;
@@ -183,6 +194,12 @@ class PeriodicAveraging final : public SyncStrategy {
   void wait_in_flight();
   // theta_global = the replica's parameters.
   void anchor(const ParamStore& store);
+  // The first step at or after local step `step` at which some fragment launches a sync.
+  std::int64_t next_launch(std::int64_t step) const;
+  // freeze, before the optimizer step: copies into held_ the fragments `step` does not train whose
+  // copy is stale; after it: copies them back (the cheapest exact hold for any inner optimizer).
+  void hold_frozen(std::int64_t step);
+  void restore_frozen(std::int64_t step);
 
   PeriodicOptions opts_;
   std::unique_ptr<Reducer> reducer_;
@@ -191,6 +208,7 @@ class PeriodicAveraging final : public SyncStrategy {
   std::vector<std::size_t> shard_tensor_of_;
   std::unique_ptr<Sparta> sparta_;  // opts_.sparta
   std::vector<std::unique_ptr<Fragment>> fragments_;
+  DeviceArray<float> held_;  // freeze: frozen fragments' parameters, at their offsets in the store
   ReducerStats stats_;
   double comm_s_ = 0;
 };

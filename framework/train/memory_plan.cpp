@@ -38,12 +38,17 @@ double optimizer_bytes(const Recipe& r, const ParamStore& store) {
   return bytes_of(o->state());
 }
 
+// What the strategy holds: its state (checkpointed) and its working buffers beside it.
+struct StrategyBytes {
+  double state = 0, buffers = 0;
+  bool sharded_outer = false;  // the state is rank 0's shard's (composite.h)
+};
+
 // The strategy itself, bound on rank 0 (binding sizes the state without communicating): sharding's
 // part is the optimizer's (plan_memory), and with sync.intra rank 0 leads its group, holding the
 // strategy's state among the groups' leaders, or, sharded, its shard of a periodic strategy's
 // (composite.h): `sharded_outer` says which.
-double strategy_bytes(Recipe r, ParamStore& store, bool& sharded_outer) {
-  sharded_outer = false;
+StrategyBytes strategy_bytes(Recipe r, ParamStore& store) {
   if (r.sync.intra == IntraKind::allreduce) {
     r.distributed.world_size = std::max(1, r.network.groups);
     r.network.stragglers.ranks.clear();  // named among the world's ranks, not the leaders'
@@ -58,8 +63,8 @@ double strategy_bytes(Recipe r, ParamStore& store, bool& sharded_outer) {
   const std::unique_ptr<SyncStrategy> s = make_sync(r, /*overlap=*/false, Device::cpu, [lr](std::int64_t) { return lr; });
   s->bind(store, comm);
   const auto* periodic = dynamic_cast<const PeriodicAveraging*>(s.get());
-  sharded_outer = shard && periodic != nullptr && !periodic->options().sparta;
-  return bytes_of(s->state());
+  return {bytes_of(s->state()), static_cast<double>(s->buffer_bytes()),
+          shard && periodic != nullptr && !periodic->options().sparta};
 }
 
 // y = a + b s^2 + c s through the three proxies' (s, y), read at side s.
@@ -89,19 +94,24 @@ MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   const bool in_groups = recipe.sync.intra == IntraKind::allreduce;
   const int n = in_groups ? std::max(1, world / std::max(1, recipe.network.groups)) : world;
   const double range = std::floor(params / n), stepped = sharded ? range : params;
-  std::array<double, 3> opt{}, strat{};
+  std::array<double, 3> opt{}, strat{}, buf{};
   bool sharded_outer = false;
   for (std::size_t i = 0; i < 3; ++i) {
     ParamStore store = proxy(kSides[i]);
     opt[i] = optimizer_bytes(recipe, store);
-    strat[i] = sharded && !in_groups ? 0 : strategy_bytes(recipe, store, sharded_outer);
+    if (sharded && !in_groups) continue;  // the strategy holds nothing of its own there
+    const StrategyBytes b = strategy_bytes(recipe, store);
+    strat[i] = b.state;
+    buf[i] = b.buffers;
+    sharded_outer = b.sharded_outer;
   }
   MemoryPlan m;
   m.weights = m.gradients = 4.0 * params;
   m.optimizer = fit_at(opt, side_for(stepped));
   m.strategy = fit_at(strat, side_for(sharded_outer ? range : params));
-  // ZeRO's shard, or the outer sync's own (weights and gradients of its range either way).
-  m.buffers = sharded || sharded_outer ? 8.0 * range : 0.0;
+  // ZeRO's shard or the outer sync's own (weights and gradients of its range either way), and the
+  // strategy's own buffers (streaming DiLoCo's freeze).
+  m.buffers = (sharded || sharded_outer ? 8.0 * range : 0.0) + fit_at(buf, side_for(params));
   return m;
 }
 

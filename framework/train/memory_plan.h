@@ -21,7 +21,7 @@ struct MemoryPlan {
   double weights = 0, gradients = 0;  // 4 bytes per parameter each (fp32)
   double optimizer = 0;               // the optimizer's state (1/N of it under sync.shard)
   double strategy = 0;                // the sync strategy's (outer state, error feedback)
-  double buffers = 0;                 // working buffers beside them (a sharded run's shard)
+  double buffers = 0;                 // working buffers beside them (a sharded run's shard, a frozen copy)
   double total() const { return weights + gradients + optimizer + strategy + buffers; }
 };
 

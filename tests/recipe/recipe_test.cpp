@@ -395,7 +395,7 @@ Recipe unusual_recipe() {
             {{laconic::Codec::fp32, 32, true, {{{8, 4}, {0, 2}}}}, 13, 5, "onebit"},
             {{laconic::Codec::bf16, 64, false, {}}, 77, 3, 0.25, 0.5, false, OuterOptimizer::adam, 0.99, 1e-6, "allreduce", true},
             {{{laconic::Codec::fp8_e4m3, 16, true, {{{0, 5}}}}, 40, 2, 0.5, 0.25, true, OuterOptimizer::sgd, 0.95, 1e-7,
-              "allreduce"}, 4, 3, 0.75},
+              "allreduce"}, 4, 3, 0.75, true},
             {30, 2, 0.8, 0.03, 1024, 0.9, laconic::Codec::int4, {{{60, 30}, {0, 10}}}},
             {32, 3, 0.9, laconic::Codec::bf16, DemoDct::one_d, DemoAverage::ranks, false},
             IntraKind::allreduce,
@@ -506,7 +506,7 @@ TEST_F(RecipeTest, EveryKeyWorksAsAnOverride) {
     const auto eq = line.find(" = ");
     overrides.push_back(section + "." + line.substr(0, eq) + "=" + line.substr(eq + 3));
   }
-  EXPECT_EQ(overrides.size(), 179u);  // every key of the schema
+  EXPECT_EQ(overrides.size(), 180u);  // every key of the schema
   Recipe back = parse_recipe("", "empty.toml", overrides);
   back.path = r.path;
   EXPECT_EQ(back, r);

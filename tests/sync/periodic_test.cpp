@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -726,22 +727,112 @@ TEST(StreamingDiloco, ResumingWithAFragmentInFlightContinuesBitForBit) {
               names.count("periodic.outer.momentum.1"));
 }
 
-// Overlapped syncs allocate nothing either (the queue is reserved, the closure fits std::function).
+// Overlapped syncs allocate nothing either (the queue is reserved, the closure fits std::function),
+// nor does freeze's hold (its one parameter-sized copy, allocated at start, is its buffer_bytes()).
 TEST(StreamingDiloco, NoAllocationInOverlappedSteps) {
   if (!new_counter::in_use()) GTEST_SKIP() << "another operator new replacement is linked in";
-  std::vector<long> news(2, -1);
-  run_threads(2, [&](Communicator& comm) {
-    ParamStore s = small_store();
-    PeriodicAveraging sync(streaming_options(2, 4, 1, 0.5), std::make_unique<DenseReducer>());
-    Sgd opt({0.9, true, 0.0});
-    sync.start(s, comm);
-    for (std::int64_t step = 0; step < 5; ++step) step_once(sync, s, opt, comm, step);
-    news[static_cast<std::size_t>(comm.rank())] = new_counter::during([&] {
-      for (std::int64_t step = 5; step < 13; ++step) step_once(sync, s, opt, comm, step);
+  for (const bool freeze : {false, true}) {
+    SCOPED_TRACE(freeze ? "freeze" : "no freeze");
+    std::vector<long> news(2, -1);
+    run_threads(2, [&](Communicator& comm) {
+      ParamStore s = small_store();
+      PeriodicOptions o = streaming_options(2, 4, 1, 0.5);
+      o.freeze = freeze;
+      PeriodicAveraging sync(o, std::make_unique<DenseReducer>());
+      Sgd opt({0.9, true, 0.0});
+      sync.start(s, comm);
+      EXPECT_EQ(sync.buffer_bytes(), freeze ? kSize * sizeof(float) : 0u);
+      for (std::int64_t step = 0; step < 5; ++step) step_once(sync, s, opt, comm, step);
+      news[static_cast<std::size_t>(comm.rank())] = new_counter::during([&] {
+        for (std::int64_t step = 5; step < 13; ++step) step_once(sync, s, opt, comm, step);
+      });
     });
+    EXPECT_EQ(news[0], 0);
+    EXPECT_EQ(news[1], 0);
+  }
+}
+
+// ---- freeze: the paper's FedPart-style ablation, only the fragment synced next trains ----
+
+PeriodicOptions freeze_options() {  // F = 3, H = 6, tau = 2, alpha = 0.5, after 2 warm-up steps
+  PeriodicOptions o = streaming_options(3, 6, 2, 0.5);
+  o.warmup_steps = 2;
+  o.freeze = true;
+  return o;
+}
+
+// small_store at F = 3 is 30 | 29 | 11 floats; a fragment's values in one step of a trace.
+std::vector<float> fragment_of(const Trace& tr, int step, int f) {
+  const std::size_t bounds[] = {0, 30, 59, 70};
+  const auto& p = tr.params[static_cast<std::size_t>(step)];
+  return {p.begin() + static_cast<std::ptrdiff_t>(bounds[f]), p.begin() + static_cast<std::ptrdiff_t>(bounds[f + 1])};
+}
+
+// Fragments launch after local steps c = 2 (fragment 1), 4 (2), 6 (0), then every 6, so steps
+// 2-3 train fragment 1, 4-5 fragment 2, 6-7 fragment 0, and so on: trains() is the first launch at
+// or after the step by launches(). Each local step changes exactly the trained fragment, plus the
+// one whose merge (launched tau = 2 steps before) lands; every other keeps its bits, though the
+// inner SGD has momentum and weight decay. Warm-up steps train everything.
+TEST(StreamingDiloco, FreezeTrainsOnlyTheFragmentSyncedNext) {
+  const PeriodicOptions o = freeze_options();
+  const PeriodicAveraging p(o, std::make_unique<DenseReducer>());
+  const int world = 2, steps = 20;
+  constexpr std::array kOrder = {1, 2, 0};  // the fragment trained in each pair of local steps
+  const auto runs = train(world, steps, periodic(o), SgdOptions{0.9, true, 1e-3});
+  for (int t = 1; t < steps; ++t) {
+    std::int64_t next = t;
+    while (!p.launches(next, 0) && !p.launches(next, 1) && !p.launches(next, 2)) ++next;
+    for (int f = 0; f < 3; ++f) {
+      const bool trained = t < 2 || p.launches(next, f);
+      EXPECT_EQ(p.trains(t, f), trained) << "step " << t << ", fragment " << f;
+      if (t >= 2) {
+        EXPECT_EQ(trained, f == kOrder[static_cast<std::size_t>((t - 2) / 2 % 3)]) << "step " << t;
+      }
+      if (p.launches(t - o.overlap_steps, f)) continue;  // merged at t
+      for (int r = 0; r < world; ++r)
+        EXPECT_EQ(fragment_of(runs[r], t, f) != fragment_of(runs[r], t - 1, f), trained)
+            << "rank " << r << ", step " << t << ", fragment " << f;
+    }
+  }
+}
+
+// Freeze off is the streaming run as it was: every fragment trains at every step. Freeze on, the
+// first local step trains fragment 1 exactly as the run without freeze does (same gradients, same
+// optimizer state), and holds the others at their bits.
+TEST(StreamingDiloco, FreezeOffTrainsEveryFragmentAndOnChangesNothingElse) {
+  PeriodicOptions off = freeze_options();
+  off.freeze = false;
+  const PeriodicAveraging p(off, std::make_unique<DenseReducer>());
+  for (int t = 0; t < 20; ++t)
+    for (int f = 0; f < 3; ++f) EXPECT_TRUE(p.trains(t, f)) << "step " << t << ", fragment " << f;
+  const SgdOptions inner{0.9, true, 1e-3};
+  const auto on = train(2, 3, periodic(freeze_options()), inner);
+  const auto plain = train(2, 3, periodic(off), inner);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(same_bits(on[r].params[1], plain[r].params[1])) << "rank " << r;  // warm-up
+    EXPECT_EQ(fragment_of(on[r], 2, 1), fragment_of(plain[r], 2, 1)) << "rank " << r;
+    for (const int f : {0, 2}) {
+      EXPECT_EQ(fragment_of(on[r], 2, f), fragment_of(on[r], 1, f)) << "rank " << r << ", fragment " << f;
+      EXPECT_NE(fragment_of(plain[r], 2, f), fragment_of(plain[r], 1, f)) << "rank " << r << ", fragment " << f;
+    }
+  }
+}
+
+// The frozen copy is not checkpointed: a run resumed with fragment 2 in flight (launched after
+// step 5, merged after 7) takes it again before its first optimizer step and continues bit for bit.
+TEST(StreamingDiloco, ResumingUnderFreezeContinuesBitForBit) {
+  expect_resume_bit_for_bit(2, 16, 6, [] {
+    return std::make_unique<PeriodicAveraging>(freeze_options(), std::make_unique<DenseReducer>());
   });
-  EXPECT_EQ(news[0], 0);
-  EXPECT_EQ(news[1], 0);
+}
+
+TEST(StreamingDiloco, FreezeRejectsOneFragmentAndSparta) {
+  PeriodicOptions o = freeze_options();
+  o.fragments = 1;
+  EXPECT_THROW(PeriodicAveraging(o, std::make_unique<DenseReducer>()), Error);
+  o = freeze_options();
+  o.sparta = SpartaOptions{};
+  EXPECT_THROW(PeriodicAveraging(o, std::make_unique<DenseReducer>()), Error);
 }
 
 

@@ -49,6 +49,9 @@ TEST(MemoryPlan, ClosedFormsPerParameter) {
   EXPECT_EQ(sharded.buffers, 1e9);           // the shard's weights and gradients
   const MemoryPlan diloco = plan_memory(small("sgd", "diloco", ShardKind::none), 1e9, 8);
   EXPECT_NEAR(diloco.strategy, 8e9, 64);  // theta_global and the outer momentum
+  Recipe frozen = small("sgd", "streaming_diloco", ShardKind::none);
+  frozen.sync.streaming_diloco.freeze = true;
+  EXPECT_NEAR(plan_memory(frozen, 1e9, 8).buffers, 4e9, 64);  // freeze's copy of the parameters
 }
 
 class MemoryPlanRun : public ::testing::Test {
@@ -69,6 +72,7 @@ TEST_F(MemoryPlanRun, WithinFivePercentOfWhatRunsHold) {
     StrategyName strategy;
     ShardKind shard;
     bool intra = false;  // two groups of 2, sync.intra = "allreduce"
+    bool freeze = false;  // sync.streaming_diloco.freeze
   };
   const Case cases[] = {{"sgd", "allreduce", ShardKind::none},       {"adamw", "allreduce", ShardKind::none},
                         {"lamb", "allreduce", ShardKind::none},      {"lars", "allreduce", ShardKind::none},
@@ -79,10 +83,12 @@ TEST_F(MemoryPlanRun, WithinFivePercentOfWhatRunsHold) {
                         {"adamw", "diloco", ShardKind::optimizer, true},
                         {"adamw", "streaming_diloco", ShardKind::none, true},
                         {"adamw", "streaming_diloco", ShardKind::optimizer, true},
-                        {"adamw", "diloco", ShardKind::outer, true}};
+                        {"adamw", "diloco", ShardKind::outer, true},
+                        {"sgd", "streaming_diloco", ShardKind::none, false, true}};
   int i = 0;
   for (const Case& c : cases) {
     Recipe r = small(c.opt, c.strategy, c.shard);
+    r.sync.streaming_diloco.freeze = c.freeze;
     if (c.intra) {
       r.sync.intra = IntraKind::allreduce;
       r.network.groups = 2;
