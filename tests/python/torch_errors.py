@@ -43,6 +43,8 @@ CASES = [
     ("an unknown key", "", {"sync.no_such_key": 1}, {}, "no_such_key"),
     ("a strategy whose slower replicas skip steps", "", {"sync.strategy": "async_diloco"}, {},
      "sync.strategy = \"async_diloco\": its slower replicas skip steps"),
+    ("the optimizer's state sharded (the script's optimizer)", "", {"sync.shard": "optimizer"}, {},
+     "sync.shard = \"optimizer\": the optimizer here is the script's own"),
     ("a bad LACONIC_RANK", "", {"distributed.world_size": 2},
      {"LACONIC_WORLD_SIZE": "2", "LACONIC_RANK": "two", "LACONIC_STORE": "file:STORE"}, "LACONIC_RANK"),
 ]
