@@ -98,8 +98,8 @@ def _elastic_from_environment(recipe, out, resume):
 def _torchrun_store():
     """(store, what it is) where gloo ranks meet under torchrun, or any launch that sets torch's
     MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE, with no LACONIC_STORE: torch's own rendezvous
-    store (the script's process group's when it has one), under the prefix "laconic" so that its
-    keys and the script's stay apart. (None, "") otherwise."""
+    store (the script's process group's when it has one), under the prefix "laconic/<attempt>" so
+    that its keys and the script's stay apart, and so do torchrun's restarts. (None, "") otherwise."""
     env = os.environ
     if env.get("LACONIC_STORE") or not env.get("MASTER_ADDR") or not env.get("WORLD_SIZE"):
         return None, ""
@@ -116,7 +116,10 @@ def _torchrun_store():
         base, _, _ = next(dist.rendezvous("env://", timeout=datetime.timedelta(minutes=5)))
     if not env.get("LACONIC_ADDRESS"):  # gloo's pairs listen where the master is reached from (nodes)
         env["LACONIC_ADDRESS"] = _address_towards(env["MASTER_ADDR"], env.get("MASTER_PORT", ""))
-    return dist.PrefixStore("laconic", base), f"torch's store at {env['MASTER_ADDR']}:{env.get('MASTER_PORT', '')}"
+    # Under torchrun's elastic agent each attempt meets afresh: keys of an attempt whose worker died
+    # stay in the agent's store, so an attempt's keys are its own.
+    prefix = "laconic/" + env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(prefix, base), f"torch's store at {env['MASTER_ADDR']}:{env.get('MASTER_PORT', '')}"
 
 
 def _address_towards(host, port):

@@ -5,7 +5,10 @@ final parameters (every rank: params.rank-R.npy in --save).
 
     _torch_worker.py RECIPE --out DIR --save DIR [--set key=value ...] [--micro B] [--resume auto]
                      [--optimizer sgd|adamw] [--stall-at STEP] [--widths 784,32,10] [--device cuda]
-                     [--own-group]
+                     [--own-group] [--die-at STEP]
+
+--die-at STEP: on torchrun's first attempt (TORCHELASTIC_RESTART_COUNT 0), rank 1 exits 1 at
+that step, before its backward: a worker that dies for torchrun's elastic agent to restart.
 
 --own-group: the script has its own torch.distributed process group (gloo, made before lt.Sync,
 as a script under torchrun would for its evaluation), used once after training: the mean of the
@@ -45,6 +48,7 @@ def main():
     ap.add_argument("--device", default="cpu", help="where the model trains (cpu, cuda)")
     ap.add_argument("--widths", default="", help="the MLP's layer widths, input first (default: _torch_model's)")
     ap.add_argument("--own-group", action="store_true", help="a torch.distributed group of the script's beside lt.Sync")
+    ap.add_argument("--die-at", type=int, default=-1, help="rank 1 exits 1 at this step on torchrun's first attempt")
     a = ap.parse_args()
     if a.own_group:
         torch.distributed.init_process_group("gloo")
@@ -60,6 +64,9 @@ def main():
     micro = tm.micro_batch(a.recipe, overrides)
     while not sync.done:
         step = sync.step_count
+        if step == a.die_at and sync.rank == 1 and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+            print(f"rank 1 dies at step {step}", flush=True)
+            os._exit(1)
         for m in range(tm.grad_accum(a.recipe, overrides)):
             x, y = tm.batch(step, m, sync.data_rank, sync.data_world, micro, features)
             x, y = x.to(a.device), y.to(a.device)
