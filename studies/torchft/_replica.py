@@ -4,8 +4,11 @@ Laconic (--impl laconic: lt.Sync with diloco.toml, under torchrun). Saves the fi
 the wall time of every outer period and the bytes the sync sent, as JSON.
 
     _replica.py --impl torchft --replica R --lighthouse ADDR --store-port P --out F [--steps N --period H]
-                [--no-init-sync]
-    torchrun --nproc_per_node 2 _replica.py --impl laconic --out F [--steps N --period H]
+                [--no-init-sync] [--fragments 2 --delay TAU --alpha A]
+    torchrun --nproc_per_node 2 _replica.py --impl laconic --out F [--steps N --period H] [--fragments ...]
+
+--fragments 2: streaming DiLoCo, torchft's DiLoCo over model fragments (fragment_sync_delay TAU,
+fragment_update_alpha A) against Laconic's streaming_diloco (overlap_steps TAU, mixing A).
 """
 import argparse
 import json
@@ -49,13 +52,32 @@ def train(m, opt, steps, replica, step_hook):
     return marks
 
 
+def fragments(m, count):
+    """torchft's model fragments as Laconic cuts this model into `count` (periodic.h's
+    fragment_bounds: contiguous whole tensors, the largest as small as they allow; for 32-64-10 and 2:
+    [W1] and [b1, W2, b2]), in the order torchft syncs them: its fragment i syncs at H/F (i + 1)
+    steps, Laconic's fragment i at H/F i (fragment 0 at H), so torchft's i is Laconic's i + 1 mod F."""
+    assert count == 2, "the study's fragments are those of F = 2"
+    w1, b1, w2, b2 = m.parameters()
+    laconic = [[w1], [b1, w2, b2]]
+    out = []
+    for tensors in laconic[1:] + laconic[:1]:
+        holder = torch.nn.Module()  # shares the model's parameters: torchft updates them in place
+        for i, p in enumerate(tensors):
+            holder.register_parameter(f"p{i}", p)
+        out.append(holder)
+    return out
+
+
 def run_torchft(a):
     from torchft.local_sgd import DiLoCo
     from torchft.manager import Manager
     from torchft.process_group import ProcessGroupGloo
     m = model()
     opt = inner_optimizer(m)
-    outer = torch.optim.SGD(m.parameters(), **OUTER)
+    frags = fragments(m, a.fragments) if a.fragments > 1 else [m]
+    outer = [torch.optim.SGD(f.parameters(), **OUTER) for f in frags] if a.fragments > 1 else \
+        torch.optim.SGD(m.parameters(), **OUTER)
     sent = [0]
     pg = ProcessGroupGloo(timeout=timedelta(seconds=60))
     manager = Manager(pg=pg, min_replica_size=2, use_async_quorum=False, load_state_dict=m.load_state_dict,
@@ -75,7 +97,8 @@ def run_torchft(a):
         o.step()
         o.zero_grad()
 
-    with DiLoCo(manager, [m], opt, outer, sync_every=a.period, backup_device=torch.device("cpu")):
+    with DiLoCo(manager, frags, opt, outer, sync_every=a.period, backup_device=torch.device("cpu"),
+                fragment_sync_delay=a.delay, fragment_update_alpha=a.alpha):
         marks = train(m, opt, a.steps, a.replica, step)
     manager.shutdown()
     return m, marks, sent[0], "handed to Manager.allreduce (fp32 pseudo-gradients); gloo's own bytes not counted"
@@ -85,8 +108,13 @@ def run_laconic(a):
     import laconic.torch as lt
     m = model()
     opt = inner_optimizer(m)
-    sync = lt.Sync(m, recipe=os.path.join(HERE, "diloco.toml"), log=False, out=a.run_dir or None,
-                   overrides={"train.steps": a.steps, "sync.diloco.period": a.period})
+    overrides = {"train.steps": a.steps, "sync.diloco.period": a.period}
+    if a.fragments > 1:  # streaming DiLoCo with diloco.toml's outer step
+        s = "sync.streaming_diloco."
+        overrides = {"train.steps": a.steps, "sync.strategy": "streaming_diloco", s + "period": a.period,
+                     s + "fragments": a.fragments, s + "overlap_steps": a.delay, s + "mixing": a.alpha,
+                     s + "outer_lr": OUTER["lr"], s + "outer_momentum": OUTER["momentum"], s + "nesterov": True}
+    sync = lt.Sync(m, recipe=os.path.join(HERE, "diloco.toml"), log=False, out=a.run_dir or None, overrides=overrides)
     marks = train(m, opt, a.steps, sync.data_rank, lambda o: sync.step(o))
     run = sync.finish()  # rank 0's run directory
     sent = run.summary["bytes_sent"] if run is not None else 0
@@ -104,6 +132,9 @@ def main():
     ap.add_argument("--run-dir", default="")
     ap.add_argument("--no-init-sync", dest="init_sync", action="store_false",
                     help="torchft: Manager(init_sync=False), the replicas keep their own weights at the first quorum")
+    ap.add_argument("--fragments", type=int, default=1, help="streaming DiLoCo over this many fragments")
+    ap.add_argument("--delay", type=int, default=0, help="streaming: torchft's fragment_sync_delay, Laconic's tau")
+    ap.add_argument("--alpha", type=float, default=0.0, help="streaming: torchft's fragment_update_alpha, Laconic's mixing")
     ap.add_argument("--out", required=True, help="JSON of this replica's results (RANK substituted)")
     a = ap.parse_args()
     torch.set_num_threads(1)

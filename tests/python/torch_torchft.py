@@ -2,7 +2,8 @@
 lighthouse and Managers, and lt.Sync's DiLoCo, on the same model, data and seeds over 2 replicas,
 end with the same parameters to float rounding (the study exits non-zero otherwise); torchft's
 default init_sync, which heals the replicas from the first at the first outer sync, is measured
-apart. Skips without torchft (Debian's torch: scripts/install-deps --pypi)."""
+apart; streaming DiLoCo over the same fragments agrees to float rounding without overlap and
+differs with one overlapped step (the schedules differ). Skips without torchft (Debian's torch: scripts/install-deps --pypi)."""
 import json
 import os
 import shutil
@@ -27,7 +28,11 @@ try:
     r = json.load(open(os.path.join(out, "results.json")))
     assert r["relative_difference"] < 1e-5, r
     assert r["relative_difference_init_sync"] > 1e-3, f"torchft's init_sync changed nothing: {r}"
+    stream = r["streaming"]
+    assert stream["streaming_tau0"]["relative_difference"] < 1e-5, stream
+    assert stream["streaming_tau1"]["relative_difference"] > 1e-4, f"tau = 1 shifted nothing: {stream}"
     print(f"ok: torchft's DiLoCo (init_sync=False) and lt.Sync's agree to {r['relative_difference']:.1e}; "
-          f"torchft's default init_sync differs by {r['relative_difference_init_sync']:.2g}")
+          f"torchft's default init_sync differs by {r['relative_difference_init_sync']:.2g}; streaming DiLoCo agrees to "
+          f"{stream['streaming_tau0']['relative_difference']:.1e} at tau 0")
 finally:
     shutil.rmtree(out, ignore_errors=True)
