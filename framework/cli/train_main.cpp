@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -62,6 +63,7 @@
 #include "framework/train/memory_plan.h"
 #include "workloads/models/model.h"
 #include "framework/train/simulate.h"
+#include "framework/train/tensorboard.h"
 #include "framework/train/trainer.h"
 #include "framework/train/world.h"
 
@@ -177,9 +179,12 @@ struct CompareArgs {
   std::int64_t warm_start = 0;
   std::string budget;
   double as_params = 0;  // a double, so that 7e9 is accepted
+  std::string tensorboard;  // --tensorboard LOGDIR
 };
 
 void add_compare_options(CLI::App& c, CompareArgs& a) {
+  c.add_option("--tensorboard", a.tensorboard, "also write every compared run's records into LOGDIR/<run name> as "
+                                               "TensorBoard events (tensorboard's own writer: the PyPI environment)");
   c.add_option("--recipe", a.recipe, "recipe whose variants to train (with --vary)");
   c.add_option("--vary", a.vary, "section.key=v1,v2,... one variant per value; repeat for the cartesian product")
       ->expected(1)
@@ -251,6 +256,25 @@ std::int64_t as_params_flag(double n, const char* command) {
   return static_cast<std::int64_t>(n);
 }
 
+// Every run of OUT/compare.json into LOGDIR/<its name> (tensorboard.h).
+void add_to_tensorboard(const std::string& python, const std::string& out, const std::string& logdir) {
+  const auto path = std::filesystem::path(out) / "compare.json";
+  std::ifstream in(path);
+  const nlohmann::json c = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!c.is_object() || !c.contains("runs") || !c["runs"].is_array())
+    LC_INPUT_ERROR(path.string(), ": no runs to write for --tensorboard");
+  std::vector<std::string> args;
+  std::string names;
+  for (const auto& r : c["runs"]) {
+    args.push_back(r.at("dir").get<std::string>());
+    names += (names.empty() ? "" : ",") + r.at("name").get<std::string>();
+  }
+  args.insert(args.end(), {"--logdir", logdir, "--names", names});
+  if (const std::string err = laconic::run_tensorboard(python, args); !err.empty())
+    LC_INPUT_ERROR("compare: --tensorboard ", logdir, ": ", err);
+  std::cout << "compare: the runs' records are in " << logdir << " (tensorboard --logdir " << logdir << ")\n";
+}
+
 int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides, int argc, char** argv) {
   const bool variants = !a.recipe.empty() || !a.vary.empty();
   if (variants == !a.runs.empty())
@@ -284,8 +308,11 @@ int run_compare(const CompareArgs& a, const std::vector<std::string>& overrides,
     LC_INPUT_ERROR("compare: --tune needs --recipe and --vary (finished runs cannot be tuned)");
   if (!a.budget.empty()) o.budget = laconic::parse_budget(a.budget);
   o.as_params = as_params_flag(a.as_params, "compare");
+  // Before anything trains: an interpreter that can write the events, or one line and exit 2.
+  const std::string python = a.tensorboard.empty() ? "" : laconic::tensorboard_python("compare: --tensorboard");
   if (variants) laconic::compare_variants(a.recipe, overrides, a.vary, o);
   else laconic::compare_run_dirs(a.runs, o);
+  if (!python.empty()) add_to_tensorboard(python, a.out, a.tensorboard);
   return 0;
 }
 
@@ -781,7 +808,12 @@ int run_recipe(const TrainArgs& a, const std::vector<std::string>& overrides, bo
   const std::string run_dir =
       a.out_dir.empty() ? (std::filesystem::path(recipe.run.out_dir) / recipe.run.name).string() : a.out_dir;
   if (a.dry_run) return print_dry_run(a, recipe, data, run_dir, lead);
-  const laconic::TrainOptions opts = train_options(a, recipe, run_dir, process);
+  laconic::TrainOptions opts = train_options(a, recipe, run_dir, process);
+  if (recipe.train.tensorboard && lead) {  // the records, as they are made, to tensorboard's writer
+    auto stream = std::make_shared<laconic::TensorboardStream>(laconic::tensorboard_python("train.tensorboard"),
+                                                               (std::filesystem::path(run_dir) / "tensorboard").string());
+    opts.on_record = [stream](const std::string& line) { stream->write(line); };
+  }
   return finish_run(laconic::train(recipe, data, opts), opts.run_dir, lead);
 }
 

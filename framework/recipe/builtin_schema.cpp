@@ -96,7 +96,8 @@ void add_training_keys(std::vector<Field>& f) {
       .add<&TrainConfig::noise_scale>("noise_scale")
       .add<&TrainConfig::trace>("trace")
       .add<&TrainConfig::time_limit>("time_limit", at_least(0))
-      .add<&TrainConfig::precision>("precision");
+      .add<&TrainConfig::precision>("precision")
+      .add<&TrainConfig::tensorboard>("tensorboard");
   SectionBuilder<&Recipe::optimizer>{"optimizer", f}
       .add<&OptimizerConfig::name>("name")
       .add<&OptimizerConfig::lr>("lr", above(0))

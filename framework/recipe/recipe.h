@@ -115,6 +115,9 @@ struct TrainConfig {
   // The GEMMs' arithmetic: fp32, or bf16 operands with fp32 sums and fp32 master weights, optimizer
   // and reductions, as torch.autocast (workloads/nn/precision.h)
   nn::Precision precision = nn::Precision::fp32;
+  // TensorBoard events of every metrics record in RUN/tensorboard, live, through tensorboard's own
+  // writer (framework/train/tensorboard.h; laconic.torch: its tensorboard= argument)
+  bool tensorboard = false;
 
   bool operator==(const TrainConfig&) const = default;
 };

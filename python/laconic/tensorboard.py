@@ -89,11 +89,12 @@ def _tensorboard_modules():
     return event_pb2, summary_pb2, EventFileWriter
 
 
-def write_run(run_dir, logdir, follow=False, poll_s=1.0, out=sys.stdout):
-    """Every record of run_dir/metrics.jsonl into logdir/<run name>; with follow, the records a
-    running run adds too, until its summary.json appears. Returns the number of records written."""
+def write_run(run_dir, logdir, follow=False, poll_s=1.0, out=sys.stdout, name=None):
+    """Every record of run_dir/metrics.jsonl into logdir/<name> (default: the run directory's
+    name); with follow, the records a running run adds too, until its summary.json appears.
+    Returns the number of records written."""
     path = os.path.join(run_dir, "metrics.jsonl")
-    target = os.path.join(logdir, os.path.basename(os.path.normpath(run_dir)))
+    target = os.path.join(logdir, name or os.path.basename(os.path.normpath(run_dir)))
     writer = RecordWriter(target)
     done, pending = 0, ""
     try:
@@ -116,6 +117,19 @@ def write_run(run_dir, logdir, follow=False, poll_s=1.0, out=sys.stdout):
     return done
 
 
+def write_stream(stream, logdir):
+    """Every metrics record (a JSON line) read from `stream` until its end, into logdir itself."""
+    writer, done = RecordWriter(logdir), 0
+    try:
+        for line in stream:
+            if line.strip():
+                writer(line)  # flushed: each record visible to TensorBoard as it comes
+                done += 1
+    finally:
+        writer.close()
+    return done
+
+
 def _open_when_there(path, follow, poll_s):
     while follow and not os.path.exists(path):
         time.sleep(poll_s)
@@ -129,12 +143,21 @@ def _open_when_there(path, follow, poll_s):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m laconic.tensorboard", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="run directories (each with its metrics.jsonl)")
+    ap.add_argument("runs", nargs="*", help="run directories (each with its metrics.jsonl)")
     ap.add_argument("--logdir", required=True, help="TensorBoard's log directory: each run goes to LOGDIR/<its name>")
     ap.add_argument("--follow", action="store_true", help="keep adding a running run's records until it ends")
+    ap.add_argument("--stdin", action="store_true", help="records from stdin until it closes, into LOGDIR itself")
+    ap.add_argument("--names", help="N1,N2,...: each run's folder under LOGDIR (default: its directory's name)")
     a = ap.parse_args(argv)
-    for run in a.runs:
-        write_run(run, a.logdir, follow=a.follow)
+    if a.stdin == bool(a.runs):
+        ap.error("give run directories, or --stdin")
+    names = a.names.split(",") if a.names else [None] * len(a.runs)
+    if len(names) != len(a.runs):
+        ap.error(f"--names: expected {len(a.runs)} names, one per run, got {len(names)}")
+    if a.stdin:
+        write_stream(sys.stdin, a.logdir)
+    for run, name in zip(a.runs, names):
+        write_run(run, a.logdir, follow=a.follow, name=name)
 
 
 if __name__ == "__main__":

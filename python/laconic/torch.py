@@ -231,7 +231,7 @@ class Sync:
                 evaluate=None if eval_fn is None else self._evaluator(eval_fn),
                 save_files=self._save_files if out else None, flops_per_example=float(flops_per_example or 0),
                 stop_on_signals=True, agree_every_step=bool(stop_every_step), elastic=elastic,
-                cuda_index=_cuda_index(device), store=store, store_name=store_name, on_record=self._tensorboard)
+                cuda_index=_cuda_index(device), store=store, store_name=store_name, on_record=self._record)
         except _laconic.RunFinished as finished:
             # resume="auto" on a run that had finished: nothing to train, nothing written (the
             # trainer's line); the run's weights are its last checkpoint's (trainer export).
@@ -239,6 +239,8 @@ class Sync:
                 print(f"laconic: {finished}", file=stream)
             self._finished_before()
             return
+        if tensorboard is None and self._session.tensorboard:  # the recipe's train.tensorboard = true
+            self._tensorboard = _record_writer(True, out)
         if self._session.rank == 0 and stream is not None:
             _print_notes(recipe, frozen, stream)
         self._bind_store()
@@ -433,6 +435,12 @@ class Sync:
     def _claim_grads(self):
         for i in range(len(self._params)):
             self._claim(i)
+
+    def _record(self, line):
+        """Each metrics record (rank 0), to TensorBoard when tensorboard= or the recipe's
+        train.tensorboard asks for it (the latter known once the session has read the recipe)."""
+        if self._tensorboard is not None:
+            self._tensorboard(line)
 
     def _evaluator(self, eval_fn):
         def evaluate():

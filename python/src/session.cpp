@@ -292,6 +292,7 @@ void bind_session(py::module_& m) {
       .def_property_readonly("grad_accum", [](TorchSession& s) { return s.run().spec().recipe.train.grad_accum; })
       .def_property_readonly("micro_batch", [](TorchSession& s) { return s.run().spec().recipe.train.micro_batch; })
       .def_property_readonly("overlap", [](TorchSession& s) { return s.run().spec().overlap; })
+      .def_property_readonly("tensorboard", [](TorchSession& s) { return s.run().spec().recipe.train.tensorboard; })
       .def_property_readonly("resumed_from", [](TorchSession& s) { return s.run().resumed_from(); })
       .def_property_readonly("finished", [](TorchSession& s) { return s.run().finished(); })
       .def("start", [](TorchSession& s) { return s.run().start(); }, py::call_guard<py::gil_scoped_release>())

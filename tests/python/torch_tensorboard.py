@@ -1,7 +1,10 @@
 """TensorBoard events of a run, read back with tensorboard's own reader (EventAccumulator):
-lt.Sync(tensorboard=True) writes them live into the run directory, lt.Sync(tensorboard=writer)
-through the script's own SummaryWriter, and `python -m laconic.tensorboard RUN --logdir D` from a
-trainer's run directory: in each, every scalar at every step equals the metrics.jsonl record's.
+lt.Sync(tensorboard=True) and the recipe's train.tensorboard = true write them live into the run
+directory, lt.Sync(tensorboard=writer) through the script's own SummaryWriter; the trainer's
+train.tensorboard = true live into RUN/tensorboard, `trainer compare --runs ... --tensorboard D`
+into D/<run name>, and `python -m laconic.tensorboard RUN --logdir D` from a trainer's run
+directory: in each, every scalar at every step equals the metrics.jsonl record's. A trainer whose
+interpreter lacks tensorboard refuses train.tensorboard in one line, exit 2, nothing written.
 Skips where the tensorboard package is missing (Debian's torch: scripts/install-deps --pypi)."""
 import json
 import os
@@ -46,14 +49,14 @@ def check(logdir, run, what):
     print(f"ok: {what}: {len(tags)} scalars at the records' {len(recs)} steps, equal to metrics.jsonl")
 
 
-def train(out, tensorboard):
+def train(out, tensorboard, overrides=None):
     import torch
     import _torch_model as tm
     import laconic.torch as lt
     model = tm.make_model()
     opt = tm.make_optimizer(model, "sgd")
     sync = lt.Sync(model, recipe=os.path.join(HERE, "torch_allreduce.toml"), out=out, log=False,
-                   tensorboard=tensorboard)
+                   tensorboard=tensorboard, overrides=overrides)
     while not sync.done:
         x, y = tm.batch(sync.step_count, 0, 0, 1, 32)
         loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -79,5 +82,26 @@ try:
     logdir = os.path.join(tmp, "tb")
     subprocess.run([sys.executable, "-m", "laconic.tensorboard", run, "--logdir", logdir], check=True)
     check(os.path.join(logdir, "trainer_run"), run, "python -m laconic.tensorboard on a trainer run")
+    keyed = os.path.join(tmp, "keyed")
+    train(keyed, None, {"train.tensorboard": True})
+    check(os.path.join(keyed, "tensorboard"), keyed, "lt.Sync with the recipe's train.tensorboard = true")
+    env = dict(os.environ, LACONIC_TENSORBOARD_PYTHON=sys.executable)
+    live = os.path.join(tmp, "live")
+    subprocess.run([TRAINER, "--recipe", os.path.join(SOURCE, "recipes", "mlp_fmnist.toml"), "--out", live,
+                    "--train.steps=12", "--train.log_every=3", "--train.tensorboard=true"], check=True,
+                   stdout=subprocess.DEVNULL, env=env)
+    check(os.path.join(live, "tensorboard"), live, "the trainer's train.tensorboard = true")
+    compared = os.path.join(tmp, "compared")
+    subprocess.run([TRAINER, "compare", "--runs", run, live, "--out", os.path.join(tmp, "cmp"), "--no-plots",
+                    "--tensorboard", compared], check=True, stdout=subprocess.DEVNULL, env=env)
+    check(os.path.join(compared, "live"), live, "trainer compare --tensorboard")
+    refused = os.path.join(tmp, "refused")
+    p = subprocess.run([TRAINER, "--recipe", os.path.join(SOURCE, "recipes", "mlp_fmnist.toml"), "--out", refused,
+                        "--train.steps=3", "--train.tensorboard=true"], capture_output=True, text=True,
+                       env=dict(os.environ, LACONIC_TENSORBOARD_PYTHON="/bin/false"))
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "train.tensorboard" in lines[0] and not os.path.exists(refused), \
+        (p.returncode, p.stderr)
+    print("ok: train.tensorboard without an interpreter that has tensorboard: one line, exit 2, nothing written")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
