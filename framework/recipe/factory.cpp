@@ -68,7 +68,8 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
   const SyncConfig& c = r.sync;
   // The recipe checks leave sharding with the dense all-reduce alone, or inside the groups of a
   // periodic strategy's sync.intra.
-  if (c.shard == ShardKind::optimizer && c.intra == IntraKind::none) return std::make_unique<ShardedDataParallel>();
+  if (c.shard == ShardKind::optimizer && c.intra == IntraKind::none)
+    return std::make_unique<ShardedDataParallel>(overlap, c.bucket_mb);
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
     s = registry().make_strategy(c.strategy.value, r, {overlap, 0, device, lr});
@@ -82,7 +83,8 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
     s = std::make_unique<Phased>(std::move(phases));
   }
   if (c.intra == IntraKind::allreduce)
-    s = std::make_unique<Hierarchical>(std::move(s), c.shard == ShardKind::optimizer, c.shard != ShardKind::none);
+    s = std::make_unique<Hierarchical>(std::move(s), HierarchicalShards{c.shard == ShardKind::optimizer,
+                                                                        c.shard != ShardKind::none, overlap, c.bucket_mb});
   return s;
 }
 

@@ -11,8 +11,8 @@ namespace laconic {
 
 // ---- Hierarchical ----
 
-Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner, bool shard_outer)
-    : inter_(std::move(inter)), shard_inner_(shard_inner), want_shard_outer_(shard_outer) {
+Hierarchical::Hierarchical(std::unique_ptr<SyncStrategy> inter, HierarchicalShards shards)
+    : inter_(std::move(inter)), shards_(shards) {
   LC_CHECK(inter_ != nullptr, "Hierarchical needs a strategy between groups");
 }
 
@@ -40,9 +40,9 @@ void Hierarchical::prepare(std::int64_t first_step) {
   zero_.reset();
   across_.reset();
   periodic_ = dynamic_cast<const PeriodicAveraging*>(inter_.get());
-  shard_outer_ = want_shard_outer_ && periodic_ != nullptr && !periodic_->options().sparta;
-  if (shard_inner_) {
-    zero_ = std::make_unique<ShardedDataParallel>();
+  shard_outer_ = shards_.outer && periodic_ != nullptr && !periodic_->options().sparta;
+  if (shards_.inner) {
+    zero_ = std::make_unique<ShardedDataParallel>(shards_.overlap, shards_.bucket_mb);
     zero_->bind(store, *intra_, first_step);
   }
   if (shard_outer_) return bind_sharded(first_step, group_of);
@@ -78,7 +78,7 @@ void Hierarchical::bind_sharded(std::int64_t first_step, const std::vector<int>&
   across_ = std::make_unique<SubsetCommunicator>(comm(), shard_peers_);
   across_->set_tracer(comm().tracer());
   // With ZeRO, the shard the group's optimizer steps is the one the outer sync moves: no copy.
-  if (!zero_) outer_shard_.cut(store(), intra_->rank(), intra_->size());
+  if (!zero_) outer_shard_.cut(store(), intra_->rank(), intra_->size(), shards_.bucket_mb);
   static_cast<PeriodicAveraging&>(*inter_).shard_of(store(), zero_ ? zero_->shard_tensors() : outer_shard_.tensor_of);
   inter_->bind(outer_store(), *across_, first_step);
 }

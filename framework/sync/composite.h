@@ -20,10 +20,10 @@ namespace laconic {
 // broadcasts what changed to its group. So only leaders cross the slow link, each with one
 // payload, and the other ranks' traffic stays inside their group.
 //
-// shard_inner (sync.shard = "optimizer" with a periodic `inter`): inside each group the gradients
+// shards.inner (sync.shard = "optimizer" with a periodic `inter`): inside each group the gradients
 // are reduce-scattered and the optimizer steps this rank's shard (ZeRO-1 on the group,
 // ShardedDataParallel), and the group all-gathers the model after each step.
-// shard_outer ("optimizer" or "outer"), when `inter` is PeriodicAveraging (local SGD, DiLoCo,
+// shards.outer ("optimizer" or "outer"), when `inter` is PeriodicAveraging (local SGD, DiLoCo,
 // streaming DiLoCo, SparseLoCo): every rank runs it on its shard (ZeRO's, or one of its own taken
 // from the whole model before each step) with the ranks holding the same shard in the other
 // groups, so theta_global, the outer momentum and error feedback are 1/N per rank and each rank's
@@ -31,9 +31,21 @@ namespace laconic {
 // other `inter` runs on the leaders' whole parameters. docs/sharding.md.
 class PeriodicAveraging;
 
+// What Hierarchical shards (docs/sharding.md).
+struct HierarchicalShards {
+  bool inner = false;       // the inner optimizer's state, ZeRO-1 inside each group
+  bool outer = false;       // a periodic strategy's outer state across each group's ranks
+  bool overlap = false;     // inner: each bucket's reduce-scatter during backward
+  double bucket_mb = 25.0;  // the shards' buckets (zero.h)
+};
+
 class Hierarchical final : public SyncStrategy {
  public:
-  explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, bool shard_inner = false, bool shard_outer = false);
+  explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, HierarchicalShards shards = {});
+  // Sharded inside the group, each bucket's reduce-scatter may start during backward.
+  void grads_ready(std::int64_t step, std::size_t from) override {
+    if (zero_) zero_->grads_ready(step, from);
+  }
   ~Hierarchical() override;
   void after_backward(std::int64_t step) override;
   bool after_update(std::int64_t step) override;
@@ -62,7 +74,7 @@ class Hierarchical final : public SyncStrategy {
 
  private:
   std::unique_ptr<SyncStrategy> inter_;
-  bool shard_inner_ = false, want_shard_outer_ = false;
+  HierarchicalShards shards_;
   bool inter_bound() const { return across_ != nullptr; }
   // The ranks holding this rank's shard, one per group, in group order (all groups one size).
   std::vector<int> shard_peers(const std::vector<int>& group_of) const;

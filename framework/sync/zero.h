@@ -4,13 +4,18 @@
 // shard's gradients only, steps its shard (so it holds 1/N of the optimizer state), and the
 // all-gather hands every rank the whole updated model. Bytes on the wire are the all-reduce's.
 //
-// Shards are ranges of the flat buffers (shard_range), so a tensor may be cut between two ranks;
-// the optimizer sees this rank's range as a store of its own (update_store()) and asks for
-// whole-tensor norms through TensorSums. docs/sharding.md has the layout and what it costs.
+// Shards follow the gradient buckets (make_buckets: whole tensors, last layers first): each bucket
+// is cut into N ranges (shard_range) and rank r holds range r of every bucket, so a bucket's
+// reduce-scatter can start as soon as backward has produced it (sync.overlap) and a tensor may be
+// cut between two ranks. The optimizer sees this rank's pieces as a store of their own
+// (update_store()) and asks for whole-tensor norms through TensorSums. docs/sharding.md has the
+// layout and what it costs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,22 +34,33 @@ struct ShardRange {
 // (size % n elements, fewer than n).
 ShardRange shard_range(std::size_t size, int rank, int n);
 
-// The store of one rank's shard of `whole`: each view cut to `range` (a cut tensor keeps its name,
-// group and kind, shaped as one dimension), with buffers of its own, finalized on whole's device.
-// tensor_of[v]: the view of `whole` that view v is (a piece of).
-ParamStore make_shard_store(const ParamStore& whole, ShardRange range, std::vector<std::size_t>& tensor_of);
+// The store of one rank's shard of `whole`: each view cut to the `ranges` (ascending; a view meets
+// at most one: a cut tensor keeps its name, group and kind, shaped as one dimension), with buffers
+// of its own, finalized on whole's device. tensor_of[v]: the view of `whole` that view v is (a
+// piece of).
+ParamStore make_shard_store(const ParamStore& whole, std::span<const ShardRange> ranges,
+                            std::vector<std::size_t>& tensor_of);
+inline ParamStore make_shard_store(const ParamStore& whole, ShardRange range, std::vector<std::size_t>& tensor_of) {
+  return make_shard_store(whole, std::span<const ShardRange>(&range, 1), tensor_of);
+}
 
-// Rank `rank` of `n`'s shard of a flat store: its range, its store (weights and gradients of its
-// own), and what an all-gather of the shards needs. Sized once; nothing allocated per step.
+// Rank `rank` of `n`'s shard of a flat store: its range of every bucket, its store (weights and
+// gradients of its own), and what the buckets' collectives need. Sized once; nothing allocated
+// per step.
 struct Shard {
-  ShardRange range;
-  std::size_t block = 0;              // q: the reduce-scatter's equal blocks
-  std::vector<std::size_t> counts;    // the all-gather's per-rank counts
+  struct Piece {
+    std::size_t begin = 0, size = 0;  // the bucket: elements [begin, begin + size) of the whole
+    std::size_t block = 0;            // size / n: the bucket's reduce-scatter blocks
+    ShardRange mine;                  // this rank's elements of the bucket
+    std::size_t offset = 0;           // where they sit in the shard's buffers
+    std::vector<std::size_t> counts;  // the bucket's all-gather counts
+  };
+  std::vector<Piece> pieces;          // ascending in the whole buffer
   std::vector<std::size_t> tensor_of; // make_shard_store's
   ParamStore store;
-  // Sizes the shard of `whole` and takes its weights.
-  void cut(const ParamStore& whole, int rank, int n);
-  // The shard's weights = whole's range of them.
+  // Sizes the shard of `whole` for buckets of bucket_mb MiB and takes its weights.
+  void cut(const ParamStore& whole, int rank, int n, double bucket_mb);
+  // The shard's weights = whole's pieces of them.
   void take(const ParamStore& whole);
   // Every rank's shard weights into every rank's whole model (over the n ranks of `comm`).
   void gather(Communicator& comm, ParamStore& whole) const;
@@ -52,8 +68,12 @@ struct Shard {
 
 class ShardedDataParallel final : public SyncStrategy, private TensorSums {
  public:
-  ShardedDataParallel() = default;
-  // Reduce-scatters the averaged gradients into this rank's shard.
+  // overlap: each bucket's reduce-scatter starts on the communication thread once backward has
+  // produced it (grads_ready), as DataParallel's all-reduce does.
+  explicit ShardedDataParallel(bool overlap = false, double bucket_mb = 25.0);
+  ~ShardedDataParallel() override;
+  void grads_ready(std::int64_t step, std::size_t from) override;
+  // Reduce-scatters (or waits for) the averaged gradients of every bucket into this rank's shard.
   void after_backward(std::int64_t step) override;
   // All-gathers the stepped shards into every rank's whole model.
   bool after_update(std::int64_t step) override;
@@ -80,7 +100,15 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums {
   std::size_t tensor_of(std::size_t view) const override { return shard_.tensor_of[view]; }
   void sum(std::span<double> values) override;
 
-  Shard shard_;                        // this rank's range: params stepped here, grads reduced here
+  void reduce_piece(std::size_t i);    // bucket i's reduce-scatter (and its leftover's all-reduce)
+  void launch();                       // the next bucket in backward's order (the last first)
+  void wait_launched();
+
+  bool overlap_ = false;
+  double bucket_mb_ = 25.0;
+  Shard shard_;                        // this rank's pieces: params stepped here, grads reduced here
+  std::vector<std::unique_ptr<Work>> work_;  // per bucket (overlap)
+  std::size_t launched_ = 0;           // buckets launched this step
   std::vector<double> gathered_;       // sum(): every rank's partial sums
   bool fresh_ = true;                  // the shard's params still to be taken from the whole model
   double comm_s_ = 0;

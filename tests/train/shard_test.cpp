@@ -152,6 +152,24 @@ TEST_F(Shard, HoldsOneNthOfTheStateAndSendsTheAllReducesBytes) {
   }
 }
 
+// Buckets of about 52 floats: the model's tensors (180, 15, 75, 5) fall in two, [180, 15] and
+// [75, 5], and each rank holds its third of each. Overlapped with backward (each bucket reduce-
+// scattered as soon as backward has produced it) or not, the same collectives in the same order:
+// the same bits; against the unsharded run, whose ring cuts each bucket its own way, rounding.
+TEST_F(Shard, ReduceScattersEachBucketAsBackwardProducesIt) {
+  Recipe whole = small("adamw", 3, ShardKind::none);
+  whole.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+  Recipe inline_ = whole, overlapped = whole;
+  inline_.sync.shard = overlapped.sync.shard = ShardKind::optimizer;
+  inline_.sync.overlap = false;
+  overlapped.sync.overlap = true;
+  const TrainSummary a = run(whole, "whole"), b = run(inline_, "inline"), c = run(overlapped, "overlapped");
+  EXPECT_TRUE(same_bits(b.final_params, c.final_params));
+  EXPECT_LE(max_abs_diff(a.final_params, c.final_params), 1e-5);
+  const std::uint64_t step_count = *a.memory_optimizer - 2 * 4 * kParams;
+  EXPECT_EQ(*c.memory_optimizer, 2 * 4 * (195 / 3 + 80 / 3) + step_count);  // rank 0: a third of each bucket
+}
+
 Recipe in_groups(const std::string& strategy, ShardKind shard, int world = 4, int groups = 2) {
   Recipe r = small("adamw", world, shard);
   r.sync.strategy = strategy;
