@@ -3,7 +3,7 @@
 // interpreter that has the `tensorboard` package, so no event format is written by hand here.
 // train.tensorboard = true streams each metrics record, as it is made, to
 // `python -m laconic.tensorboard --stdin --logdir RUN/tensorboard`; `trainer compare --tensorboard
-// LOGDIR` writes its runs' finished records. docs/recipes.md "TensorBoard".
+// LOGDIR` writes its runs' finished records. docs/torch.md "TensorBoard".
 #pragma once
 
 #include <string>
