@@ -84,7 +84,7 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
   }
   if (c.intra == IntraKind::allreduce)
     s = std::make_unique<Hierarchical>(std::move(s), HierarchicalShards{c.shard == ShardKind::optimizer,
-                                                                        c.shard != ShardKind::none, overlap, c.bucket_mb});
+                                                                        c.shard != ShardKind::none, c.bucket_mb});
   return s;
 }
 

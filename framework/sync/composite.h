@@ -35,17 +35,12 @@ class PeriodicAveraging;
 struct HierarchicalShards {
   bool inner = false;       // the inner optimizer's state, ZeRO-1 inside each group
   bool outer = false;       // a periodic strategy's outer state across each group's ranks
-  bool overlap = false;     // inner: each bucket's reduce-scatter during backward
   double bucket_mb = 25.0;  // the shards' buckets (zero.h)
 };
 
 class Hierarchical final : public SyncStrategy {
  public:
   explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, HierarchicalShards shards = {});
-  // Sharded inside the group, each bucket's reduce-scatter may start during backward.
-  void grads_ready(std::int64_t step, std::size_t from) override {
-    if (zero_) zero_->grads_ready(step, from);
-  }
   ~Hierarchical() override;
   void after_backward(std::int64_t step) override;
   bool after_update(std::int64_t step) override;
