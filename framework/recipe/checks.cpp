@@ -218,6 +218,13 @@ void check_outer_sharding(const Draft& d) {
 void check_sharding(const Draft& d) {
   const Recipe& r = d.recipe;
   if (r.sync.shard == ShardKind::none) return;
+  // Warm-up steps average whole gradients between the groups, which sharded ranks do not hold.
+  if (r.sync.intra == IntraKind::allreduce && r.sync.phases.phases.empty())
+    if (const auto& periodic = strategy_traits(r.sync.strategy.value).periodic; periodic && periodic(r).warmup_steps > 0)
+      LC_INPUT_ERROR(locate(d, {"sync.shard", "sync." + r.sync.strategy.value + ".warmup_steps"}),
+                     ": sync.shard: expected \"none\" with sync.", r.sync.strategy.value, ".warmup_steps = ",
+                     periodic(r).warmup_steps, " (its synchronous warm-up reduces whole gradients between the "
+                     "groups; sharded ranks hold their shard's); got \"", name_of(r.sync.shard), "\"");
   if (r.sync.shard == ShardKind::outer) return check_outer_sharding(d);
   const auto refuse = [&](std::initializer_list<std::string_view> keys, const std::string& expected) {
     LC_INPUT_ERROR(locate(d, keys), ": sync.shard: expected \"none\" with ", expected,

@@ -308,7 +308,9 @@ TEST(ShardRecipe, RefusesWhatShardingCannotDoYetInOneLine) {
   EXPECT_NE(alone.find("sync.shard: expected \"outer\" only with sync.intra = \"allreduce\""), std::string::npos) << alone;
   EXPECT_NE(refusal(outer + "intra = \"allreduce\"\nstrategy = \"desloc\"\n").find("sync.strategy = \"desloc\""),
             std::string::npos);
-  for (const std::string& e : {diloco, alone}) EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  const std::string warm = refusal(outer + "intra = \"allreduce\"\nstrategy = \"diloco\"\n[sync.diloco]\nwarmup_steps = 5\n");
+  EXPECT_NE(warm.find("sync.diloco.warmup_steps = 5"), std::string::npos) << warm;
+  for (const std::string& e : {diloco, alone, warm}) EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
 }  // namespace
