@@ -199,18 +199,18 @@ void check_ranks(const Draft& d) {
                    "(0: none simulated)");
 }
 
-// sync.shard = "outer" shards the outer state of local SGD's family (PeriodicAveraging, not under
-// SPARTA) across the ranks of sync.intra's groups, and nothing else.
+// sync.shard = "outer" shards the outer state of a strategy whose traits allow it (local SGD's
+// family, not under SPARTA) across the ranks of sync.intra's groups, and nothing else.
 void check_outer_sharding(const Draft& d) {
   const Recipe& r = d.recipe;
-  const std::string& s = r.sync.strategy.value;
-  const bool family = s == "local_sgd" || s == "diloco" || s == "streaming_diloco" || s == "sparseloco";
-  const bool sparta = (s == "diloco" && r.sync.diloco.sparta) || (s == "streaming_diloco" && r.sync.streaming_diloco.sparta);
-  if (r.sync.intra != IntraKind::allreduce || !family || sparta || !r.sync.phases.phases.empty())
-    LC_INPUT_ERROR(locate(d, {"sync.shard", "sync.strategy", "sync.intra"}),
-                   ": sync.shard: expected \"outer\" only with sync.intra = \"allreduce\" and sync.strategy = local_sgd, "
-                   "diloco, streaming_diloco or sparseloco (no sparta, no sync.phases), whose outer state it shards "
-                   "across each group's ranks; got sync.strategy = \"", s, "\", sync.intra = \"", name_of(r.sync.intra), "\"");
+  if (shards_outer_state(r)) return;
+  const StrategyTraits& t = strategy_traits(r.sync.strategy.value);
+  const std::string why = t.outer_shard ? t.outer_shard(r) : std::string();
+  LC_INPUT_ERROR(locate(d, {"sync.shard", "sync.strategy", "sync.intra"}),
+                 ": sync.shard: expected \"outer\" only with sync.intra = \"allreduce\" and sync.strategy = ",
+                 outer_shard_strategy_names(), " (no sync.phases), whose outer state it shards across each group's "
+                 "ranks; got sync.strategy = \"", r.sync.strategy.value, "\", sync.intra = \"", name_of(r.sync.intra), "\"",
+                 why.empty() ? "" : ", " + why);
 }
 
 // sync.shard = "optimizer" (ZeRO-1) is built for the dense fp32 all-reduce alone, and for the

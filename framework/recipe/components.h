@@ -70,6 +70,10 @@ struct StrategyTraits {
   // Its replicas skip steps (SyncStrategy::computes; asynchronous replicas of different speeds):
   // only a driver that asks, the trainer's, runs it.
   bool idles = false;
+  // Its outer state can be sharded across a group's ranks (sync.shard inside sync.intra's groups:
+  // local SGD's family, framework/sync/composite.h) ... except with this recipe: why not
+  // ("sync.diloco.sparta = true"), "" none. Null: never.
+  std::function<std::string(const Recipe&)> outer_shard;
   // What it cannot go with in the rest of the recipe when it is used (DeMo: anything but plain
   // SGD); nullopt: nothing.
   std::function<std::optional<RecipeConflict>(const Recipe&)> conflicts;
@@ -92,6 +96,11 @@ const StrategyTraits& strategy_traits(std::string_view name);  // Error for an u
 const ReducerTraits& reducer_traits(std::string_view name);
 // "local_sgd, diloco, streaming_diloco or sparseloco": the periodic strategies, as registered.
 std::string periodic_strategy_names();
+// The same for the strategies whose outer state can be sharded (StrategyTraits::outer_shard).
+std::string outer_shard_strategy_names();
+// Whether the recipe's outer state is sharded across sync.intra's groups' ranks (sync.shard, and a
+// strategy whose traits allow it at this recipe): what make_sync builds and trainer plan sizes.
+bool shards_outer_state(const Recipe& r);
 
 // A registered component's own section ([model.NAME], ...), added to what recipes accept; called
 // by the registry when it registers the component (the name is checked there).

@@ -83,10 +83,11 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
     s = std::make_unique<Phased>(std::move(phases));
   }
   if (c.intra == IntraKind::allreduce)
-    s = std::make_unique<Hierarchical>(std::move(s), HierarchicalShards{c.shard == ShardKind::optimizer,
-                                                                        c.shard != ShardKind::none, c.bucket_mb});
+    s = std::make_unique<Hierarchical>(std::move(s),
+                                       HierarchicalShards{c.shard == ShardKind::optimizer, shards_outer_state(r), c.bucket_mb});
   return s;
 }
+
 
 // ---- the built-ins, registered as a user's components are (registry.h) ----
 //
@@ -277,6 +278,12 @@ StrategyTraits periodic_traits(const Config SyncConfig::*section, const char* ke
     const Config& c = r.sync.*section;
     return c.dtype == Codec::fp32 ? c.reducer.value : std::string();
   };
+  t.outer_shard = [section, key](const Recipe& r) {
+    if constexpr (requires { (r.sync.*section).sparta; })
+      if ((r.sync.*section).sparta)
+        return detail::concat("sync.", key, ".sparta = true (its elements are drawn over the whole model)");
+    return std::string();
+  };
   t.cuda = true;
   t.host_only = [section, key](const Recipe& r) {
     if ((r.sync.*section).dtype != Codec::fp32) return detail::concat("sync.", key, ".dtype other than fp32");
@@ -316,6 +323,7 @@ StrategyTraits sparseloco_traits() {
     const SparseLocoConfig& c = r.sync.sparseloco;
     return OuterPeriod{c.period, c.warmup_steps, longest_period(c.period, c.period_schedule), {}};
   };
+  t.outer_shard = [](const Recipe&) { return std::string(); };
   return t;
 }
 

@@ -127,13 +127,33 @@ std::vector<std::string> component_names(Component c) { return registry().names(
 const StrategyTraits& strategy_traits(std::string_view name) { return registry().strategy_traits(name); }
 const ReducerTraits& reducer_traits(std::string_view name) { return registry().reducer_traits(name); }
 
-std::string periodic_strategy_names() {
+namespace {
+
+// "a, b or c": the strategies whose traits pass `keep`, in registration order.
+std::string strategy_names_where(bool (*keep)(const StrategyTraits&)) {
   std::vector<std::string> names;
   for (const std::string& n : component_names(Component::strategy))
-    if (strategy_traits(n).periodic) names.push_back(n);
+    if (keep(strategy_traits(n))) names.push_back(n);
   std::string out;
   for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
   return out;
+}
+
+}  // namespace
+
+std::string periodic_strategy_names() {
+  return strategy_names_where([](const StrategyTraits& t) { return static_cast<bool>(t.periodic); });
+}
+
+std::string outer_shard_strategy_names() {
+  return strategy_names_where([](const StrategyTraits& t) { return static_cast<bool>(t.outer_shard); });
+}
+
+bool shards_outer_state(const Recipe& r) {
+  const SyncConfig& c = r.sync;
+  if (c.shard == ShardKind::none || c.intra != IntraKind::allreduce || !c.phases.phases.empty()) return false;
+  const StrategyTraits& t = strategy_traits(c.strategy.value);
+  return t.outer_shard && t.outer_shard(r).empty();
 }
 
 }  // namespace laconic

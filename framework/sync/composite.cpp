@@ -39,8 +39,8 @@ void Hierarchical::prepare(std::int64_t first_step) {
   intra_->set_tracer(comm.tracer());  // its collectives are traced (their messages are the world's)
   zero_.reset();
   across_.reset();
-  periodic_ = dynamic_cast<const PeriodicAveraging*>(inter_.get());
-  shard_outer_ = shards_.outer && periodic_ != nullptr && !periodic_->options().sparta;
+  LC_CHECK(!shards_.outer || dynamic_cast<PeriodicAveraging*>(inter_.get()) != nullptr,
+           "the outer state shards for local SGD's family only (PeriodicAveraging), not ", inter_->describe());
   if (shards_.inner) {
     // In line: an overlapped reduce-scatter on the group's communication thread, beside the outer
     // sync's, hung the replay of the trace under ASan (SimGrid's thread contexts); not overlapped
@@ -48,7 +48,7 @@ void Hierarchical::prepare(std::int64_t first_step) {
     zero_ = std::make_unique<ShardedDataParallel>(/*overlap=*/false, shards_.bucket_mb);
     zero_->bind(store, *intra_, first_step);
   }
-  if (shard_outer_) return bind_sharded(first_step, group_of);
+  if (shards_.outer) return bind_sharded(first_step, group_of);
   if (group_members_.front() == comm.rank()) {
     across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);
     // Async work between leaders (streaming DiLoCo's overlapped syncs) is traced like the
@@ -109,8 +109,7 @@ void Hierarchical::after_backward(std::int64_t step) {
 
 bool Hierarchical::after_update(std::int64_t step) {
   last_step_ = step;
-  if (shard_outer_) return after_update_sharded(step);
-  ParamStore& store = this->store();
+  if (shards_.outer) return after_update_sharded(step);
   if (zero_) {  // the group's stepped shards, whole on every rank, before any outer sync
     Stopwatch t;
     zero_->after_update(step);
@@ -125,10 +124,7 @@ bool Hierarchical::after_update(std::int64_t step) {
     inter_->after_update(step);
     comm_s_ += inter_->comm_seconds() - before;
   }
-  Stopwatch t;
-  intra_->broadcast(Buf{store.params().data(), store.size(), DType::f32}, 0);
-  comm_s_ += t.seconds();
-  if (zero_) zero_->params_changed();  // the outer step's parameters are the shard's from now on
+  spread();
   return true;
 }
 
@@ -138,13 +134,16 @@ bool Hierarchical::after_update_sharded(std::int64_t step) {
   const double before = inter_->comm_seconds();
   const bool changed = inter_->after_update(step);
   comm_s_ += inter_->comm_seconds() - before;
-  if (zero_ || changed) gather_outer();
+  if (zero_ || changed) spread();  // ZeRO's all-gather of the stepped shard either way
   return changed;
 }
 
-void Hierarchical::gather_outer() {
+void Hierarchical::spread() {
   Stopwatch t;
-  if (zero_) {
+  if (!shards_.outer) {
+    intra_->broadcast(Buf{store().params().data(), store().size(), DType::f32}, 0);
+    if (zero_) zero_->params_changed();  // the outer step's parameters are the shard's from now on
+  } else if (zero_) {
     zero_->after_update(last_step_);
   } else {
     outer_shard_.gather(*intra_, store());
@@ -152,29 +151,16 @@ void Hierarchical::gather_outer() {
   comm_s_ += t.seconds();
 }
 
-bool Hierarchical::merge_pending_after(std::int64_t step) const {
-  if (periodic_ == nullptr || step < 0) return false;
-  for (std::int64_t s = step + 1; s <= step + periodic_->options().overlap_steps; ++s)
-    if (periodic_->averages_params(s)) return true;
-  return false;
-}
-
 void Hierarchical::drain() {
   if (inter_bound()) inter_->drain();
-  if (!merge_pending_after(last_step_)) return;
-  if (shard_outer_) return gather_outer();
-  Stopwatch t;
-  intra_->broadcast(Buf{store().params().data(), store().size(), DType::f32}, 0);
-  if (zero_) zero_->params_changed();
-  comm_s_ += t.seconds();
+  if (last_step_ >= 0 && inter_->averages_at_drain(last_step_)) spread();
 }
 
 std::string Hierarchical::describe() const {
   return std::string("hierarchical (") +
          (zero_ ? "inside each group the optimizer state sharded, ZeRO-1" : "dense fp32 all-reduce inside each group") +
-         (shard_outer_ ? "; the outer state sharded across each group's ranks" : "") +
-         (shard_outer_ ? "; between the groups' ranks holding the same shard, on that shard: "
-                       : "; between group leaders: ") +
+         (shards_.outer ? "; the outer state sharded: between the groups' ranks holding the same shard, on it: "
+                        : "; between group leaders: ") +
          inter_->describe() + ")";
 }
 

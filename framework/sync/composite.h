@@ -61,8 +61,9 @@ class Hierarchical final : public SyncStrategy {
   // A periodic `inter` merges the fragments still in flight: then the group's other ranks take
   // the result (the leader's broadcast, or the shards' all-gather).
   void drain() override;
+  bool averages_at_drain(std::int64_t last_step) const override { return inter_->averages_at_drain(last_step); }
   // Whether the outer state is sharded (every rank runs `inter` on its shard).
-  bool shards_outer() const { return shard_outer_; }
+  bool shards_outer() const { return shards_.outer; }
 
  protected:
   void prepare(std::int64_t first_step) override;
@@ -73,19 +74,17 @@ class Hierarchical final : public SyncStrategy {
   bool inter_bound() const { return across_ != nullptr; }
   // The ranks holding this rank's shard, one per group, in group order (all groups one size).
   std::vector<int> shard_peers(const std::vector<int>& group_of) const;
-  // The store the sharded outer sync runs on (ZeRO's shard, or outer_shard_), and its gather.
+  // The store the sharded outer sync runs on (ZeRO's shard, or outer_shard_).
   ParamStore& outer_store() { return zero_ ? zero_->update_store() : outer_shard_.store; }
-  void gather_outer();
-  // Binds inter_ to this rank's shard and its peers (shard_outer_).
+  // The parameters an outer step changed, to the group's other ranks: the leader's broadcast, or
+  // the shards' all-gather.
+  void spread();
+  // Binds inter_ to this rank's shard and its peers (shards_.outer).
   void bind_sharded(std::int64_t first_step, const std::vector<int>& group_of);
   bool after_update_sharded(std::int64_t step);
-  // Whether a periodic `inter` still has a fragment to merge after `step` (known on every rank).
-  bool merge_pending_after(std::int64_t step) const;
 
   std::unique_ptr<ShardedDataParallel> zero_;  // shard_inner: ZeRO-1 inside the group
-  bool shard_outer_ = false;                   // inter_ runs on this rank's shard, on every rank
-  Shard outer_shard_;                          // shard_outer_ without zero_: the shard inter_ runs on
-  const PeriodicAveraging* periodic_ = nullptr;  // inter_, when it is one
+  Shard outer_shard_;                          // shards_.outer without zero_: the shard inter_ runs on
   std::int64_t last_step_ = -1;                  // of after_update
   std::vector<int> group_members_, leaders_, shard_peers_;  // the subsets' member lists (they keep spans)
   // across_: the communicator inter_ runs on: the leaders', or this rank's shard peers'.
@@ -115,6 +114,7 @@ class Phased final : public SyncStrategy {
   ReducerStats reducer_stats() const override;
   double comm_seconds() const override;
   void drain() override;
+  bool averages_at_drain(std::int64_t last_step) const override { return at(last_step).averages_at_drain(last_step); }
   void set_optimizer_state(std::span<const StateTensor> state) override {
     for (Phase& p : phases_) p.strategy->set_optimizer_state(state);
   }

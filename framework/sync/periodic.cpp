@@ -426,6 +426,12 @@ void PeriodicAveraging::reduce(Fragment& f) {
   f.comm_s += t.seconds();
 }
 
+bool PeriodicAveraging::averages_at_drain(std::int64_t last_step) const {
+  for (std::int64_t s = last_step + 1; s <= last_step + opts_.overlap_steps; ++s)
+    if (averages_params(s)) return true;
+  return false;
+}
+
 void PeriodicAveraging::drain() {
   for (auto& f : fragments_) {
     if (f->in_flight >= 0) merge(*f, false);

@@ -125,6 +125,8 @@ class PeriodicAveraging final : public SyncStrategy {
   // The run ends: fragments in flight are merged now (their remaining overlap steps cut short),
   // so the bytes their reduction cost reach the final parameters.
   void drain() override;
+  // A fragment launched in the last tau steps is merged by drain().
+  bool averages_at_drain(std::int64_t last_step) const override;
   std::string describe() const override;
   // What the reducer did up to the last merge (read on the step loop's thread while a fragment
   // may be reducing on the communication thread).

@@ -54,6 +54,9 @@ class SyncStrategy {
   // whose merge was due after the last step), so nothing runs after the step loop and the trace
   // holds every operation it issued.
   virtual void drain() {}
+  // Whether drain() after the run's last step `last_step` changes the parameters: known in advance
+  // on every rank, as averages_params, so that a composite can spread them to ranks outside.
+  virtual bool averages_at_drain(std::int64_t /*last_step*/) const { return false; }
   // The optimizer's state buffers (Optimizer::state(), sized by its prepare()), handed over once
   // after start(), for a strategy that synchronises them (DES-LOC averages Adam's moments). The
   // spans stay valid for the run.

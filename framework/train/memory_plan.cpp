@@ -9,7 +9,6 @@
 #include "core/check.h"
 #include "core/units.h"
 #include "framework/recipe/factory.h"
-#include "framework/sync/periodic.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/optimizer.h"
 
@@ -41,19 +40,16 @@ double optimizer_bytes(const Recipe& r, const ParamStore& store) {
 // What the strategy holds: its state (checkpointed) and its working buffers beside it.
 struct StrategyBytes {
   double state = 0, buffers = 0;
-  bool sharded_outer = false;  // the state is rank 0's shard's (composite.h)
 };
 
 // The strategy itself, bound on rank 0 (binding sizes the state without communicating): sharding's
 // part is the optimizer's (plan_memory), and with sync.intra rank 0 leads its group, holding the
-// strategy's state among the groups' leaders, or, sharded, its shard of a periodic strategy's
-// (composite.h): `sharded_outer` says which.
+// strategy's state among the groups' leaders (or, sharded, over its shard: plan_memory sizes it so).
 StrategyBytes strategy_bytes(Recipe r, ParamStore& store) {
   if (r.sync.intra == IntraKind::allreduce) {
     r.distributed.world_size = std::max(1, r.network.groups);
     r.network.stragglers.ranks.clear();  // named among the world's ranks, not the leaders'
   }
-  const bool shard = r.sync.shard != ShardKind::none && r.sync.intra == IntraKind::allreduce;
   r.sync.shard = ShardKind::none;
   r.sync.intra = IntraKind::none;
   ThreadsWorld world(r.distributed.world_size);
@@ -62,9 +58,7 @@ StrategyBytes strategy_bytes(Recipe r, ParamStore& store) {
   const double lr = r.optimizer.lr;
   const std::unique_ptr<SyncStrategy> s = make_sync(r, /*overlap=*/false, Device::cpu, [lr](std::int64_t) { return lr; });
   s->bind(store, comm);
-  const auto* periodic = dynamic_cast<const PeriodicAveraging*>(s.get());
-  return {bytes_of(s->state()), static_cast<double>(s->buffer_bytes()),
-          shard && periodic != nullptr && !periodic->options().sparta};
+  return {bytes_of(s->state()), static_cast<double>(s->buffer_bytes())};
 }
 
 // y = a + b s^2 + c s through the three proxies' (s, y), read at side s.
@@ -95,7 +89,7 @@ MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   const int n = in_groups ? std::max(1, world / std::max(1, recipe.network.groups)) : world;
   const double range = std::floor(params / n), stepped = sharded ? range : params;
   std::array<double, 3> opt{}, strat{}, buf{};
-  bool sharded_outer = false;
+  const bool sharded_outer = shards_outer_state(recipe);  // the strategy's state over rank 0's range
   for (std::size_t i = 0; i < 3; ++i) {
     ParamStore store = proxy(kSides[i]);
     opt[i] = optimizer_bytes(recipe, store);
@@ -103,7 +97,6 @@ MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
     const StrategyBytes b = strategy_bytes(recipe, store);
     strat[i] = b.state;
     buf[i] = b.buffers;
-    sharded_outer = b.sharded_outer;
   }
   MemoryPlan m;
   m.weights = m.gradients = 4.0 * params;
