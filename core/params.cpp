@@ -37,10 +37,32 @@ void ParamStore::finalize() {
 
 void ParamStore::to(Device d) {
   LC_CHECK(finalized_, "ParamStore::to() before finalize()");
+  LC_CHECK(!window_, "ParamStore::to() with staged gradients");
   params_.to(d);
   grads_.to(d);
 }
 
-void ParamStore::zero_grad() { grads_.zero(); }
+void ParamStore::zero_grad() {
+  if (window_)
+    window_->zero();
+  else
+    grads_.zero();
+}
+
+DeviceArray<float>& ParamStore::whole_grads() {
+  LC_CHECK(!window_, "the whole gradient buffer is not held (sync.shard = \"gradients\" stages a bucket at a time); "
+           "a model writes its gradients through ParamStore::grad(view)");
+  return grads_;
+}
+
+void ParamStore::stage_grads(GradWindow* w) {
+  LC_CHECK(finalized_, "ParamStore::stage_grads() before finalize()");
+  window_ = w;
+  if (w) {
+    grads_ = DeviceArray<float>(params_.device());
+  } else if (grads_.size() != total_) {
+    grads_ = DeviceArray<float>(params_.device(), total_);
+  }
+}
 
 }  // namespace laconic

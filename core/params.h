@@ -4,6 +4,7 @@
 // tensors through the view index they got from add().
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -33,6 +34,20 @@ struct ParamView {
   ParamKind kind = ParamKind::other;
 };
 
+// Where a store's gradients live when it holds no whole gradient buffer: ZeRO-2's staging
+// (framework/sync/zero.h), which hands out a bucket's gradients while backward writes them.
+class GradWindow {
+ public:
+  virtual ~GradWindow() = default;
+  // The gradients of flat elements [offset, offset + n), which lie in one piece: writable,
+  // zero at the piece's first use in a step.
+  virtual float* at(std::size_t offset, std::size_t n) = 0;
+  // Where the piece holding `offset` ends.
+  virtual std::size_t piece_end(std::size_t offset) const = 0;
+  virtual void zero() = 0;                  // a new step: no gradient written yet
+  virtual std::uint64_t bytes() const = 0;  // what the window holds
+};
+
 class ParamStore {
  public:
   // Declares a tensor; only before finalize(). Returns its view index. InputError when the
@@ -51,13 +66,33 @@ class ParamStore {
 
   float* param(std::size_t view) { return params_.data() + views_.at(view).offset; }
   const float* param(std::size_t view) const { return params_.data() + views_.at(view).offset; }
-  float* grad(std::size_t view) { return grads_.data() + views_.at(view).offset; }
-  const float* grad(std::size_t view) const { return grads_.data() + views_.at(view).offset; }
+  float* grad(std::size_t view) {
+    const ParamView& v = views_.at(view);
+    return window_ ? window_->at(v.offset, v.numel) : grads_.data() + v.offset;
+  }
+  const float* grad(std::size_t view) const { return grads().data() + views_.at(view).offset; }  // whole only
 
   std::span<float> params() { return params_.span(); }
   std::span<const float> params() const { return params_.span(); }
-  std::span<float> grads() { return grads_.span(); }
-  std::span<const float> grads() const { return grads_.span(); }
+  // The whole gradient buffer: never with a window (a check fails naming it).
+  std::span<float> grads() { return whole_grads().span(); }
+  std::span<const float> grads() const { return const_cast<ParamStore*>(this)->whole_grads().span(); }
+  // f(span) over the gradients of [lo, hi): one span, or one per window piece, last first when
+  // `backwards` (backward's order).
+  template <class F>
+  void for_grads(std::size_t lo, std::size_t hi, F&& f) {
+    if (!window_) return lo < hi ? f(grads_.span().subspan(lo, hi - lo)) : void();
+    for (std::size_t at = lo; at < hi;) {
+      const std::size_t end = std::min(hi, window_->piece_end(at));
+      f(std::span<float>(window_->at(at, end - at), end - at));
+      at = end;
+    }
+  }
+  // Backward writes through `w` from now on and the whole buffer is freed (nullptr: it is back,
+  // zeroed). Not owned; kept until replaced.
+  void stage_grads(GradWindow* w);
+  bool grads_staged() const { return window_ != nullptr; }
+  std::uint64_t grad_bytes() const { return window_ ? window_->bytes() : grads_.size() * sizeof(float); }
 
   const std::vector<ParamView>& views() const { return views_; }
   const ParamView& view(std::size_t i) const { return views_.at(i); }
@@ -68,7 +103,9 @@ class ParamStore {
  private:
   std::vector<ParamView> views_;
   DeviceArray<float> params_;
+  DeviceArray<float>& whole_grads();
   DeviceArray<float> grads_;
+  GradWindow* window_ = nullptr;
   std::size_t total_ = 0;
   bool finalized_ = false;
 };

@@ -68,8 +68,8 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
   const SyncConfig& c = r.sync;
   // The recipe checks leave sharding with the dense all-reduce alone, or inside the groups of a
   // periodic strategy's sync.intra.
-  if (c.shard == ShardKind::optimizer && c.intra == IntraKind::none)
-    return std::make_unique<ShardedDataParallel>(overlap, c.bucket_mb);
+  if (shards_optimizer(c.shard) && c.intra == IntraKind::none)
+    return std::make_unique<ShardedDataParallel>(overlap, c.bucket_mb, c.shard == ShardKind::gradients);
   std::unique_ptr<SyncStrategy> s;
   if (c.phases.phases.empty()) {
     s = registry().make_strategy(c.strategy.value, r, {overlap, 0, device, lr});
@@ -84,7 +84,8 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
   }
   if (c.intra == IntraKind::allreduce)
     s = std::make_unique<Hierarchical>(std::move(s),
-                                       HierarchicalShards{c.shard == ShardKind::optimizer, shards_outer_state(r), c.bucket_mb});
+                                       HierarchicalShards{shards_optimizer(c.shard), shards_outer_state(r), c.bucket_mb,
+                                                          c.shard == ShardKind::gradients});
   return s;
 }
 

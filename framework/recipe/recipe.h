@@ -44,10 +44,13 @@ enum class DeviceKind { cpu, cuda };
 // Hierarchical composition: none = the strategy spans all ranks; allreduce = ranks of one
 // network group average gradients densely every step and the strategy runs between groups.
 enum class IntraKind { none, allreduce };
-// sync.shard: what each rank of a data-parallel group keeps only its 1/N of (ZeRO-1, docs/sharding.md).
-// sync.shard: "optimizer" shards the inner optimizer (ZeRO-1) and, under a periodic strategy, its
-// outer state; "outer" the outer state only (laconic.torch, whose optimizer is the script's).
-enum class ShardKind { none, optimizer, outer };
+// sync.shard: what each rank of a data-parallel group keeps only its 1/N of (docs/sharding.md).
+// "optimizer" shards the inner optimizer (ZeRO-1) and, under a periodic strategy, its outer
+// state; "gradients" the gradients too (ZeRO-2); "outer" the outer state only (laconic.torch,
+// whose optimizer is the script's).
+enum class ShardKind { none, optimizer, outer, gradients };
+// Whether the inner optimizer steps a shard (ZeRO-1 or ZeRO-2).
+constexpr bool shards_optimizer(ShardKind k) { return k == ShardKind::optimizer || k == ShardKind::gradients; }
 enum class WireKind { fp32, bf16, fp16 };        // dense all-reduce wire format
 
 struct RunConfig {
@@ -437,7 +440,7 @@ struct Recipe {
 inline constexpr std::array kBackendNames{"auto", "threads", "mpi", "gloo"};  // auto_ is spelled "auto" in recipes
 inline constexpr std::array kDeviceNames{"cpu", "cuda"};
 inline constexpr std::array kIntraNames{"none", "allreduce"};
-inline constexpr std::array kShardNames{"none", "optimizer", "outer"};
+inline constexpr std::array kShardNames{"none", "optimizer", "outer", "gradients"};
 inline constexpr std::array kNonfiniteNames{"abort", "skip"};
 inline constexpr std::array kFaultNames{"none", "throw", "exit", "stall", "nan", "crash"};
 inline constexpr std::array kWireNames{"fp32", "bf16", "fp16"};

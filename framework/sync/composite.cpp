@@ -45,7 +45,7 @@ void Hierarchical::prepare(std::int64_t first_step) {
     // In line: an overlapped reduce-scatter on the group's communication thread, beside the outer
     // sync's, hung the replay of the trace under ASan (SimGrid's thread contexts); not overlapped
     // until that is understood.
-    zero_ = std::make_unique<ShardedDataParallel>(/*overlap=*/false, shards_.bucket_mb);
+    zero_ = std::make_unique<ShardedDataParallel>(/*overlap=*/false, shards_.bucket_mb, shards_.gradients);
     zero_->bind(store, *intra_, first_step);
   }
   if (shards_.outer) return bind_sharded(first_step, group_of);
@@ -84,6 +84,10 @@ void Hierarchical::bind_sharded(std::int64_t first_step, const std::vector<int>&
   if (!zero_) outer_shard_.cut(store(), intra_->rank(), intra_->size(), shards_.bucket_mb);
   static_cast<PeriodicAveraging&>(*inter_).shard_of(store(), zero_ ? zero_->shard_tensors() : outer_shard_.tensor_of);
   inter_->bind(outer_store(), *across_, first_step);
+}
+
+void Hierarchical::grads_ready(std::int64_t step, std::size_t from) {
+  if (zero_) zero_->grads_ready(step, from);
 }
 
 void Hierarchical::after_backward(std::int64_t step) {
@@ -158,7 +162,8 @@ void Hierarchical::drain() {
 
 std::string Hierarchical::describe() const {
   return std::string("hierarchical (") +
-         (zero_ ? "inside each group the optimizer state sharded, ZeRO-1" : "dense fp32 all-reduce inside each group") +
+         (zero_ ? (shards_.gradients ? "inside each group the gradients and optimizer state sharded, ZeRO-2"
+                                       : "inside each group the optimizer state sharded, ZeRO-1") : "dense fp32 all-reduce inside each group") +
          (shards_.outer ? "; the outer state sharded: between the groups' ranks holding the same shard, on it: "
                         : "; between group leaders: ") +
          inter_->describe() + ")";

@@ -36,6 +36,7 @@ struct HierarchicalShards {
   bool inner = false;       // the inner optimizer's state, ZeRO-1 inside each group
   bool outer = false;       // a periodic strategy's outer state across each group's ranks
   double bucket_mb = 25.0;  // the shards' buckets (zero.h)
+  bool gradients = false;   // with inner: the gradients too, ZeRO-2
 };
 
 class Hierarchical final : public SyncStrategy {
@@ -43,6 +44,9 @@ class Hierarchical final : public SyncStrategy {
   explicit Hierarchical(std::unique_ptr<SyncStrategy> inter, HierarchicalShards shards = {});
   ~Hierarchical() override;
   void after_backward(std::int64_t step) override;
+  // ZeRO-2 inside the groups reduces each bucket as backward makes it.
+  void grads_ready(std::int64_t step, std::size_t from) override;
+  bool reduces_each_micro_batch() const override { return shards_.inner && shards_.gradients; }
   bool after_update(std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return true; }
   bool averages_params(std::int64_t step) const override { return inter_->averages_params(step); }

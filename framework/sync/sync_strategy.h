@@ -7,6 +7,7 @@
 //                    works on those (a strategy never sees another store or communicator).
 //   grads_ready()    during the last backward of a step: gradients at [from, size) are final
 //                    (already averaged over micro-batches), so reducing them may start now.
+//                    During every backward for a strategy that reduces_each_micro_batch().
 //   step_computed()  forward and backward are done, with how long they took.
 //   after_backward() gradients of the step are complete: e.g. finish averaging them.
 //   after_update()   the optimizer has stepped: e.g. average parameters every H steps (local SGD);
@@ -36,6 +37,10 @@ class SyncStrategy {
   // are identical already (a phase taking over, a group leader's strategy inside hierarchical).
   void bind(ParamStore& store, Communicator& comm, std::int64_t first_step = 0);
   virtual void grads_ready(std::int64_t /*step*/, std::size_t /*from*/) {}
+  // Whether grads_ready() hears of every micro-batch's backward, each scaled by 1 / grad_accum
+  // and ended with grads_ready(step, 0): a strategy holding no whole gradient buffer (ZeRO-2)
+  // reduces each one, as backward makes it.
+  virtual bool reduces_each_micro_batch() const { return false; }
   virtual void after_backward(std::int64_t step) = 0;
   virtual bool after_update(std::int64_t /*step*/) { return false; }
   // Whether after_backward / after_update communicate at `step`: known in advance on every rank,

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/ops/dispatch.h"
 #include "core/timer.h"
 
 namespace laconic {
@@ -81,7 +82,8 @@ void Shard::gather(Communicator& comm, ParamStore& whole) const {
                       Buf{whole.params().data() + p.begin, p.size, DType::f32}, p.counts);
 }
 
-ShardedDataParallel::ShardedDataParallel(bool overlap, double bucket_mb) : overlap_(overlap), bucket_mb_(bucket_mb) {
+ShardedDataParallel::ShardedDataParallel(bool overlap, double bucket_mb, bool stage_grads)
+    : overlap_(overlap), bucket_mb_(bucket_mb), stage_(stage_grads) {
   LC_CHECK(bucket_mb > 0.0, "bucket_mb ", bucket_mb);
 }
 
@@ -90,6 +92,7 @@ ShardedDataParallel::~ShardedDataParallel() {
     wait_launched();
   } catch (...) {
   }
+  if (stage_ && bound() && store().grads_staged()) store().stage_grads(nullptr);  // the store outlives us
 }
 
 void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
@@ -101,47 +104,154 @@ void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
   for (std::size_t i = 0; i < shard_.pieces.size(); ++i) work_.push_back(std::make_unique<Work>());
   launched_ = 0;
   if (overlap_) comm().reserve_async(shard_.pieces.size());
+  if (!stage_) return;
+  // Two slots of the largest bucket (one written, one reduced), made now; a third at the first
+  // step only if backward keeps a bucket open across others (a tied embedding).
+  const auto n = static_cast<std::size_t>(comm().size());
+  max_piece_ = max_block_ = 0;
+  for (const Shard::Piece& p : shard_.pieces) {
+    max_piece_ = std::max(max_piece_, p.size);
+    max_block_ = std::max(max_block_, p.block + p.size % n);
+  }
+  slot_of_.assign(shard_.pieces.size(), -1);
+  launched_piece_.assign(shard_.pieces.size(), 0);
+  slots_.clear();
+  scratch_.clear();
+  free_.clear();
+  released_ = 0;
+  micro_ = 0;
+  for (std::size_t k = 0; k < std::min<std::size_t>(2, shard_.pieces.size()); ++k) make_slot();
+  store().stage_grads(this);
+}
+
+void ShardedDataParallel::make_slot() {
+  slots_.emplace_back(store().device(), max_piece_);
+  scratch_.emplace_back(store().device());  // sized at a second micro-batch's first use
+  free_.push_back(static_cast<int>(slots_.size()) - 1);
+}
+
+std::size_t ShardedDataParallel::piece_of(std::size_t offset) const {
+  const auto& ps = shard_.pieces;
+  const auto it = std::upper_bound(ps.begin(), ps.end(), offset, [](std::size_t o, const Shard::Piece& p) { return o < p.begin; });
+  LC_CHECK(it != ps.begin() && offset < std::prev(it)->begin + std::prev(it)->size, "gradient element ", offset,
+           " outside the model's ", store().size());
+  return static_cast<std::size_t>(it - ps.begin()) - 1;
+}
+
+std::size_t ShardedDataParallel::piece_end(std::size_t offset) const {
+  const Shard::Piece& p = shard_.pieces[piece_of(offset)];
+  return p.begin + p.size;
+}
+
+float* ShardedDataParallel::at(std::size_t offset, std::size_t n) {
+  const std::size_t i = piece_of(offset);
+  const Shard::Piece& p = shard_.pieces[i];
+  LC_CHECK(offset + n <= p.begin + p.size, "gradients [", offset, ", ", offset + n, ") cross a bucket's end (",
+           p.begin + p.size, "): a model writes one tensor's gradient through ParamStore::grad(view)");
+  LC_CHECK(!launched_piece_[i], "gradients at ", offset, " written after backward reported them final (grads_ready)");
+  if (slot_of_[i] < 0) {
+    slot_of_[i] = acquire();
+    fill_zero(store().device(), slots_[static_cast<std::size_t>(slot_of_[i])].data(), p.size * sizeof(float));
+  }
+  return slots_[static_cast<std::size_t>(slot_of_[i])].data() + (offset - p.begin);
+}
+
+int ShardedDataParallel::acquire() {
+  if (free_.empty() && released_ < launched_) {  // the oldest reduction's slot, once it is done
+    work_[shard_.pieces.size() - 1 - released_]->wait();
+    release(released_);
+  }
+  if (free_.empty()) make_slot();  // every slot holds a bucket backward still writes
+  const int s = free_.back();
+  free_.pop_back();
+  return s;
+}
+
+void ShardedDataParallel::release(std::size_t k) {
+  const std::size_t i = shard_.pieces.size() - 1 - k;
+  free_.push_back(slot_of_[i]);
+  slot_of_[i] = -1;
+  released_ = k + 1;
+}
+
+void ShardedDataParallel::zero() {
+  LC_CHECK(released_ == launched_ && free_.size() == slots_.size(), "ZeRO-2's staging zeroed with ",
+           slots_.size() - free_.size(), " buckets still held");
+  std::fill(launched_piece_.begin(), launched_piece_.end(), 0);
+  launched_ = released_ = 0;
+  micro_ = 0;
+}
+
+std::uint64_t ShardedDataParallel::bytes() const {
+  std::uint64_t n = 0;
+  for (std::size_t k = 0; k < slots_.size(); ++k) n += (slots_[k].size() + scratch_[k].size()) * sizeof(float);
+  return n;
 }
 
 void ShardedDataParallel::reduce_piece(std::size_t i) {
   Stopwatch t;
   const Shard::Piece& p = shard_.pieces[i];
   const auto n = static_cast<std::size_t>(comm().size());
-  float* g = store().grads().data() + p.begin;
+  // Staged, a later micro-batch's average lands in the slot's scratch and is added to the shard.
+  const bool adds = stage_ && micro_ > 0;
+  float* g = stage_ ? slots_[static_cast<std::size_t>(slot_of_[i])].data() : store().grads().data() + p.begin;
   float* mine = shard_.store.grads().data() + p.offset;
-  comm().reduce_scatter(CBuf{g, p.block * n, DType::f32}, Buf{mine, p.block, DType::f32}, ReduceOp::avg);
+  float* out = adds ? scratch_[static_cast<std::size_t>(slot_of_[i])].data() : mine;
+  comm().reduce_scatter(CBuf{g, p.block * n, DType::f32}, Buf{out, p.block, DType::f32}, ReduceOp::avg);
   // The rest (fewer than n elements) belongs to the last rank: one small all-reduce.
-  if (const std::size_t rest = p.size - p.block * n; rest > 0) {
+  const std::size_t rest = p.size - p.block * n;
+  if (rest > 0) {
     comm().all_reduce(Buf{g + p.block * n, rest, DType::f32}, ReduceOp::avg);
     if (comm().rank() + 1 == comm().size())
-      copy_bytes(mine + p.block, shard_.store.device(), g + p.block * n, store().device(), rest * sizeof(float));
+      copy_bytes(out + p.block, shard_.store.device(), g + p.block * n, store().device(), rest * sizeof(float));
   }
+  if (adds) ops::kernels(shard_.store.device()).axpy(mine, 1.0f, out, p.mine.size());
   comm_s_ += t.seconds();
 }
 
 void ShardedDataParallel::launch() {
-  const std::size_t i = shard_.pieces.size() - 1 - launched_++;
-  if (!overlap_) return reduce_piece(i);
+  const std::size_t i = shard_.pieces.size() - 1 - launched_;
+  if (stage_) {
+    if (slot_of_[i] < 0) at(shard_.pieces[i].begin, 0);  // no gradient written: a zeroed slot
+    launched_piece_[i] = 1;
+    if (micro_ > 0) scratch_[static_cast<std::size_t>(slot_of_[i])].resize(max_block_);  // the first step only
+  }
+  ++launched_;
+  if (!overlap_) {
+    reduce_piece(i);
+    if (stage_) release(launched_ - 1);
+    return;
+  }
   comm().run_async(*work_[i], [this, i] { reduce_piece(i); }, OpLabel{OpLabel::bucket, static_cast<std::int32_t>(i)});
 }
 
 void ShardedDataParallel::wait_launched() {
   std::exception_ptr first;
-  for (std::size_t k = 0; k < launched_ && overlap_; ++k) {
+  for (std::size_t k = released_; k < launched_ && overlap_; ++k) {
     try {
       work_[shard_.pieces.size() - 1 - k]->wait();
     } catch (...) {
       if (!first) first = std::current_exception();
     }
   }
+  if (stage_) {
+    for (std::size_t k = released_; k < launched_; ++k) release(k);
+    std::fill(launched_piece_.begin(), launched_piece_.end(), 0);
+    released_ = 0;
+  }
   launched_ = 0;
   if (first) std::rethrow_exception(first);
 }
 
 void ShardedDataParallel::grads_ready(std::int64_t /*step*/, std::size_t from) {
-  if (!overlap_) return;
+  if (!overlap_ && !stage_) return;
   const std::size_t n = shard_.pieces.size();
   while (launched_ < n && shard_.pieces[n - 1 - launched_].begin >= from) launch();
+  // Staged, a micro-batch ends with every bucket in the shard and the slots free for the next.
+  if (stage_ && launched_ == n) {
+    wait_launched();
+    ++micro_;
+  }
 }
 
 void ShardedDataParallel::after_backward(std::int64_t /*step*/) {
@@ -150,6 +260,10 @@ void ShardedDataParallel::after_backward(std::int64_t /*step*/) {
   if (fresh_) {
     shard_.take(store());
     fresh_ = false;
+  }
+  if (stage_) {
+    LC_CHECK(micro_ > 0 && launched_ == 0, "ZeRO-2: the step's last backward was not reported whole (grads_ready(step, 0))");
+    return;
   }
   while (launched_ < shard_.pieces.size()) launch();
   wait_launched();  // reduce_piece counted its seconds, on whichever thread ran it
@@ -176,11 +290,14 @@ void ShardedDataParallel::sum(std::span<double> values) {
 
 std::string ShardedDataParallel::describe() const {
   std::ostringstream os;
-  os << "data parallel, optimizer state sharded (ZeRO-1: reduce-scatter, optimizer on the shard, all-gather";
+  os << (stage_ ? "data parallel, gradients and optimizer state sharded (ZeRO-2: each bucket reduce-scattered from a "
+                  "staging slot as backward makes it, optimizer on the shard, all-gather"
+                : "data parallel, optimizer state sharded (ZeRO-1: reduce-scatter, optimizer on the shard, all-gather");
   if (bound())
     os << "; this rank steps " << shard_.store.size() << " of " << store().size() << " elements, in "
        << shard_.pieces.size() << (shard_.pieces.size() == 1 ? " bucket" : " buckets")
-       << (overlap_ ? ", each reduce-scattered as backward produces it" : "");
+       << (overlap_ && !stage_ ? ", each reduce-scattered as backward produces it" : "")
+       << (stage_ ? ", " + std::to_string(slots_.size()) + " staging slots" : "");
   os << ")";
   return os.str();
 }

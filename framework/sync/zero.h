@@ -10,6 +10,13 @@
 // cut between two ranks. The optimizer sees this rank's pieces as a store of their own
 // (update_store()) and asks for whole-tensor norms through TensorSums. docs/sharding.md has the
 // layout and what it costs.
+//
+// ZeRO stage 2 (sync.shard = "gradients") holds no whole gradient buffer either: backward writes
+// each bucket into a staging slot (the store's GradWindow), reduce-scattered into the shard as
+// soon as backward reports it final, and the slot is reused by a later bucket. Two slots suffice
+// for a chain of layers (one written, one being reduced); a bucket written early and late (a
+// tied embedding) holds one across backward, and a third is made at the first step. Under
+// gradient accumulation every micro-batch is reduce-scattered and added into the shard.
 #pragma once
 
 #include <cstddef>
@@ -66,11 +73,11 @@ struct Shard {
   void gather(Communicator& comm, ParamStore& whole) const;
 };
 
-class ShardedDataParallel final : public SyncStrategy, private TensorSums {
+class ShardedDataParallel final : public SyncStrategy, private TensorSums, private GradWindow {
  public:
   // overlap: each bucket's reduce-scatter starts on the communication thread once backward has
-  // produced it (grads_ready), as DataParallel's all-reduce does.
-  explicit ShardedDataParallel(bool overlap = false, double bucket_mb = 25.0);
+  // produced it (grads_ready), as DataParallel's all-reduce does. stage_grads: ZeRO-2 (above).
+  explicit ShardedDataParallel(bool overlap = false, double bucket_mb = 25.0, bool stage_grads = false);
   ~ShardedDataParallel() override;
   void grads_ready(std::int64_t step, std::size_t from) override;
   // Reduce-scatters (or waits for) the averaged gradients of every bucket into this rank's shard.
@@ -87,6 +94,8 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums {
   std::uint64_t buffer_bytes() const override {
     return shard_.store.params().size_bytes() + shard_.store.grads().size_bytes();
   }
+  // Staged, every micro-batch's gradients are reduced as backward makes them.
+  bool reduces_each_micro_batch() const override { return stage_; }
   std::string describe() const override;
   double comm_seconds() const override { return comm_s_; }
 
@@ -100,12 +109,33 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums {
   std::size_t tensor_of(std::size_t view) const override { return shard_.tensor_of[view]; }
   void sum(std::span<double> values) override;
 
+  // GradWindow (staged): bucket i's gradients in the slot it holds while backward writes them.
+  float* at(std::size_t offset, std::size_t n) override;
+  std::size_t piece_end(std::size_t offset) const override;
+  void zero() override;
+  std::uint64_t bytes() const override;
+  std::size_t piece_of(std::size_t offset) const;
+  int acquire();                       // a free slot: waits for the oldest reduction, or makes one
+  void make_slot();
+
   void reduce_piece(std::size_t i);    // bucket i's reduce-scatter (and its leftover's all-reduce)
   void launch();                       // the next bucket in backward's order (the last first)
   void wait_launched();
+  void release(std::size_t k);         // the k-th launched bucket's slot, its reduction done
 
   bool overlap_ = false;
   double bucket_mb_ = 25.0;
+  bool stage_ = false;
+  // Staged: each bucket's slot (-1: none) and whether it was launched this micro-batch; the
+  // slots (the largest bucket each) with a scratch block each for a later micro-batch's
+  // reduce-scatter (under gradient accumulation); the free ones; how many launched buckets gave theirs back.
+  std::vector<int> slot_of_;
+  std::vector<char> launched_piece_;
+  std::vector<DeviceArray<float>> slots_, scratch_;
+  std::vector<int> free_;
+  std::size_t released_ = 0;
+  std::size_t max_piece_ = 0, max_block_ = 0;
+  int micro_ = 0;                      // micro-batches reduced into the shard this step
   Shard shard_;                        // this rank's pieces: params stepped here, grads reduced here
   std::vector<std::unique_ptr<Work>> work_;  // per bucket (overlap)
   std::size_t launched_ = 0;           // buckets launched this step

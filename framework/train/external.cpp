@@ -29,10 +29,10 @@ Recipe on_device(const Recipe& recipe, Device device) {
   if (strategy_traits(recipe.sync.strategy.value).idles)
     LC_INPUT_ERROR(recipe.path, ": sync.strategy = \"", recipe.sync.strategy.value,
                    "\": its slower replicas skip steps, which laconic.torch's step loop does not do: run it with the trainer");
-  // ZeRO-1 steps the optimizer on a shard; laconic.torch's optimizer is the caller's, over whole tensors.
-  if (recipe.sync.shard == ShardKind::optimizer)
-    LC_INPUT_ERROR(recipe.path, ": sync.shard = \"optimizer\": the optimizer here is the script's own, over whole "
-                   "tensors; shard its state with torch's ZeroRedundancyOptimizer (docs/torch.md), and Laconic's outer "
+  // ZeRO-1 and -2 step the optimizer on a shard; laconic.torch's optimizer is the caller's, over whole tensors.
+  if (shards_optimizer(recipe.sync.shard))
+    LC_INPUT_ERROR(recipe.path, ": sync.shard = \"", name_of(recipe.sync.shard), "\": the optimizer here is the script's own, over whole "
+                   "tensors; shard its state with torch's ZeroRedundancyOptimizer or FSDP (docs/torch.md), and Laconic's outer "
                    "state with sync.shard = \"outer\"");
   Recipe r = recipe;
   r.distributed.device = device == Device::cuda ? DeviceKind::cuda : DeviceKind::cpu;

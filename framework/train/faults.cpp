@@ -30,7 +30,7 @@ class FaultInjector final : public StepHook {
         throw Error(what + " (stalled rank giving up)");
       case FaultKind::nan: {  // before backward accumulates: reduction may start during backward
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        copy_bytes(loop_.store().grads().data(), loop_.device(), &nan, Device::cpu, sizeof nan);
+        copy_bytes(loop_.store().grad(0), loop_.device(), &nan, Device::cpu, sizeof nan);
         return;
       }
       case FaultKind::none:

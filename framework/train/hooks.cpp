@@ -58,7 +58,10 @@ class NonfiniteGuard final : public StepHook {
 
   bool admit(StepState& s) override {
     if (g_.nonfinite != NonfiniteKind::skip) return true;
-    float bad = all_finite(loop_.store().grads(), loop_.device()) ? 0.0f : 1.0f;
+    // ZeRO-2 holds no whole gradients, only its shard's, reduced already: a non-finite one
+    // anywhere reached some rank's shard.
+    const ParamStore& held = loop_.store().grads_staged() ? loop_.update_store() : loop_.store();
+    float bad = all_finite(held.grads(), loop_.device()) ? 0.0f : 1.0f;
     loop_.comm.all_reduce(std::span(&bad, 1), ReduceOp::max);
     if (bad == 0.0f) {
       state_[1] = 0;

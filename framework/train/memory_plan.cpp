@@ -81,7 +81,7 @@ double side_for(double params) { return 0.5 * (std::sqrt(1.0 + 4.0 * params) - 1
 }  // namespace
 
 MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
-  const bool sharded = recipe.sync.shard == ShardKind::optimizer;
+  const bool sharded = shards_optimizer(recipe.sync.shard);
   // Sharded, the optimizer steps rank 0's range: params / N elements (the last rank's few more),
   // N the world's ranks, or a group's under sync.intra, whose leaders keep the strategy's state
   // unless it is sharded too (then over the same range).

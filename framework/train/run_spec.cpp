@@ -183,7 +183,10 @@ RunSpec resolve(const Recipe& recipe, TrainPlan plan, BackendKind backend, const
     const char* why = !exact ? "a strategy that averages gradients exactly (sync.strategy = \"allreduce\")"
                       : r.sync.momentum != 0                 ? "sync.momentum = 0 (averaged gradients, not velocities)"
                       : s.plan.global_batch <= local         ? "more than one worker (global batch > micro_batch x grad_accum)"
-                                                             : nullptr;
+                      : r.sync.shard == ShardKind::gradients && r.train.grad_accum > 1
+                          ? "train.grad_accum = 1 under sync.shard = \"gradients\" (each micro-batch is reduced as "
+                            "backward makes it: no rank holds its whole local gradient)"
+                          : nullptr;
     s.noise_scale = why == nullptr;
     if (why) s.notes.push_back(detail::concat("train.noise_scale is not estimated in this run: it needs ", why));
   }

@@ -31,7 +31,7 @@ std::uint64_t state_bytes(const std::vector<StateTensor>& state) {
 void report_memory(RunSummary& s, const Loop& loop) {
   const ParamStore& store = loop.store();
   s.memory_weights = store.params().size_bytes();
-  s.memory_gradients = store.grads().size_bytes();
+  s.memory_gradients = store.grad_bytes();  // ZeRO-2: its staging slots
   s.memory_optimizer = state_bytes(loop.optimizer.state());
   s.memory_strategy = state_bytes(loop.sync.state());
   s.memory_buffers = loop.sync.buffer_bytes();
@@ -77,15 +77,20 @@ class GradsReady final : public GradsReadyListener {
 
   void grads_ready(std::size_t from) override {
     if (from >= pending_) return;
-    const auto range = store_.grads().subspan(from, pending_ - from);
-    if (scale_ != 1.0f) ops::kernels(store_.device()).scale(range.data(), scale_, range.size());
-    if (want_norm_) {
-      const double norm = global_grad_norm(range, store_.device());
-      local_sq_ += norm * norm;
-    }
+    // Staged gradients (ZeRO-2) come a bucket at a time, each range in its own slot.
+    store_.for_grads(from, pending_, [&](std::span<float> range) {
+      if (scale_ != 1.0f) ops::kernels(store_.device()).scale(range.data(), scale_, range.size());
+      if (want_norm_) {
+        const double norm = global_grad_norm(range, store_.device());
+        local_sq_ += norm * norm;
+      }
+    });
     pending_ = from;
     sync_.grads_ready(step_, from);
   }
+
+  // The next micro-batch's backward, for a strategy that hears each one (ZeRO-2).
+  void next_micro_batch() { pending_ = store_.size(); }
 
   double local_sq() const { return local_sq_; }  // |g|^2 of this rank's (averaged) gradients
 
@@ -174,6 +179,10 @@ void Session::begin_step(StepState& s, float grad_scale) {
 }
 
 GradsReadyListener& Session::ready() { return *ready_; }
+
+bool Session::reduces_each_micro_batch() const { return sync_->reduces_each_micro_batch(); }
+
+void Session::next_micro_batch() { ready_->next_micro_batch(); }
 
 bool Session::computes(std::int64_t step) const { return sync_->computes(step); }
 

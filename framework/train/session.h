@@ -76,6 +76,10 @@ class Session {
   void begin_step(StepState& s, float grad_scale);
   // Whom backward tells about final gradients during the step's last backward.
   GradsReadyListener& ready();
+  // Whether ready() hears every micro-batch's backward (ZeRO-2), not the last one's alone: then
+  // next_micro_batch() before each backward after the first.
+  bool reduces_each_micro_batch() const;
+  void next_micro_batch();
   // Whether this rank computes step `step` (the strategy's computes(): false, the driver skips
   // forward, backward and the optimizer, and still calls reduce() and updated()).
   bool computes(std::int64_t step) const;

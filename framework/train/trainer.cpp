@@ -95,6 +95,7 @@ class Worker {
     const int accum = r_.train.grad_accum;
     const std::span<const std::int64_t> slice = sampler_.next();
     const auto micro = static_cast<std::size_t>(r_.train.micro_batch);
+    const bool each = session_->reduces_each_micro_batch();
     for (int a = 0; a < accum; ++a) {
       const auto at = static_cast<std::uint64_t>(step * accum + a);
       data_.train->fill(batch_, slice.subspan(static_cast<std::size_t>(a) * micro, micro),
@@ -108,14 +109,16 @@ class Worker {
       const ForwardResult f = model_->forward(batch_, fo);
       s.loss_sum += static_cast<double>(f.loss) * static_cast<double>(f.counted);
       s.loss_count += static_cast<double>(f.counted);
-      // Only the last backward of the step makes final gradients.
-      model_->set_grads_ready_listener(a + 1 == accum ? &session_->ready() : nullptr);
+      // Only the last backward of the step makes final gradients, unless the strategy reduces
+      // each micro-batch's (ZeRO-2 holds no whole gradient buffer to accumulate them in).
+      const bool told = each || a + 1 == accum;
+      if (each && a > 0) session_->next_micro_batch();
+      model_->set_grads_ready_listener(told ? &session_->ready() : nullptr);
       model_->backward();
+      // whatever the model did not report (the mean over micro-batches)
+      if (told) session_->ready().grads_ready(0);
       // The last micro-batch's span ends with the gradients handed on, on the device as well.
-      if (a + 1 == accum) {
-        session_->ready().grads_ready(0);  // whatever the model did not report (the mean over micro-batches)
-        synchronize_kernels(spec_.device);  // on a GPU, backward is queued work until here
-      }
+      if (a + 1 == accum) synchronize_kernels(spec_.device);  // on a GPU, backward is queued work until here
     }
   }
 

@@ -1,4 +1,5 @@
-// Sharded optimizer state (sync.shard = "optimizer", ZeRO-1, framework/sync/zero.h): shards tile
+// Sharded optimizer state (sync.shard = "optimizer", ZeRO-1, framework/sync/zero.h) and gradients
+// ("gradients", ZeRO-2: staged a bucket at a time, the same bits as ZeRO-1): shards tile
 // the flat buffer; a sharded run trains as the unsharded one does (bit for bit where the
 // reduction order is the same, within float rounding where LAMB's and LARS's norms of a cut tensor
 // are added from two ranks' partial sums); each rank holds 1/N of the optimizer state; the bytes
@@ -22,6 +23,8 @@ namespace laconic {
 namespace {
 
 using testing::blobs;
+using testing::injecting;
+using testing::masked_tokens;
 using testing::same_bits;
 
 TrainData synthetic() { return image_data(blobs(600, 12, 5, 1), blobs(200, 12, 5, 2)); }
@@ -273,6 +276,109 @@ TEST_F(Shard, ResumesShardedOuterStateBitForBit) {
   }
 }
 
+// ZeRO-2: backward writes each bucket into a staging slot, reduce-scattered from there into the
+// shard: the same collectives on the same values as ZeRO-1's whole buffer, so the same bits, in
+// line or overlapped, for every optimizer. Buckets of about 52 floats make two, [180, 15] and
+// [75, 5]: two slots of the larger, where ZeRO-1 holds all 275 gradients; one bucket, one slot.
+TEST_F(Shard, Zero2TrainsAsZero1BitForBit) {
+  for (const OptimizerName opt : {"sgd", "adamw", "lamb", "lars"})
+    for (const bool small_buckets : {false, true}) {
+      SCOPED_TRACE(opt.value + (small_buckets ? ", two buckets" : ", one bucket"));
+      Recipe one = small(opt, 3, ShardKind::optimizer);
+      if (opt == "adamw") one.optimizer.grad_clip = 0.5;
+      if (small_buckets) one.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+      const std::string name = opt.value + (small_buckets ? "_two" : "_one");
+      const TrainSummary a = run(one, name + "_zero1");
+      for (const bool overlap : {false, true}) {
+        Recipe two = one;
+        two.sync.shard = ShardKind::gradients;
+        two.sync.overlap = overlap;
+        const TrainSummary b = run(two, name + (overlap ? "_overlapped" : "_inline"));
+        EXPECT_TRUE(same_bits(a.final_params, b.final_params)) << (overlap ? "overlapped" : "in line");
+        EXPECT_EQ(*a.memory_gradients, 4 * kParams);
+        EXPECT_EQ(*b.memory_gradients, small_buckets ? 2 * 4 * 195u : 4 * kParams);
+        EXPECT_EQ(*b.memory_optimizer, *a.memory_optimizer);
+        EXPECT_EQ(b.bytes_sent, a.bytes_sent);
+      }
+    }
+}
+
+// BERT ties its embedding to the output head: backward writes the embedding's bucket first (the
+// head) and last (the input), so its slot is held across the others'. It trains as ZeRO-1 does,
+// bit for bit, holding less than half the gradients.
+TEST_F(Shard, Zero2StagesTiedEmbeddingsAcrossBackward) {
+  Recipe r = small("lamb", 2, ShardKind::optimizer);
+  r.model.name = "bert";
+  r.data.name = "text";
+  r.model.dim = 32;
+  r.model.heads = 4;
+  r.model.ffn = 64;
+  r.model.layers = 6;
+  r.optimizer.grad_clip = 1.0;
+  r.train.steps = 4;
+  r.sync.bucket_mb = 0.03;  // about a transformer block a bucket
+  const TrainData tokens = masked_tokens();
+  TrainOptions o;
+  o.run_dir = (dir_ / "bert_zero1").string();
+  const TrainSummary a = train(r, tokens, o);
+  r.sync.shard = ShardKind::gradients;
+  o.run_dir = (dir_ / "bert_zero2").string();
+  const TrainSummary b = train(r, tokens, o);
+  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
+  EXPECT_LT(*b.memory_gradients * 2, *a.memory_gradients) << *b.memory_gradients << " of " << *a.memory_gradients;
+}
+
+// Gradient accumulation: each micro-batch's gradients (scaled by 1 / grad_accum) are reduce-
+// scattered and added into the shard, where ZeRO-1 averages their sum once: the same run up to
+// rounding, twice the reduce-scatter bytes.
+TEST_F(Shard, Zero2ReducesEveryMicroBatch) {
+  Recipe one = small("adamw", 3, ShardKind::optimizer);
+  one.train.micro_batch = 4;
+  one.train.grad_accum = 2;
+  one.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+  Recipe two = one;
+  two.sync.shard = ShardKind::gradients;
+  const TrainSummary a = run(one, "zero1"), b = run(two, "zero2");
+  EXPECT_LE(max_abs_diff(a.final_params, b.final_params), 1e-5);
+  EXPECT_NEAR(a.final_loss, b.final_loss, 1e-5);
+  EXPECT_GT(b.bytes_sent, a.bytes_sent);
+}
+
+// Inside DiLoCo's groups (sync.intra): the group's gradients staged and reduce-scattered, the
+// outer state sharded as under "optimizer": that run bit for bit, resumed bit for bit too.
+TEST_F(Shard, Zero2InsideGroupsAndResumes) {
+  Recipe one = in_groups("diloco", ShardKind::optimizer);
+  one.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+  Recipe two = one;
+  two.sync.shard = ShardKind::gradients;
+  two.checkpoint.every = 6;
+  const TrainSummary a = run(one, "zero1"), b = run(two, "zero2");
+  EXPECT_TRUE(same_bits(a.final_params, b.final_params));
+  EXPECT_EQ(*b.memory_strategy, *a.memory_strategy);
+  EXPECT_EQ(*b.memory_gradients, 2 * 4 * 195u);  // two slots of the larger bucket
+  const TrainSummary c = run(two, "resumed", (dir_ / "zero2" / "checkpoints" / "step-000000006").string());
+  EXPECT_EQ(c.first_step, 6);
+  EXPECT_TRUE(same_bits(b.final_params, c.final_params));
+}
+
+// guards.nonfinite with no whole gradient to look at: a NaN on rank 1 reaches some rank's shard,
+// and "skip" skips the step on every rank; "abort" fails the run.
+TEST_F(Shard, Zero2GuardsSeeANonFiniteGradientInTheShards) {
+  Recipe r = small("adamw", 3, ShardKind::gradients);
+  r.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+  r.fault = {FaultKind::nan, 1, 5};
+  r.guards.nonfinite = NonfiniteKind::skip;
+  TrainOptions o = injecting(r);
+  o.run_dir = (dir_ / "skip").string();
+  const TrainSummary s = train(r, data_, o);
+  EXPECT_EQ(s.skipped_steps, 1);
+  for (const float p : s.final_params) ASSERT_TRUE(std::isfinite(p));
+  r.guards.nonfinite = NonfiniteKind::abort;
+  o = injecting(r);
+  o.run_dir = (dir_ / "abort").string();
+  EXPECT_THROW(train(r, data_, o), Error);
+}
+
 std::string refusal(const std::string& text) {
   try {
     parse_recipe(text, "r.toml");
@@ -300,7 +406,10 @@ TEST(ShardRecipe, RefusesWhatShardingCannotDoYetInOneLine) {
             std::string::npos);
   EXPECT_NE(refusal(base + "[sync.allreduce]\ndtype = \"bf16\"\n").find("sync.allreduce.dtype = \"bf16\""),
             std::string::npos);
-  EXPECT_NE(refusal("[train]\nsteps = 1\n[sync]\nshard = \"gradients\"\n").find("sync.shard"), std::string::npos);
+  EXPECT_EQ(refusal("[train]\nsteps = 1\n[sync]\nshard = \"gradients\"\n"), "");
+  const std::string muon2 = refusal("[train]\nsteps = 1\n[optimizer]\nname = \"muon\"\n[sync]\nshard = \"gradients\"\n");
+  EXPECT_NE(muon2.find("sync.shard: expected \"none\" with optimizer.name = \"muon\""), std::string::npos) << muon2;
+  EXPECT_NE(muon2.find("got \"gradients\""), std::string::npos) << muon2;
   const std::string outer = "[train]\nsteps = 1\n[distributed]\nworld_size = 4\n[network]\ngroups = 2\n"
                             "[sync]\nshard = \"outer\"\n";
   EXPECT_EQ(refusal(outer + "intra = \"allreduce\"\nstrategy = \"streaming_diloco\"\n"), "");

@@ -8,6 +8,7 @@
 
 #include "core/rng.h"
 #include "workloads/data/fashion_mnist.h"
+#include "workloads/data/mlm.h"
 #include "framework/train/faults.h"
 #include "framework/train/trainer.h"
 
@@ -31,6 +32,23 @@ inline std::shared_ptr<ImageDataset> blobs(int n, int features, int classes, std
     }
   }
   return d;
+}
+
+// Masked tokens for BERT: 200 sequences of 16 over a vocabulary of 60 ([CLS] = 2 first).
+inline TrainData masked_tokens() {
+  auto tokens = std::make_shared<TokenDataset>();
+  tokens->seq_len = 16;
+  tokens->vocab = 60;
+  const auto k = rng::key({5, rng::kTest});
+  for (int s = 0; s < 200; ++s)
+    for (int t = 0; t < tokens->seq_len; ++t)
+      tokens->tokens.push_back(t == 0 ? 2 : 5 + static_cast<std::int32_t>(rng::below(k, s * 16 + t, 55)));
+  TrainData data;
+  data.train = std::make_shared<MlmSource>(tokens, MlmOptions{});
+  data.eval = data.train;
+  data.vocab = tokens->vocab;
+  data.seq_len = tokens->seq_len;
+  return data;
 }
 
 // Bit-for-bit equality of two float arrays (NaN payloads and signed zeros included).
