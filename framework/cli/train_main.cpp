@@ -118,7 +118,7 @@ void add_plan_options(CLI::App& plan, PlanArgs& a) {
   plan.add_option("--recipe", a.recipe, "the memory table's recipe (default: the built-in defaults)");
   plan.add_option("--optimizer", a.optimizer, "the memory table's optimizer.name (default: the recipe's)");
   plan.add_option("--strategy", a.strategy, "the memory table's sync.strategy (default: the recipe's)");
-  plan.add_option("--shard", a.shard, "the memory table's sync.shard: none, optimizer or outer (default: the recipe's)");
+  plan.add_option("--shard", a.shard, "the memory table's sync.shard: none, optimizer, gradients or outer (default: the recipe's)");
 }
 
 // Bytes per rank for each world size (framework/train/memory_plan.h), in the units of the time table.

@@ -78,9 +78,28 @@ double fit_at(const std::array<double, 3>& y, double s) {
 // The side of the square proxy whose s^2 + s elements are `params`.
 double side_for(double params) { return 0.5 * (std::sqrt(1.0 + 4.0 * params) - 1.0); }
 
+// ZeRO-2's staging: min(2, buckets) slots of the largest bucket, and under gradient accumulation
+// a reduce-scatter block beside each (zero.h).
+double staging_bytes(const Recipe& r, double params, int n, const ParamStore* layout) {
+  double largest = 0, buckets = 0;
+  if (layout) {
+    for (const BucketLayout& b : make_buckets(*layout, r.sync.bucket_mb)) {
+      largest = std::max(largest, static_cast<double>(b.size));
+      ++buckets;
+    }
+  } else {
+    const double cap = std::floor(r.sync.bucket_mb * 1024 * 1024 / 4);
+    largest = std::min(params, cap);
+    buckets = std::ceil(params / std::max(1.0, cap));
+  }
+  const double slots = std::min(2.0, buckets);
+  const double block = r.train.grad_accum > 1 ? std::floor(largest / n) + n - 1 : 0;
+  return 4.0 * slots * (largest + block);
+}
+
 }  // namespace
 
-MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
+MemoryPlan plan_memory(const Recipe& recipe, double params, int world, const ParamStore* layout) {
   const bool sharded = shards_optimizer(recipe.sync.shard);
   // Sharded, the optimizer steps rank 0's range: params / N elements (the last rank's few more),
   // N the world's ranks, or a group's under sync.intra, whose leaders keep the strategy's state
@@ -100,6 +119,7 @@ MemoryPlan plan_memory(const Recipe& recipe, double params, int world) {
   }
   MemoryPlan m;
   m.weights = m.gradients = 4.0 * params;
+  if (recipe.sync.shard == ShardKind::gradients) m.gradients = staging_bytes(recipe, params, n, layout);
   m.optimizer = fit_at(opt, side_for(stepped));
   m.strategy = fit_at(strat, side_for(sharded_outer ? range : params));
   // ZeRO's shard or the outer sync's own (weights and gradients of its range either way), and the
@@ -116,7 +136,9 @@ std::string memory_refusal(const Recipe& r, const MemoryPlan& m, int ranks, doub
       ", more than this machine's memory (", b(physical), "): per rank, weights and gradients ", b(m.weights + m.gradients),
       ", optimizer.name = \"", r.optimizer.name.value, "\" ", b(m.optimizer), ", sync.strategy = \"", r.sync.strategy.value,
       "\" ", b(m.strategy), ", sync.shard = \"", name_of(r.sync.shard), "\" buffers ", b(m.buffers),
-      r.sync.shard == ShardKind::none ? "; sync.shard = \"optimizer\" would hold 1/N of the optimizer state" : "",
+      r.sync.shard == ShardKind::none
+          ? "; sync.shard = \"optimizer\" would hold 1/N of the optimizer state, \"gradients\" of the gradients too"
+          : "",
       ranks > 1 ? "; fewer ranks per process (distributed.world_size) would hold less" : "");
 }
 

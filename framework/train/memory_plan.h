@@ -13,12 +13,13 @@
 
 #include <string>
 
+#include "core/params.h"
 #include "framework/recipe/recipe.h"
 
 namespace laconic {
 
 struct MemoryPlan {
-  double weights = 0, gradients = 0;  // 4 bytes per parameter each (fp32)
+  double weights = 0, gradients = 0;  // 4 bytes per parameter each (fp32); ZeRO-2: its staging slots
   double optimizer = 0;               // the optimizer's state (1/N of it under sync.shard)
   double strategy = 0;                // the sync strategy's (outer state, error feedback)
   double buffers = 0;                 // working buffers beside them (a sharded run's shard, a frozen copy)
@@ -26,8 +27,11 @@ struct MemoryPlan {
 };
 
 // Rank 0 of `world` ranks training a model of `params` parameters with `recipe`'s optimizer,
-// strategy and sync.shard.
-MemoryPlan plan_memory(const Recipe& recipe, double params, int world);
+// strategy and sync.shard. ZeRO-2's staging is two slots of the largest bucket: of `layout`'s
+// buckets when given (the run's own check), else of a bucket of sync.bucket_mb (or the model,
+// if smaller); a model whose backward holds more buckets open at once makes more at its first
+// step (docs/sharding.md).
+MemoryPlan plan_memory(const Recipe& recipe, double params, int world, const ParamStore* layout = nullptr);
 
 // "" when `ranks` ranks of `plan` in one process fit in `physical` bytes; else why not, in one
 // line naming the keys that set it and what would help.

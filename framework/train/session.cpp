@@ -165,7 +165,7 @@ std::int64_t Session::start() {
 // machine is refused in one line (trainer plan's prediction; the ranks of a threads run share it).
 void Session::check_memory() const {
   const int ranks = spec_.backend == BackendKind::threads ? r_.distributed.world_size : 1;
-  const MemoryPlan plan = plan_memory(r_, static_cast<double>(loop_.store().size()), r_.distributed.world_size);
+  const MemoryPlan plan = plan_memory(r_, static_cast<double>(loop_.store().size()), r_.distributed.world_size, &loop_.store());
   if (const std::string why = memory_refusal(r_, plan, ranks, static_cast<double>(physical_memory_bytes()));
       !why.empty())
     LC_INPUT_ERROR(r_.path, ": ", why);

@@ -45,6 +45,8 @@ CASES = [
      "sync.strategy = \"async_diloco\": its slower replicas skip steps"),
     ("the optimizer's state sharded (the script's optimizer)", "", {"sync.shard": "optimizer"}, {},
      "sync.shard = \"optimizer\": the optimizer here is the script's own"),
+    ("the gradients sharded (torch's autograd writes whole gradients)", "", {"sync.shard": "gradients"}, {},
+     "sync.shard = \"gradients\": the optimizer here is the script's own"),
     ("a bad LACONIC_RANK", "", {"distributed.world_size": 2},
      {"LACONIC_WORLD_SIZE": "2", "LACONIC_RANK": "two", "LACONIC_STORE": "file:STORE"}, "LACONIC_RANK"),
 ]

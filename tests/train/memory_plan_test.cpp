@@ -47,11 +47,34 @@ TEST(MemoryPlan, ClosedFormsPerParameter) {
   const MemoryPlan sharded = plan_memory(small("adamw", "allreduce", ShardKind::optimizer), 1e9, 8);
   EXPECT_NEAR(sharded.optimizer, 1e9, 64);  // 8 bytes x 1e9 / 8 ranks
   EXPECT_EQ(sharded.buffers, 1e9);           // the shard's weights and gradients
+  // ZeRO-2: two staging slots of a 25 MiB bucket in place of 4 GB of gradients, and a block of
+  // each for a second micro-batch's reduce-scatter.
+  Recipe zero2 = small("adamw", "allreduce", ShardKind::gradients);
+  EXPECT_EQ(plan_memory(zero2, 1e9, 8).gradients, 2.0 * 25 * 1024 * 1024);
+  EXPECT_EQ(plan_memory(zero2, 1e9, 8).optimizer, sharded.optimizer);
+  zero2.train.grad_accum = 2;
+  EXPECT_EQ(plan_memory(zero2, 1e9, 8).gradients, 2.0 * 4 * (25 * 1024 * 1024 / 4 + 25 * 1024 * 1024 / 4 / 8 + 7));
   const MemoryPlan diloco = plan_memory(small("sgd", "diloco", ShardKind::none), 1e9, 8);
   EXPECT_NEAR(diloco.strategy, 8e9, 64);  // theta_global and the outer momentum
   Recipe frozen = small("sgd", "streaming_diloco", ShardKind::none);
   frozen.sync.streaming_diloco.freeze = true;
   EXPECT_NEAR(plan_memory(frozen, 1e9, 8).buffers, 4e9, 64);  // freeze's copy of the parameters
+}
+
+// Given the model's layout (a run's own check), ZeRO-2's slots are its largest bucket's: the MLP's
+// tensors 180, 15, 75, 5 in buckets of about 52 floats make [180, 15] and [75, 5], two slots of
+// 195 floats, what shard_test.cpp's runs hold.
+TEST(MemoryPlan, StagesTheLayoutsLargestBucket) {
+  ParamStore mlp;
+  mlp.add("fc1.weight", {15, 12}, ParamGroup::decay);
+  mlp.add("fc1.bias", {15}, ParamGroup::no_decay);
+  mlp.add("head.weight", {5, 15}, ParamGroup::decay);
+  mlp.add("head.bias", {5}, ParamGroup::no_decay);
+  mlp.finalize();
+  Recipe r = small("adamw", "allreduce", ShardKind::gradients);
+  r.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+  EXPECT_EQ(plan_memory(r, kParams, 3, &mlp).gradients, 2 * 4 * 195.0);
+  EXPECT_EQ(plan_memory(r, kParams, 3).gradients, 2 * 4 * 52.0);  // without it, a bucket of the cap's size
 }
 
 class MemoryPlanRun : public ::testing::Test {
@@ -77,10 +100,12 @@ TEST_F(MemoryPlanRun, WithinFivePercentOfWhatRunsHold) {
   const Case cases[] = {{"sgd", "allreduce", ShardKind::none},       {"adamw", "allreduce", ShardKind::none},
                         {"lamb", "allreduce", ShardKind::none},      {"lars", "allreduce", ShardKind::none},
                         {"muon", "allreduce", ShardKind::none},      {"adamw", "allreduce", ShardKind::optimizer},
-                        {"lamb", "allreduce", ShardKind::optimizer}, {"sgd", "diloco", ShardKind::none},
+                        {"lamb", "allreduce", ShardKind::optimizer}, {"adamw", "allreduce", ShardKind::gradients},
+                        {"sgd", "diloco", ShardKind::none},
                         {"adamw", "streaming_diloco", ShardKind::none}, {"sgd", "sparseloco", ShardKind::none},
                         {"sgd", "topk", ShardKind::none},
                         {"adamw", "diloco", ShardKind::optimizer, true},
+                        {"adamw", "diloco", ShardKind::gradients, true},
                         {"adamw", "streaming_diloco", ShardKind::none, true},
                         {"adamw", "streaming_diloco", ShardKind::optimizer, true},
                         {"adamw", "diloco", ShardKind::outer, true},
