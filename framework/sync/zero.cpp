@@ -105,14 +105,7 @@ void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
   launched_ = 0;
   if (overlap_) comm().reserve_async(shard_.pieces.size());
   if (!stage_) return;
-  // Two slots of the largest bucket (one written, one reduced), made now; a third at the first
-  // step only if backward keeps a bucket open across others (a tied embedding).
-  const auto n = static_cast<std::size_t>(comm().size());
-  max_piece_ = max_block_ = 0;
-  for (const Shard::Piece& p : shard_.pieces) {
-    max_piece_ = std::max(max_piece_, p.size);
-    max_block_ = std::max(max_block_, p.block + p.size % n);
-  }
+  // Slots are made at the first step, each as large as the buckets it has held.
   slot_of_.assign(shard_.pieces.size(), -1);
   launched_piece_.assign(shard_.pieces.size(), 0);
   slots_.clear();
@@ -120,14 +113,38 @@ void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
   free_.clear();
   released_ = 0;
   micro_ = 0;
-  for (std::size_t k = 0; k < std::min<std::size_t>(2, shard_.pieces.size()); ++k) make_slot();
   store().stage_grads(this);
 }
 
-void ShardedDataParallel::make_slot() {
-  slots_.emplace_back(store().device(), max_piece_);
-  scratch_.emplace_back(store().device());  // sized at a second micro-batch's first use
-  free_.push_back(static_cast<int>(slots_.size()) - 1);
+// A slot for a bucket of `size`: the smallest free one that holds it, else a free one grown to it;
+// with none free, the oldest reduction's once it is done (with two slots made: one written, one
+// reduced), else a new one. The same calls every step, so slots grow at the first step only.
+int ShardedDataParallel::acquire(std::size_t size) {
+  for (;;) {
+    int fit = -1;
+    for (const int k : free_)
+      if (slots_[k].size() >= size && (fit < 0 || slots_[k].size() < slots_[fit].size())) fit = k;
+    if (fit < 0 && !free_.empty()) {
+      fit = free_.back();
+      grow(slots_[fit], size);
+    }
+    if (fit >= 0) {
+      free_.erase(std::find(free_.begin(), free_.end(), fit));
+      return fit;
+    }
+    if (released_ < launched_ && slots_.size() >= 2) {
+      work_[shard_.pieces.size() - 1 - released_]->wait();
+      release(released_);
+      continue;
+    }
+    slots_.emplace_back(store().device(), size);
+    scratch_.emplace_back(store().device());  // sized at a second micro-batch's first use
+    return static_cast<int>(slots_.size()) - 1;
+  }
+}
+
+void ShardedDataParallel::grow(DeviceArray<float>& a, std::size_t n) {
+  if (a.size() < n) a = DeviceArray<float>(a.device(), n);  // nothing in it to keep
 }
 
 std::size_t ShardedDataParallel::piece_of(std::size_t offset) const {
@@ -150,21 +167,10 @@ float* ShardedDataParallel::at(std::size_t offset, std::size_t n) {
            p.begin + p.size, "): a model writes one tensor's gradient through ParamStore::grad(view)");
   LC_CHECK(!launched_piece_[i], "gradients at ", offset, " written after backward reported them final (grads_ready)");
   if (slot_of_[i] < 0) {
-    slot_of_[i] = acquire();
+    slot_of_[i] = acquire(p.size);
     fill_zero(store().device(), slots_[static_cast<std::size_t>(slot_of_[i])].data(), p.size * sizeof(float));
   }
   return slots_[static_cast<std::size_t>(slot_of_[i])].data() + (offset - p.begin);
-}
-
-int ShardedDataParallel::acquire() {
-  if (free_.empty() && released_ < launched_) {  // the oldest reduction's slot, once it is done
-    work_[shard_.pieces.size() - 1 - released_]->wait();
-    release(released_);
-  }
-  if (free_.empty()) make_slot();  // every slot holds a bucket backward still writes
-  const int s = free_.back();
-  free_.pop_back();
-  return s;
 }
 
 void ShardedDataParallel::release(std::size_t k) {
@@ -214,7 +220,8 @@ void ShardedDataParallel::launch() {
   if (stage_) {
     if (slot_of_[i] < 0) at(shard_.pieces[i].begin, 0);  // no gradient written: a zeroed slot
     launched_piece_[i] = 1;
-    if (micro_ > 0) scratch_[static_cast<std::size_t>(slot_of_[i])].resize(max_block_);  // the first step only
+    const Shard::Piece& p = shard_.pieces[i];
+    if (micro_ > 0) grow(scratch_[static_cast<std::size_t>(slot_of_[i])], p.size - p.block * (comm().size() - 1));
   }
   ++launched_;
   if (!overlap_) {

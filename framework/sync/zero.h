@@ -13,10 +13,11 @@
 //
 // ZeRO stage 2 (sync.shard = "gradients") holds no whole gradient buffer either: backward writes
 // each bucket into a staging slot (the store's GradWindow), reduce-scattered into the shard as
-// soon as backward reports it final, and the slot is reused by a later bucket. Two slots suffice
-// for a chain of layers (one written, one being reduced); a bucket written early and late (a
-// tied embedding) holds one across backward, and a third is made at the first step. Under
-// gradient accumulation every micro-batch is reduce-scattered and added into the shard.
+// soon as backward reports it final, and the slot is reused by a later bucket. A chain of layers
+// needs a slot per bucket its layer writes, and one more while the last is reduced (overlapped);
+// a bucket written early and late (a tied embedding) holds one across backward. Slots are made
+// and grown at the first step only. Under gradient accumulation every micro-batch is
+// reduce-scattered and added into the shard.
 #pragma once
 
 #include <cstddef>
@@ -115,8 +116,8 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums, priva
   void zero() override;
   std::uint64_t bytes() const override;
   std::size_t piece_of(std::size_t offset) const;
-  int acquire();                       // a free slot: waits for the oldest reduction, or makes one
-  void make_slot();
+  int acquire(std::size_t size);       // a free slot of at least `size` (zero.cpp says which)
+  static void grow(DeviceArray<float>& a, std::size_t n);
 
   void reduce_piece(std::size_t i);    // bucket i's reduce-scatter (and its leftover's all-reduce)
   void launch();                       // the next bucket in backward's order (the last first)
@@ -127,14 +128,13 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums, priva
   double bucket_mb_ = 25.0;
   bool stage_ = false;
   // Staged: each bucket's slot (-1: none) and whether it was launched this micro-batch; the
-  // slots (the largest bucket each) with a scratch block each for a later micro-batch's
-  // reduce-scatter (under gradient accumulation); the free ones; how many launched buckets gave theirs back.
+  // slots (each as large as the largest bucket it held) with a scratch block each for a later
+  // micro-batch's reduce-scatter (under gradient accumulation); the free ones; how many launched buckets gave theirs back.
   std::vector<int> slot_of_;
   std::vector<char> launched_piece_;
   std::vector<DeviceArray<float>> slots_, scratch_;
   std::vector<int> free_;
   std::size_t released_ = 0;
-  std::size_t max_piece_ = 0, max_block_ = 0;
   int micro_ = 0;                      // micro-batches reduced into the shard this step
   Shard shard_;                        // this rank's pieces: params stepped here, grads reduced here
   std::vector<std::unique_ptr<Work>> work_;  // per bucket (overlap)

@@ -77,7 +77,8 @@ std::string memory_line(const TrainSummary& s) {
   const auto b = [](const std::optional<std::uint64_t>& v) { return format_bytes(static_cast<double>(v.value_or(0))); };
   return "laconic: held per rank: weights " + b(s.memory_weights) + ", gradients " + b(s.memory_gradients) +
          ", optimizer state " + b(s.memory_optimizer) + ", strategy state " + b(s.memory_strategy) +
-         (s.memory_buffers.value_or(0) ? ", strategy buffers " + b(s.memory_buffers) : "") + "; peak RSS " + b(s.peak_rss) + "\n";
+         (s.memory_buffers.value_or(0) ? ", strategy buffers " + b(s.memory_buffers) : "") +
+         (s.memory_planned ? " (trainer plan: " + b(s.memory_planned) + " in all)" : "") + "; peak RSS " + b(s.peak_rss) + "\n";
 }
 
 }  // namespace

@@ -78,23 +78,21 @@ double fit_at(const std::array<double, 3>& y, double s) {
 // The side of the square proxy whose s^2 + s elements are `params`.
 double side_for(double params) { return 0.5 * (std::sqrt(1.0 + 4.0 * params) - 1.0); }
 
-// ZeRO-2's staging: min(2, buckets) slots of the largest bucket, and under gradient accumulation
-// a reduce-scatter block beside each (zero.h).
+// ZeRO-2's staging: its two largest buckets (one written while the other is reduced, or a layer's
+// two), and under gradient accumulation a reduce-scatter block beside each (zero.h).
 double staging_bytes(const Recipe& r, double params, int n, const ParamStore* layout) {
-  double largest = 0, buckets = 0;
+  std::vector<double> sizes;
   if (layout) {
-    for (const BucketLayout& b : make_buckets(*layout, r.sync.bucket_mb)) {
-      largest = std::max(largest, static_cast<double>(b.size));
-      ++buckets;
-    }
-  } else {
-    const double cap = std::floor(r.sync.bucket_mb * 1024 * 1024 / 4);
-    largest = std::min(params, cap);
-    buckets = std::ceil(params / std::max(1.0, cap));
+    for (const BucketLayout& b : make_buckets(*layout, r.sync.bucket_mb)) sizes.push_back(static_cast<double>(b.size));
+  } else {  // buckets of the cap's size
+    const double cap = std::max(1.0, std::floor(r.sync.bucket_mb * 1024 * 1024 / 4));
+    sizes = {std::min(params, cap), std::clamp(params - cap, 0.0, cap)};
   }
-  const double slots = std::min(2.0, buckets);
-  const double block = r.train.grad_accum > 1 ? std::floor(largest / n) + n - 1 : 0;
-  return 4.0 * slots * (largest + block);
+  std::sort(sizes.rbegin(), sizes.rend());
+  double bytes = 0;
+  for (std::size_t k = 0; k < std::min<std::size_t>(2, sizes.size()); ++k)
+    bytes += 4.0 * (sizes[k] + (r.train.grad_accum > 1 && sizes[k] > 0 ? std::floor(sizes[k] / n) + n - 1 : 0));
+  return bytes;
 }
 
 }  // namespace

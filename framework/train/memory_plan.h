@@ -27,10 +27,10 @@ struct MemoryPlan {
 };
 
 // Rank 0 of `world` ranks training a model of `params` parameters with `recipe`'s optimizer,
-// strategy and sync.shard. ZeRO-2's staging is two slots of the largest bucket: of `layout`'s
-// buckets when given (the run's own check), else of a bucket of sync.bucket_mb (or the model,
-// if smaller); a model whose backward holds more buckets open at once makes more at its first
-// step (docs/sharding.md).
+// strategy and sync.shard. ZeRO-2's staging is its two largest buckets: `layout`'s when given
+// (the run's own check), else buckets of sync.bucket_mb; a backward that holds more buckets open
+// at once (a tied embedding's, across it) holds more, one that reduces each before it writes the
+// next (in line) less (docs/sharding.md).
 MemoryPlan plan_memory(const Recipe& recipe, double params, int world, const ParamStore* layout = nullptr);
 
 // "" when `ranks` ranks of `plan` in one process fit in `physical` bytes; else why not, in one

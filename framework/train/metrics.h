@@ -107,9 +107,10 @@ struct RunSummary {
   // parameters, their gradients, the optimizer's state, the sync strategy's (anchors, outer
   // momentum, error feedback: everything its checkpoint holds), its working buffers (a sharded
   // run's shard of weights and gradients), and the process's peak resident memory, which also
-  // counts activations, data and communication scratch. Absent in older runs.
+  // counts activations, data and communication scratch; beside them, what trainer plan predicted
+  // for the five before the run allocated them (its memory check). Absent in older runs.
   std::optional<std::uint64_t> memory_weights, memory_gradients, memory_optimizer, memory_strategy, memory_buffers,
-      peak_rss;
+      peak_rss, memory_planned;
 
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
@@ -139,6 +140,7 @@ struct RunSummary {
     f("memory_strategy", s.memory_strategy, true);
     f("memory_buffers", s.memory_buffers, true);
     f("peak_rss", s.peak_rss, true);
+    f("memory_planned", s.memory_planned, true);
   }
 };
 

@@ -163,9 +163,10 @@ std::int64_t Session::start() {
 
 // Before the optimizer's and the strategy's state is allocated: a run whose state cannot fit the
 // machine is refused in one line (trainer plan's prediction; the ranks of a threads run share it).
-void Session::check_memory() const {
+void Session::check_memory() {
   const int ranks = spec_.backend == BackendKind::threads ? r_.distributed.world_size : 1;
   const MemoryPlan plan = plan_memory(r_, static_cast<double>(loop_.store().size()), r_.distributed.world_size, &loop_.store());
+  planned_bytes_ = plan.total();
   if (const std::string why = memory_refusal(r_, plan, ranks, static_cast<double>(physical_memory_bytes()));
       !why.empty())
     LC_INPUT_ERROR(r_.path, ": ", why);
@@ -377,6 +378,7 @@ TrainSummary Session::summary() {
     s.bytes_inter = comm_.tier_bytes(1).sent;
   }
   report_memory(s, loop_);
+  s.memory_planned = static_cast<std::uint64_t>(planned_bytes_);
   for (auto& h : hooks_) h->finish(s);
   if (comm_.rank() == 0) {
     const ParamStore& store = loop_.store();

@@ -107,7 +107,7 @@ class Session {
   Communicator& control() { return control_; }
 
  private:
-  void check_memory() const;
+  void check_memory();
   double charge_compute(double seconds, bool backward);
   void start_trace();
   void finish_trace(std::int64_t end);
@@ -131,6 +131,7 @@ class Session {
   std::unique_ptr<Communicator> device_comm_;  // device = cuda: NCCL or staging over comm_
   std::unique_ptr<Tracer> tracer_;        // train.trace (the communicators point at it until the end)
   double modeled_step_s_ = 0;
+  double planned_bytes_ = 0;  // trainer plan's bytes for this rank (check_memory)
   double after_reduce_s_ = 0;  // this step's after_reduce hooks
   std::unique_ptr<SyncStrategy> sync_;
   LrSchedule schedule_;

@@ -54,6 +54,7 @@ TEST(MemoryPlan, ClosedFormsPerParameter) {
   EXPECT_EQ(plan_memory(zero2, 1e9, 8).optimizer, sharded.optimizer);
   zero2.train.grad_accum = 2;
   EXPECT_EQ(plan_memory(zero2, 1e9, 8).gradients, 2.0 * 4 * (25 * 1024 * 1024 / 4 + 25 * 1024 * 1024 / 4 / 8 + 7));
+  EXPECT_EQ(plan_memory(zero2, 1e6, 8).gradients, 4.0 * (1e6 + 125000 + 7));  // smaller than a bucket
   const MemoryPlan diloco = plan_memory(small("sgd", "diloco", ShardKind::none), 1e9, 8);
   EXPECT_NEAR(diloco.strategy, 8e9, 64);  // theta_global and the outer momentum
   Recipe frozen = small("sgd", "streaming_diloco", ShardKind::none);
@@ -61,9 +62,9 @@ TEST(MemoryPlan, ClosedFormsPerParameter) {
   EXPECT_NEAR(plan_memory(frozen, 1e9, 8).buffers, 4e9, 64);  // freeze's copy of the parameters
 }
 
-// Given the model's layout (a run's own check), ZeRO-2's slots are its largest bucket's: the MLP's
-// tensors 180, 15, 75, 5 in buckets of about 52 floats make [180, 15] and [75, 5], two slots of
-// 195 floats, what shard_test.cpp's runs hold.
+// Given the model's layout (a run's own check), ZeRO-2's staging is its two largest buckets: the
+// MLP's tensors 180, 15, 75, 5 in buckets of about 52 floats make [180, 15] and [75, 5], what
+// shard_test.cpp's overlapped run holds (in line it holds the larger only).
 TEST(MemoryPlan, StagesTheLayoutsLargestBucket) {
   ParamStore mlp;
   mlp.add("fc1.weight", {15, 12}, ParamGroup::decay);
@@ -73,8 +74,10 @@ TEST(MemoryPlan, StagesTheLayoutsLargestBucket) {
   mlp.finalize();
   Recipe r = small("adamw", "allreduce", ShardKind::gradients);
   r.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
-  EXPECT_EQ(plan_memory(r, kParams, 3, &mlp).gradients, 2 * 4 * 195.0);
-  EXPECT_EQ(plan_memory(r, kParams, 3).gradients, 2 * 4 * 52.0);  // without it, a bucket of the cap's size
+  EXPECT_EQ(plan_memory(r, kParams, 3, &mlp).gradients, 4 * 275.0);
+  EXPECT_EQ(plan_memory(r, kParams, 3).gradients, 2 * 4 * 52.0);  // without it, buckets of the cap's size
+  r.sync.bucket_mb = 1;
+  EXPECT_EQ(plan_memory(r, kParams, 3).gradients, 4 * kParams);  // the whole model, one bucket
 }
 
 class MemoryPlanRun : public ::testing::Test {
@@ -132,6 +135,11 @@ TEST_F(MemoryPlanRun, WithinFivePercentOfWhatRunsHold) {
     EXPECT_TRUE(within(m.optimizer, *s.memory_optimizer)) << m.optimizer << " planned, " << *s.memory_optimizer << " held";
     EXPECT_TRUE(within(m.strategy, *s.memory_strategy)) << m.strategy << " planned, " << *s.memory_strategy << " held";
     EXPECT_TRUE(within(m.buffers, *s.memory_buffers)) << m.buffers << " planned, " << *s.memory_buffers << " held";
+    // The run's own plan (its memory check, with the model's layout), reported beside what it held.
+    const std::uint64_t held = *s.memory_weights + *s.memory_gradients + *s.memory_optimizer + *s.memory_strategy +
+                               *s.memory_buffers;
+    ASSERT_TRUE(s.memory_planned);
+    EXPECT_TRUE(within(static_cast<double>(*s.memory_planned), held)) << *s.memory_planned << " planned, " << held << " held";
   }
 }
 
