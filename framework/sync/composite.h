@@ -47,6 +47,7 @@ class Hierarchical final : public SyncStrategy {
   // ZeRO-2 inside the groups reduces each bucket as backward makes it.
   void grads_ready(std::int64_t step, std::size_t from) override;
   bool reduces_each_micro_batch() const override { return shards_.inner && shards_.gradients; }
+  double take_backward_blocked_s() override { return zero_ ? zero_->take_backward_blocked_s() : 0.0; }
   bool after_update(std::int64_t step) override;
   bool reduces_gradients(std::int64_t step) const override { return true; }
   bool averages_params(std::int64_t step) const override { return inter_->averages_params(step); }

@@ -41,6 +41,9 @@ class SyncStrategy {
   // and ended with grads_ready(step, 0): a strategy holding no whole gradient buffer (ZeRO-2)
   // reduces each one, as backward makes it.
   virtual bool reduces_each_micro_batch() const { return false; }
+  // Seconds grads_ready() held the calling thread (backward's) since the last call: reductions
+  // run in line, waits for them. The step loop counts them as communication, not compute.
+  virtual double take_backward_blocked_s() { return 0; }
   virtual void after_backward(std::int64_t step) = 0;
   virtual bool after_update(std::int64_t /*step*/) { return false; }
   // Whether after_backward / after_update communicate at `step`: known in advance on every rank,

@@ -133,7 +133,9 @@ int ShardedDataParallel::acquire(std::size_t size) {
       return fit;
     }
     if (released_ < launched_ && slots_.size() >= 2) {
+      Stopwatch t;
       work_[shard_.pieces.size() - 1 - released_]->wait();
+      if (!in_ready_) blocked_s_ += t.seconds();  // grads_ready() charges its own
       release(released_);
       continue;
     }
@@ -252,6 +254,16 @@ void ShardedDataParallel::wait_launched() {
 
 void ShardedDataParallel::grads_ready(std::int64_t /*step*/, std::size_t from) {
   if (!overlap_ && !stage_) return;
+  // Staged, all of it holds backward's thread: charged as communication (blocked_s_).
+  struct Charge {
+    ShardedDataParallel& z;
+    Stopwatch t;
+    explicit Charge(ShardedDataParallel& z) : z(z) { z.in_ready_ = true; }
+    ~Charge() {
+      z.in_ready_ = false;
+      if (z.stage_) z.blocked_s_ += t.seconds();
+    }
+  } charge(*this);
   const std::size_t n = shard_.pieces.size();
   while (launched_ < n && shard_.pieces[n - 1 - launched_].begin >= from) launch();
   // Staged, a micro-batch ends with every bucket in the shard and the slots free for the next.

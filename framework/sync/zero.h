@@ -25,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/sync/sync_strategy.h"
@@ -97,6 +98,7 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums, priva
   }
   // Staged, every micro-batch's gradients are reduced as backward makes them.
   bool reduces_each_micro_batch() const override { return stage_; }
+  double take_backward_blocked_s() override { return std::exchange(blocked_s_, 0.0); }
   std::string describe() const override;
   double comm_seconds() const override { return comm_s_; }
 
@@ -136,6 +138,8 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums, priva
   std::vector<int> free_;
   std::size_t released_ = 0;
   int micro_ = 0;                      // micro-batches reduced into the shard this step
+  double blocked_s_ = 0;               // backward's thread in grads_ready() and slot waits
+  bool in_ready_ = false;              // inside grads_ready()
   Shard shard_;                        // this rank's pieces: params stepped here, grads reduced here
   std::vector<std::unique_ptr<Work>> work_;  // per bucket (overlap)
   std::size_t launched_ = 0;           // buckets launched this step

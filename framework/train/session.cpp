@@ -190,6 +190,10 @@ bool Session::computes(std::int64_t step) const { return sync_->computes(step); 
 bool Session::reduce(StepState& s, double compute_s) {
   ready_->grads_ready(0);  // whatever backward did not report (the scale over micro-batches)
   s.local_sq = ready_->local_sq();
+  // Reductions backward's thread ran or waited for (ZeRO-2) are communication, not compute.
+  const double blocked = sync_->take_backward_blocked_s();
+  compute_s = std::max(0.0, compute_s - blocked);
+  ledger_.add_exposed_comm(blocked);
   ledger_.add_compute(charge_compute(compute_s, /*backward=*/true));
   sync_->step_computed(s.step, compute_s);
   Stopwatch t;

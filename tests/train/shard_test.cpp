@@ -8,14 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "core/check.h"
 #include "framework/recipe/recipe.h"
 #include "framework/sync/zero.h"
+#include "framework/train/hooks.h"
 #include "framework/train/trainer.h"
 #include "tests/train/synthetic.h"
 
@@ -379,6 +382,28 @@ TEST_F(Shard, Zero2GuardsSeeANonFiniteGradientInTheShards) {
   o = injecting(r);
   o.run_dir = (dir_ / "abort").string();
   EXPECT_THROW(train(r, data_, o), Error);
+}
+
+// A rank late to every step (rank 1 sleeps 40 ms before it): the others wait for it inside the
+// reduce-scatters that backward's thread runs under ZeRO-2. That wait is communication, not
+// compute (a simulated clock would count it twice, as compute and as its message).
+TEST_F(Shard, Zero2ChargesWaitsInBackwardAsCommunication) {
+  struct Late final : StepHook {
+    explicit Late(Loop& l) : loop(l) {}
+    void before_step(StepState&) override {
+      if (loop.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    }
+    Loop& loop;
+  };
+  Recipe r = small("adamw", 2, ShardKind::gradients);
+  r.sync.overlap = false;
+  r.train.steps = 6;
+  TrainOptions o;
+  o.hooks.push_back([](Loop& l) -> std::unique_ptr<StepHook> { return std::make_unique<Late>(l); });
+  o.run_dir = (dir_ / "late").string();
+  const TrainSummary s = train(r, data_, o);
+  EXPECT_LT(s.compute_s, 0.1);
+  EXPECT_GT(s.exposed_comm_s, 6 * 0.03);
 }
 
 std::string refusal(const std::string& text) {
