@@ -58,13 +58,21 @@ const float* Bert::Block::forward(const float* x, int batch, int seq, const Forw
   return ln2_.forward(s2, rows);
 }
 
-const float* Bert::Block::backward(const float* dy) {
+template <class Ready>
+const float* Bert::Block::backward(const float* dy, Ready&& ready) {
   const ops::Kernels& k = ops::kernels(store_->device());
+  // Each layer's gradients reported as it finishes them (the block's tensors lie in forward
+  // order), so a reduction (or ZeRO-2's slot) need not wait a block.
   const float* ds2 = ln2_.backward(dy);  // = dL/dh1 through the skip path, and dL/dDrop(FFN)
-  const float* df = fc1_.backward(gelu_.backward(fc2_.backward(ffn_drop_.backward(ds2))));
+  ready(ln2_.gamma_view());
+  const float* df = fc2_.backward(ffn_drop_.backward(ds2));
+  ready(fc2_.weight_view());
+  df = fc1_.backward(gelu_.backward(df));
+  ready(fc1_.weight_view());
   float* dh1 = nn::grow(dh1_, k.device, n_);
   k.add(dh1, ds2, df, n_);
   const float* ds1 = ln1_.backward(dh1);  // = dL/dx through the skip path
+  ready(ln1_.gamma_view());
   const float* da = attn_.backward(attn_drop_.backward(ds1));
   float* dx = nn::grow(dx_, k.device, n_);
   k.add(dx, ds1, da, n_);
@@ -210,7 +218,7 @@ void Bert::backward() {
 
   const float* dx = d;
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
-    dx = it->backward(dx);
+    dx = it->backward(dx, [this](std::size_t view) { notify_grads_ready(offset_of(view)); });
     notify_grads_ready(offset_of(it->first_view()));
   }
   dx = embed_ln_.backward(embed_drop_.backward(dx));

@@ -77,7 +77,9 @@ class Bert : public Model {
     void init(std::uint64_t seed);
     // x: [B*T, dim] (kept until backward) -> [B*T, dim] (owned)
     const float* forward(const float* x, int batch, int seq, const ForwardOptions& step);
-    const float* backward(const float* dy);  // -> dx (owned)
+    // -> dx (owned); ready(view) after each layer: the block's gradients from that view on are final.
+    template <class Ready>
+    const float* backward(const float* dy, Ready&& ready);
     std::size_t first_view() const { return attn_.qkv().weight_view(); }  // its first tensor
 
    private:

@@ -58,14 +58,23 @@ const float* Gpt::Block::forward(const float* x, int batch, int seq, const Forwa
   return out;
 }
 
-const float* Gpt::Block::backward(const float* dy) {
+template <class Ready>
+const float* Gpt::Block::backward(const float* dy, Ready&& ready) {
   const ops::Kernels& k = ops::kernels(store_->device());
-  // dmid = dy (skip) + d(FFN branch)
-  const float* df = ln2_.backward(fc1_.backward(gelu_.backward(fc2_.backward(ffn_drop_.backward(dy)))));
+  // dmid = dy (skip) + d(FFN branch); each layer's gradients reported as it finishes them (the
+  // block's tensors lie in forward order), so a reduction (or ZeRO-2's slot) need not wait a block.
+  const float* df = fc2_.backward(ffn_drop_.backward(dy));
+  ready(fc2_.weight_view());
+  df = fc1_.backward(gelu_.backward(df));
+  ready(fc1_.weight_view());
+  df = ln2_.backward(df);
+  ready(ln2_.gamma_view());
   float* dmid = nn::grow(dmid_, k.device, n_);
   k.add(dmid, dy, df, n_);
   // dx = dmid (skip) + d(attention branch)
-  const float* da = ln1_.backward(attn_.backward(attn_drop_.backward(dmid)));
+  const float* da = attn_.backward(attn_drop_.backward(dmid));
+  ready(attn_.qkv().weight_view());
+  da = ln1_.backward(da);
   float* dx = nn::grow(dx_, k.device, n_);
   k.add(dx, dmid, da, n_);
   return dx;
@@ -153,7 +162,7 @@ void Gpt::backward() {
   notify_grads_ready(offset_of(final_ln_.gamma_view()));
 
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
-    dx = it->backward(dx);
+    dx = it->backward(dx, [this](std::size_t view) { notify_grads_ready(offset_of(view)); });
     notify_grads_ready(offset_of(it->first_view()));
   }
   dx = embed_drop_.backward(dx);

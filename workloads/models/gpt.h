@@ -73,7 +73,9 @@ class Gpt : public Model {
     void init(std::uint64_t seed, float residual_std);
     // x: [B*T, dim] -> [B*T, dim] (owned)
     const float* forward(const float* x, int batch, int seq, const ForwardOptions& step);
-    const float* backward(const float* dy);  // -> dx (owned)
+    // -> dx (owned); ready(view) after each layer: the block's gradients from that view on are final.
+    template <class Ready>
+    const float* backward(const float* dy, Ready&& ready);
     std::size_t first_view() const { return ln1_.gamma_view(); }  // its first tensor
 
    private:
