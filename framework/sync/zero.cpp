@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <numeric>
 #include <sstream>
 
 #include "core/check.h"
@@ -45,7 +46,7 @@ ParamStore make_shard_store(const ParamStore& whole, std::span<const ShardRange>
   return shard;
 }
 
-void Shard::cut(const ParamStore& whole, int rank, int n, double bucket_mb) {
+void Shard::cut(const ParamStore& whole, int position, int n, double bucket_mb) {
   std::vector<BucketLayout> buckets = make_buckets(whole, bucket_mb);
   std::sort(buckets.begin(), buckets.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
   pieces.clear();
@@ -56,7 +57,7 @@ void Shard::cut(const ParamStore& whole, int rank, int n, double bucket_mb) {
     p.begin = b.begin;
     p.size = b.size;
     p.block = b.size / static_cast<std::size_t>(n);
-    const ShardRange r = shard_range(b.size, rank, n);
+    const ShardRange r = shard_range(b.size, position, n);
     p.mine = {b.begin + r.begin, b.begin + r.end};
     p.offset = offset;
     offset += r.size();
@@ -95,10 +96,62 @@ ShardedDataParallel::~ShardedDataParallel() {
   if (stage_ && bound() && store().grads_staged()) store().stage_grads(nullptr);  // the store outlives us
 }
 
+std::unique_ptr<ShardLevels> ShardLevels::of(Communicator& comm) {
+  const std::vector<int>& group_of = comm.groups();
+  if (static_cast<int>(group_of.size()) != comm.size() || comm.memory() != Device::cpu) return nullptr;
+  auto l = std::make_unique<ShardLevels>();
+  const int mine = group_of[static_cast<std::size_t>(comm.rank())];
+  std::vector<std::vector<int>> members;  // every group's ranks, groups in order of their first rank
+  std::vector<int> ids;
+  for (int r = 0; r < comm.size(); ++r) {
+    const int g = group_of[static_cast<std::size_t>(r)];
+    const auto at = std::find(ids.begin(), ids.end(), g);
+    if (at == ids.end()) {
+      ids.push_back(g);
+      members.emplace_back();
+    }
+    members[static_cast<std::size_t>(std::find(ids.begin(), ids.end(), g) - ids.begin())].push_back(r);
+  }
+  l->groups = static_cast<int>(members.size());
+  if (l->groups < 2 || members.front().size() < 2) return nullptr;
+  for (const auto& m : members)
+    if (m.size() != members.front().size()) return nullptr;
+  l->group = members[static_cast<std::size_t>(std::find(ids.begin(), ids.end(), mine) - ids.begin())];
+  l->place = static_cast<int>(std::find(l->group.begin(), l->group.end(), comm.rank()) - l->group.begin());
+  for (const auto& m : members) l->peers.push_back(m[static_cast<std::size_t>(l->place)]);
+  l->intra = std::make_unique<SubsetCommunicator>(comm, l->group);
+  l->across = std::make_unique<SubsetCommunicator>(comm, l->peers);
+  l->intra->set_tracer(comm.tracer());  // their messages are the world's, traced
+  l->across->set_tracer(comm.tracer());
+  return l;
+}
+
+// Each bucket's all-gather counts at both levels: G blocks make a part, L parts the bucket, and
+// the leftover rides with the last position's block (the last place's part, its last group).
+void ShardedDataParallel::size_levels() {
+  const auto n = static_cast<std::size_t>(comm().size()), G = static_cast<std::size_t>(levels_->groups);
+  const auto L = static_cast<std::size_t>(levels_->intra->size());
+  const bool last_place = static_cast<std::size_t>(levels_->place) + 1 == L;
+  across_counts_.clear();
+  intra_counts_.clear();
+  std::size_t most = 0;
+  for (const Shard::Piece& p : shard_.pieces) {
+    const std::size_t rest = p.size - p.block * n;
+    across_counts_.emplace_back(G, p.block);
+    if (last_place) across_counts_.back().back() += rest;
+    intra_counts_.emplace_back(L, p.block * G);
+    intra_counts_.back().back() += rest;
+    most = std::max(most, p.block * G + rest);
+  }
+  part_ = DeviceArray<float>(store().device(), most);
+}
+
 void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
   // The model now, for a strategy bound to the shard (an outer sync's anchor); again before the
   // first step, after a resume has loaded the whole model.
-  shard_.cut(store(), comm().rank(), comm().size(), bucket_mb_);
+  levels_ = ShardLevels::of(comm());
+  shard_.cut(store(), position(), comm().size(), bucket_mb_);
+  if (levels_) size_levels();
   fresh_ = true;
   work_.clear();
   for (std::size_t i = 0; i < shard_.pieces.size(); ++i) work_.push_back(std::make_unique<Work>());
@@ -205,12 +258,18 @@ void ShardedDataParallel::reduce_piece(std::size_t i) {
   float* g = stage_ ? slots_[static_cast<std::size_t>(slot_of_[i])].data() : store().grads().data() + p.begin;
   float* mine = shard_.store.grads().data() + p.offset;
   float* out = adds ? scratch_[static_cast<std::size_t>(slot_of_[i])].data() : mine;
-  comm().reduce_scatter(CBuf{g, p.block * n, DType::f32}, Buf{out, p.block, DType::f32}, ReduceOp::avg);
-  // The rest (fewer than n elements) belongs to the last rank: one small all-reduce.
+  if (levels_) {  // inside the group into parts of G blocks, then between the groups
+    const std::size_t part = p.block * static_cast<std::size_t>(levels_->groups);
+    levels_->intra->reduce_scatter(CBuf{g, p.block * n, DType::f32}, Buf{part_.data(), part, DType::f32}, ReduceOp::avg);
+    levels_->across->reduce_scatter(CBuf{part_.data(), part, DType::f32}, Buf{out, p.block, DType::f32}, ReduceOp::avg);
+  } else {
+    comm().reduce_scatter(CBuf{g, p.block * n, DType::f32}, Buf{out, p.block, DType::f32}, ReduceOp::avg);
+  }
+  // The rest (fewer than n elements) belongs to the last position: one small all-reduce.
   const std::size_t rest = p.size - p.block * n;
   if (rest > 0) {
     comm().all_reduce(Buf{g + p.block * n, rest, DType::f32}, ReduceOp::avg);
-    if (comm().rank() + 1 == comm().size())
+    if (position() + 1 == comm().size())
       copy_bytes(out + p.block, shard_.store.device(), g + p.block * n, store().device(), rest * sizeof(float));
   }
   if (adds) ops::kernels(shard_.store.device()).axpy(mine, 1.0f, out, p.mine.size());
@@ -288,9 +347,21 @@ void ShardedDataParallel::after_backward(std::int64_t /*step*/) {
   wait_launched();  // reduce_piece counted its seconds, on whichever thread ran it
 }
 
+void ShardedDataParallel::gather() {
+  if (!levels_) return shard_.gather(comm(), store());
+  for (std::size_t i = 0; i < shard_.pieces.size(); ++i) {
+    const Shard::Piece& p = shard_.pieces[i];
+    const std::size_t part = std::accumulate(across_counts_[i].begin(), across_counts_[i].end(), std::size_t{0});
+    levels_->across->all_gather_v(CBuf{shard_.store.params().data() + p.offset, p.mine.size(), DType::f32},
+                                  Buf{part_.data(), part, DType::f32}, across_counts_[i]);
+    levels_->intra->all_gather_v(CBuf{part_.data(), part, DType::f32},
+                                 Buf{store().params().data() + p.begin, p.size, DType::f32}, intra_counts_[i]);
+  }
+}
+
 bool ShardedDataParallel::after_update(std::int64_t /*step*/) {
   Stopwatch t;
-  shard_.gather(comm(), store());
+  gather();
   comm_s_ += t.seconds();
   return false;  // the optimizer's update, completed: no replica was averaged
 }

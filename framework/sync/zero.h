@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/subset_communicator.h"
 #include "framework/sync/sync_strategy.h"
 #include "optimizers/optimizer.h"
 
@@ -67,12 +68,28 @@ struct Shard {
   std::vector<Piece> pieces;          // ascending in the whole buffer
   std::vector<std::size_t> tensor_of; // make_shard_store's
   ParamStore store;
-  // Sizes the shard of `whole` for buckets of bucket_mb MiB and takes its weights.
-  void cut(const ParamStore& whole, int rank, int n, double bucket_mb);
+  // Sizes position `position`'s shard of `whole` (of n) for buckets of bucket_mb MiB and takes
+  // its weights. A rank's position is its rank, or across groups its place in the two levels.
+  void cut(const ParamStore& whole, int position, int n, double bucket_mb);
   // The shard's weights = whole's pieces of them.
   void take(const ParamStore& whole);
   // Every rank's shard weights into every rank's whole model (over the n ranks of `comm`).
   void gather(Communicator& comm, ParamStore& whole) const;
+};
+
+// A world-wide shard across the groups of a described network (Communicator::groups(), G groups
+// of L ranks each): each bucket is reduce-scattered in two levels, inside each group into L
+// parts, then between the ranks holding the same part in the other groups, and gathered back the
+// same way, so the slow links carry (G - 1)/G of a part per rank where a ring over all ranks
+// crosses them at every hop. Rank l of group g holds position l G + g, so both levels cut
+// contiguous ranges. docs/sharding.md.
+struct ShardLevels {
+  std::vector<int> group, peers;  // this rank's group, and the ranks of its place in every group
+  std::unique_ptr<SubsetCommunicator> intra, across;
+  int place = 0, groups = 0;      // l and G
+  int position() const { return place * groups + static_cast<int>(across->rank()); }
+  // Two levels when `comm` spans two groups or more, of one size, two ranks each at least.
+  static std::unique_ptr<ShardLevels> of(Communicator& comm);
 };
 
 class ShardedDataParallel final : public SyncStrategy, private TensorSums, private GradWindow {
@@ -122,6 +139,9 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums, priva
   static void grow(DeviceArray<float>& a, std::size_t n);
 
   void reduce_piece(std::size_t i);    // bucket i's reduce-scatter (and its leftover's all-reduce)
+  void gather();                       // every shard into every rank's whole model
+  void size_levels();                  // across groups: counts and the part's buffer
+  int position() const { return levels_ ? levels_->position() : comm().rank(); }
   void launch();                       // the next bucket in backward's order (the last first)
   void wait_launched();
   void release(std::size_t k);         // the k-th launched bucket's slot, its reduction done
@@ -141,6 +161,9 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums, priva
   double blocked_s_ = 0;               // backward's thread in grads_ready() and slot waits
   bool in_ready_ = false;              // inside grads_ready()
   Shard shard_;                        // this rank's pieces: params stepped here, grads reduced here
+  std::unique_ptr<ShardLevels> levels_;  // across groups: the two levels (else null)
+  DeviceArray<float> part_;            // across groups: a bucket's part between the levels
+  std::vector<std::vector<std::size_t>> across_counts_, intra_counts_;  // per bucket, its all-gathers
   std::vector<std::unique_ptr<Work>> work_;  // per bucket (overlap)
   std::size_t launched_ = 0;           // buckets launched this step
   std::vector<double> gathered_;       // sum(): every rank's partial sums

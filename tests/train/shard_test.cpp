@@ -366,6 +366,39 @@ TEST_F(Shard, Zero2InsideGroupsAndResumes) {
   EXPECT_TRUE(same_bits(b.final_params, c.final_params));
 }
 
+// A world-wide shard over two groups of a described network (no sync.intra): each bucket is
+// reduce-scattered inside the group, then between the ranks of the same place in the two groups,
+// and gathered back the same way. Rank l of group g holds position l G + g. Two groups of 2 and
+// of 3 (275 = 6 x 45 + 5: the leftover rides with the last position), ZeRO-1 and ZeRO-2, in line
+// and overlapped: the unsharded run up to rounding (averages of averages). Rank 0 sends its block
+// of each bucket across, twice a step (the second level's reduce-scatter and all-gather), where a
+// ring over the four ranks would send it only to rank 1, in its own group.
+TEST_F(Shard, ReduceScattersInTwoLevelsAcrossGroups) {
+  for (const auto& [world, overlap] : {std::pair{4, false}, std::pair{6, true}}) {
+    Recipe whole = small("lamb", world, ShardKind::none);
+    whole.network.groups = 2;
+    whole.train.trace = AutoBool{false};
+    whole.sync.overlap = overlap;
+    whole.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+    const TrainSummary a = run(whole, std::to_string(world) + "_whole");
+    for (const ShardKind kind : {ShardKind::optimizer, ShardKind::gradients}) {
+      SCOPED_TRACE(std::to_string(world) + " ranks, " + name_of(kind));
+      Recipe sharded = whole;
+      sharded.sync.shard = kind;
+      const TrainSummary b = run(sharded, std::to_string(world) + name_of(kind));
+      EXPECT_LE(max_abs_diff(a.final_params, b.final_params), 1e-5);
+      EXPECT_NEAR(a.final_loss, b.final_loss, 1e-5);
+      // Position 0 holds block 0 of each bucket, [180, 15] and [75, 5].
+      const std::uint64_t blocks = 195 / world + 80 / world, step_count = *a.memory_optimizer - 2 * 4 * kParams;
+      EXPECT_EQ(*b.memory_optimizer, 2 * 4 * blocks + step_count);
+      ASSERT_TRUE(b.bytes_inter && b.bytes_inter_start);
+      const std::uint64_t across = *b.bytes_inter - *b.bytes_inter_start;
+      EXPECT_GE(across, 12 * 2 * 4 * blocks);
+      EXPECT_LE(across, 12 * 2 * 4 * blocks + 12 * 2 * 4 * 6 * 2);  // and the leftover's small all-reduce
+    }
+  }
+}
+
 // guards.nonfinite with no whole gradient to look at: a NaN on rank 1 reaches some rank's shard,
 // and "skip" skips the step on every rank; "abort" fails the run.
 TEST_F(Shard, Zero2GuardsSeeANonFiniteGradientInTheShards) {
