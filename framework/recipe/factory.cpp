@@ -85,7 +85,7 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
   if (c.intra == IntraKind::allreduce)
     s = std::make_unique<Hierarchical>(std::move(s),
                                        HierarchicalShards{shards_optimizer(c.shard), shards_outer_state(r), c.bucket_mb,
-                                                          c.shard == ShardKind::gradients});
+                                                          c.shard == ShardKind::gradients, overlap});
   return s;
 }
 

@@ -42,10 +42,13 @@ void Hierarchical::prepare(std::int64_t first_step) {
   LC_CHECK(!shards_.outer || dynamic_cast<PeriodicAveraging*>(inter_.get()) != nullptr,
            "the outer state shards for local SGD's family only (PeriodicAveraging), not ", inter_->describe());
   if (shards_.inner) {
-    // In line: an overlapped reduce-scatter on the group's communication thread, beside the outer
-    // sync's, hung the replay of the trace under ASan (SimGrid's thread contexts); not overlapped
-    // until that is understood.
-    zero_ = std::make_unique<ShardedDataParallel>(/*overlap=*/false, shards_.bucket_mb, shards_.gradients);
+    // Overlapped on the group's communication thread unless the strategy between the groups runs
+    // async work of its own (streaming DiLoCo's fragments, eager): a rank's trace has one
+    // communication lane (collectives/trace.h), and two threads' operations interleaved on it
+    // left the replay waiting forever. In line then.
+    const auto* periodic = dynamic_cast<const PeriodicAveraging*>(inter_.get());
+    const bool overlap = shards_.overlap && periodic != nullptr && !periodic->reduces_async();
+    zero_ = std::make_unique<ShardedDataParallel>(overlap, shards_.bucket_mb, shards_.gradients);
     zero_->bind(store, *intra_, first_step);
   }
   if (shards_.outer) return bind_sharded(first_step, group_of);

@@ -37,6 +37,7 @@ struct HierarchicalShards {
   bool outer = false;       // a periodic strategy's outer state across each group's ranks
   double bucket_mb = 25.0;  // the shards' buckets (zero.h)
   bool gradients = false;   // with inner: the gradients too, ZeRO-2
+  bool overlap = false;     // with inner: reduce-scatter each bucket as backward makes it (sync.overlap)
 };
 
 class Hierarchical final : public SyncStrategy {

@@ -366,6 +366,25 @@ TEST_F(Shard, Zero2InsideGroupsAndResumes) {
   EXPECT_TRUE(same_bits(b.final_params, c.final_params));
 }
 
+// Inside the groups of a periodic strategy that runs no async work of its own (DiLoCo), each
+// bucket is reduce-scattered on the group's communication thread as backward makes it: the same
+// bits as in line. Traced, unlike the tests above, and the trace replays (one communication
+// thread per rank, as the trace records).
+TEST_F(Shard, OverlapsInsideGroupsAndTheTraceReplays) {
+  for (const ShardKind kind : {ShardKind::optimizer, ShardKind::gradients}) {
+    SCOPED_TRACE(name_of(kind));
+    Recipe a = in_groups("diloco", kind);
+    a.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
+    a.sync.overlap = false;
+    a.train.trace = AutoBool{true};
+    Recipe b = a;
+    b.sync.overlap = true;
+    const TrainSummary x = run(a, std::string(name_of(kind)) + "_inline"), y = run(b, std::string(name_of(kind)) + "_overlapped");
+    EXPECT_TRUE(same_bits(x.final_params, y.final_params));
+    EXPECT_GT(y.sim_time_s, 0);  // replayed
+  }
+}
+
 // A world-wide shard over two groups of a described network (no sync.intra): each bucket is
 // reduce-scattered inside the group, then between the ranks of the same place in the two groups,
 // and gathered back the same way. Rank l of group g holds position l G + g. Two groups of 2 and
