@@ -238,15 +238,11 @@ TEST(StepLoop, AllocatesNothingAfterWarmup) {
 // BERT on masked tokens with LAMB, gradient clipping and the noise-scale estimate (one extra
 // all-reduce per step): the token model's step loop allocates nothing either, in fp32 or with its
 // GEMM operands rounded to bf16 (the rounded copies of a head whose rows vary step to step).
-// Under ZeRO-2 (small buckets: staging slots taken and given back through backward, a third for
-// the tied embedding and the scratch of a second micro-batch made at the first step) neither.
+// Under ZeRO-2 (small buckets: staging slots taken and given back through backward, one held for
+// the tied embedding, and the scratch of a second micro-batch made at the first step) neither.
 Recipe bert_with_lamb(nn::Precision precision) {
   Recipe r = recipe();
-  r.model.name = "bert";
-  r.data.name = "text";
-  r.model.dim = 32;
-  r.model.heads = 4;
-  r.model.ffn = 64;
+  testing::use_small_bert(r);
   r.model.dropout = 0.1f;
   r.train.micro_batch = 8;
   r.train.grad_accum = 2;

@@ -313,11 +313,7 @@ TEST_F(Shard, Zero2TrainsAsZero1BitForBit) {
 // bit for bit, holding less than half the gradients.
 TEST_F(Shard, Zero2StagesTiedEmbeddingsAcrossBackward) {
   Recipe r = small("lamb", 2, ShardKind::optimizer);
-  r.model.name = "bert";
-  r.data.name = "text";
-  r.model.dim = 32;
-  r.model.heads = 4;
-  r.model.ffn = 64;
+  testing::use_small_bert(r);
   r.model.layers = 6;
   r.optimizer.grad_clip = 1.0;
   r.train.steps = 4;

@@ -51,6 +51,15 @@ inline TrainData masked_tokens() {
   return data;
 }
 
+// A BERT small enough for a test, on masked_tokens().
+inline void use_small_bert(Recipe& r) {
+  r.model.name = "bert";
+  r.data.name = "text";
+  r.model.dim = 32;
+  r.model.heads = 4;
+  r.model.ffn = 64;
+}
+
 // Bit-for-bit equality of two float arrays (NaN payloads and signed zeros included).
 inline bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
