@@ -103,20 +103,20 @@ std::unique_ptr<ShardLevels> ShardLevels::of(Communicator& comm) {
   const int mine = group_of[static_cast<std::size_t>(comm.rank())];
   std::vector<std::vector<int>> members;  // every group's ranks, groups in order of their first rank
   std::vector<int> ids;
+  const auto index_of = [&](int g) { return static_cast<std::size_t>(std::find(ids.begin(), ids.end(), g) - ids.begin()); };
   for (int r = 0; r < comm.size(); ++r) {
     const int g = group_of[static_cast<std::size_t>(r)];
-    const auto at = std::find(ids.begin(), ids.end(), g);
-    if (at == ids.end()) {
+    if (index_of(g) == ids.size()) {
       ids.push_back(g);
       members.emplace_back();
     }
-    members[static_cast<std::size_t>(std::find(ids.begin(), ids.end(), g) - ids.begin())].push_back(r);
+    members[index_of(g)].push_back(r);
   }
   l->groups = static_cast<int>(members.size());
   if (l->groups < 2 || members.front().size() < 2) return nullptr;
   for (const auto& m : members)
     if (m.size() != members.front().size()) return nullptr;
-  l->group = members[static_cast<std::size_t>(std::find(ids.begin(), ids.end(), mine) - ids.begin())];
+  l->group = members[index_of(mine)];
   l->place = static_cast<int>(std::find(l->group.begin(), l->group.end(), comm.rank()) - l->group.begin());
   for (const auto& m : members) l->peers.push_back(m[static_cast<std::size_t>(l->place)]);
   l->intra = std::make_unique<SubsetCommunicator>(comm, l->group);
