@@ -264,6 +264,25 @@ TEST_F(Shard, ResumesBitForBit) {
   }
 }
 
+// A sharded checkpoint holds each rank's shard: resuming it at another world size (which would
+// re-cut every shard) is refused in one line naming both sizes, and nothing is written.
+TEST_F(Shard, RefusesToReshardACheckpointInOneLine) {
+  Recipe r = small("adamw", 3, ShardKind::gradients);
+  r.checkpoint.every = 6;
+  run(r, "three");
+  Recipe four = r;
+  four.distributed.world_size = 4;
+  try {
+    run(four, "four", (dir_ / "three" / "checkpoints" / "step-000000006").string());
+    FAIL() << "resumed a sharded checkpoint of 3 ranks on 4";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("checkpoint of 3 ranks; this run has distributed.world_size = 4"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "four" / "checkpoints" / "step-000000012"));
+}
+
 // Each rank's checkpoint holds its shard of theta_global, the outer momentum and a fragment's
 // reduced pseudo-gradient in flight (streaming DiLoCo, tau = 1: fragment 1 launches at step 5, so
 // the checkpoint after it, step-000000006, holds it).
