@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The same recipe under mpirun (one rank per process) trains exactly like the threads backend:
 # with our ring over MPI point-to-point the losses are bitwise equal; with native MPI_Allreduce
-# they agree to rounding. A world size that differs from the recipe is refused with exit code 2,
-# and so is streaming DiLoCo's overlap (MPI is initialised MPI_THREAD_SERIALIZED).
+# they agree to rounding; sharded (ZeRO-2, buckets reduce-scattered as backward makes them) too. A
+# world size that differs from the recipe is refused with exit code 2, and so is streaming
+# DiLoCo's overlap (MPI is initialised MPI_THREAD_SERIALIZED).
 # usage: mpi_train.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$1
@@ -22,6 +23,9 @@ common=(--recipe "$recipe" --train.steps=40 --train.log_every=10 --distributed.w
 "$trainer" "${common[@]}" --distributed.algorithm=ring --out "$tmp/threads" >/dev/null
 "${mpi[@]}" -np 2 "$trainer" "${common[@]}" --distributed.algorithm=ring --out "$tmp/mpi_ring" >/dev/null
 "${mpi[@]}" -np 2 "$trainer" "${common[@]}" --out "$tmp/mpi_native" >/dev/null
+zero2=(--distributed.algorithm=ring --sync.shard=gradients --sync.bucket_mb=0.1 --sync.overlap=true)
+"$trainer" "${common[@]}" "${zero2[@]}" --out "$tmp/threads_zero2" >/dev/null
+"${mpi[@]}" -np 2 "$trainer" "${common[@]}" "${zero2[@]}" --out "$tmp/mpi_zero2" >/dev/null
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 t = sys.argv[1]
@@ -31,6 +35,9 @@ a, b, c = losses("threads"), losses("mpi_ring"), losses("mpi_native")
 print("threads   ", a); print("mpi ring  ", b); print("mpi native", c)
 assert len(a) == 4 and a == b, "ring over MPI must equal the threads backend bit for bit"
 assert all(abs(x - y) <= 1e-4 * abs(x) for x, y in zip(a, c)), "native MPI all-reduce drifted"
+z, w = losses("threads_zero2"), losses("mpi_zero2")
+print("ZeRO-2 threads", z); print("ZeRO-2 mpi    ", w)
+assert len(z) == 4 and z == w, "ZeRO-2 over MPI must equal the threads backend bit for bit"
 PY
 
 set +e
