@@ -381,6 +381,14 @@ TEST_F(Shard, Zero2InsideGroupsAndResumes) {
   EXPECT_TRUE(same_bits(b.final_params, c.final_params));
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// SimGrid runs actors as threads under a sanitizer, where replaying overlapped traces can deadlock
+// (any strategy's: docs/reliability.md); there these runs train untraced.
+constexpr bool kReplays = false;
+#else
+constexpr bool kReplays = true;
+#endif
+
 // Inside the groups of a periodic strategy that runs no async work of its own (DiLoCo), each
 // bucket is reduce-scattered on the group's communication thread as backward makes it: the same
 // bits as in line. Traced, unlike the tests above, and the trace replays (one communication
@@ -391,12 +399,14 @@ TEST_F(Shard, OverlapsInsideGroupsAndTheTraceReplays) {
     Recipe a = in_groups("diloco", kind);
     a.sync.bucket_mb = 52.0 * 4 / (1024 * 1024);
     a.sync.overlap = false;
-    a.train.trace = AutoBool{true};
+    a.train.trace = AutoBool{kReplays};
     Recipe b = a;
     b.sync.overlap = true;
     const TrainSummary x = run(a, std::string(name_of(kind)) + "_inline"), y = run(b, std::string(name_of(kind)) + "_overlapped");
     EXPECT_TRUE(same_bits(x.final_params, y.final_params));
-    EXPECT_GT(y.sim_time_s, 0);  // replayed
+    if (kReplays) {
+      EXPECT_GT(y.sim_time_s, 0);  // replayed (an overlapped run has no live estimate)
+    }
   }
 }
 
