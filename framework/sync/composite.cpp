@@ -44,8 +44,8 @@ void Hierarchical::prepare(std::int64_t first_step) {
   if (shards_.inner) {
     // Overlapped on the group's communication thread unless the strategy between the groups runs
     // async work of its own (streaming DiLoCo's fragments, eager): a rank's trace has one
-    // communication lane (collectives/trace.h), and two threads' operations interleaved on it
-    // left the replay waiting forever. In line then.
+    // communication lane, written by one thread (collectives/trace.h), which two would share.
+    // In line then.
     const auto* periodic = dynamic_cast<const PeriodicAveraging*>(inter_.get());
     const bool overlap = shards_.overlap && periodic != nullptr && !periodic->reduces_async();
     zero_ = std::make_unique<ShardedDataParallel>(overlap, shards_.bucket_mb, shards_.gradients);
