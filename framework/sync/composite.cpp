@@ -26,14 +26,9 @@ void Hierarchical::prepare(std::int64_t first_step) {
   const std::vector<int>& group_of = comm.groups();
   LC_CHECK(static_cast<int>(group_of.size()) == comm.size(),
            "hierarchical sync needs the network's groups (a [network] with groups >= 2)");
-  const int mine = group_of[static_cast<std::size_t>(comm.rank())];
-  group_members_.clear();
-  leaders_.clear();
-  for (int r = 0; r < comm.size(); ++r) {
-    const int g = group_of[static_cast<std::size_t>(r)];
-    if (g == mine) group_members_.push_back(r);
-    if (std::find(group_of.begin(), group_of.begin() + r, g) == group_of.begin() + r) leaders_.push_back(r);
-  }
+  groups_ = GroupLayout::of(group_of, comm.rank());
+  group_members_ = groups_.members[groups_.mine];
+  leaders_ = groups_.leaders();
   LC_CHECK(leaders_.size() >= 2, "hierarchical sync needs at least two groups, got ", leaders_.size());
   intra_ = std::make_unique<SubsetCommunicator>(comm, group_members_);
   intra_->set_tracer(comm.tracer());  // its collectives are traced (their messages are the world's)
@@ -51,7 +46,7 @@ void Hierarchical::prepare(std::int64_t first_step) {
     zero_ = std::make_unique<ShardedDataParallel>(overlap, shards_.bucket_mb, shards_.gradients);
     zero_->bind(store, *intra_, first_step);
   }
-  if (shards_.outer) return bind_sharded(first_step, group_of);
+  if (shards_.outer) return bind_sharded(first_step);
   if (group_members_.front() == comm.rank()) {
     across_ = std::make_unique<SubsetCommunicator>(comm, leaders_);
     // Async work between leaders (streaming DiLoCo's overlapped syncs) is traced like the
@@ -63,24 +58,12 @@ void Hierarchical::prepare(std::int64_t first_step) {
   }
 }
 
-std::vector<int> Hierarchical::shard_peers(const std::vector<int>& group_of) const {
-  const auto mine = static_cast<std::size_t>(std::find(group_members_.begin(), group_members_.end(), comm().rank()) -
-                                             group_members_.begin());
-  std::vector<int> peers;
-  for (const int leader : leaders_) {
-    std::vector<int> members;
-    for (int r = 0; r < comm().size(); ++r)
-      if (group_of[static_cast<std::size_t>(r)] == group_of[static_cast<std::size_t>(leader)]) members.push_back(r);
-    LC_CHECK(members.size() == group_members_.size(), "sharded outer state needs groups of one size: group of rank ",
-             leader, " has ", members.size(), " ranks, this rank's ", group_members_.size(),
-             " (set distributed.world_size to a multiple of network.groups)");
-    peers.push_back(members[mine]);
-  }
-  return peers;
-}
-
-void Hierarchical::bind_sharded(std::int64_t first_step, const std::vector<int>& group_of) {
-  shard_peers_ = shard_peers(group_of);
+void Hierarchical::bind_sharded(std::int64_t first_step) {
+  // The ranks holding this rank's shard, one per group, in group order (all groups one size).
+  const std::string uneven = groups_.uneven();
+  LC_CHECK(uneven.empty(), "sharded outer state needs groups of one size: ", uneven,
+           " (set distributed.world_size to a multiple of network.groups)");
+  shard_peers_ = groups_.peers();
   across_ = std::make_unique<SubsetCommunicator>(comm(), shard_peers_);
   across_->set_tracer(comm().tracer());
   // With ZeRO, the shard the group's optimizer steps is the one the outer sync moves: no copy.

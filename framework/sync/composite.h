@@ -78,20 +78,19 @@ class Hierarchical final : public SyncStrategy {
   std::unique_ptr<SyncStrategy> inter_;
   HierarchicalShards shards_;
   bool inter_bound() const { return across_ != nullptr; }
-  // The ranks holding this rank's shard, one per group, in group order (all groups one size).
-  std::vector<int> shard_peers(const std::vector<int>& group_of) const;
   // The store the sharded outer sync runs on (ZeRO's shard, or outer_shard_).
   ParamStore& outer_store() { return zero_ ? zero_->update_store() : outer_shard_.store; }
   // The parameters an outer step changed, to the group's other ranks: the leader's broadcast, or
   // the shards' all-gather.
   void spread();
   // Binds inter_ to this rank's shard and its peers (shards_.outer).
-  void bind_sharded(std::int64_t first_step, const std::vector<int>& group_of);
+  void bind_sharded(std::int64_t first_step);
   bool after_update_sharded(std::int64_t step);
 
   std::unique_ptr<ShardedDataParallel> zero_;  // shard_inner: ZeRO-1 inside the group
   Shard outer_shard_;                          // shards_.outer without zero_: the shard inter_ runs on
   std::int64_t last_step_ = -1;                  // of after_update
+  GroupLayout groups_;                         // the network's groups, as rank lists
   std::vector<int> group_members_, leaders_, shard_peers_;  // the subsets' member lists (they keep spans)
   // across_: the communicator inter_ runs on: the leaders', or this rank's shard peers'.
   std::unique_ptr<SubsetCommunicator> intra_, across_;

@@ -96,29 +96,53 @@ ShardedDataParallel::~ShardedDataParallel() {
   if (stage_ && bound() && store().grads_staged()) store().stage_grads(nullptr);  // the store outlives us
 }
 
-std::unique_ptr<ShardLevels> ShardLevels::of(Communicator& comm) {
-  const std::vector<int>& group_of = comm.groups();
-  if (static_cast<int>(group_of.size()) != comm.size() || comm.memory() != Device::cpu) return nullptr;
-  auto l = std::make_unique<ShardLevels>();
-  const int mine = group_of[static_cast<std::size_t>(comm.rank())];
-  std::vector<std::vector<int>> members;  // every group's ranks, groups in order of their first rank
-  std::vector<int> ids;
-  const auto index_of = [&](int g) { return static_cast<std::size_t>(std::find(ids.begin(), ids.end(), g) - ids.begin()); };
-  for (int r = 0; r < comm.size(); ++r) {
+GroupLayout GroupLayout::of(const std::vector<int>& group_of, int rank) {
+  GroupLayout l;
+  std::vector<int> ids;  // members[k]'s group
+  for (int r = 0; r < static_cast<int>(group_of.size()); ++r) {
     const int g = group_of[static_cast<std::size_t>(r)];
-    if (index_of(g) == ids.size()) {
+    const auto k = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), g) - ids.begin());
+    if (k == ids.size()) {
       ids.push_back(g);
-      members.emplace_back();
+      l.members.emplace_back();
     }
-    members[index_of(g)].push_back(r);
+    if (r == rank) {
+      l.mine = k;
+      l.place = static_cast<int>(l.members[k].size());
+    }
+    l.members[k].push_back(r);
   }
-  l->groups = static_cast<int>(members.size());
-  if (l->groups < 2 || members.front().size() < 2) return nullptr;
+  return l;
+}
+
+std::vector<int> GroupLayout::leaders() const {
+  std::vector<int> out;
+  for (const auto& m : members) out.push_back(m.front());
+  return out;
+}
+
+std::string GroupLayout::uneven() const {
   for (const auto& m : members)
-    if (m.size() != members.front().size()) return nullptr;
-  l->group = members[index_of(mine)];
-  l->place = static_cast<int>(std::find(l->group.begin(), l->group.end(), comm.rank()) - l->group.begin());
-  for (const auto& m : members) l->peers.push_back(m[static_cast<std::size_t>(l->place)]);
+    if (m.size() != members[mine].size())
+      return detail::concat("group of rank ", m.front(), " has ", m.size(), " ranks, this rank's ", members[mine].size());
+  return "";
+}
+
+std::vector<int> GroupLayout::peers() const {
+  std::vector<int> out;
+  for (const auto& m : members) out.push_back(m[static_cast<std::size_t>(place)]);
+  return out;
+}
+
+std::unique_ptr<ShardLevels> ShardLevels::of(Communicator& comm) {
+  if (static_cast<int>(comm.groups().size()) != comm.size() || comm.memory() != Device::cpu) return nullptr;
+  const GroupLayout layout = GroupLayout::of(comm.groups(), comm.rank());
+  if (layout.members.size() < 2 || layout.members[layout.mine].size() < 2 || !layout.uneven().empty()) return nullptr;
+  auto l = std::make_unique<ShardLevels>();
+  l->groups = static_cast<int>(layout.members.size());
+  l->place = layout.place;
+  l->group = layout.members[layout.mine];
+  l->peers = layout.peers();
   l->intra = std::make_unique<SubsetCommunicator>(comm, l->group);
   l->across = std::make_unique<SubsetCommunicator>(comm, l->peers);
   l->intra->set_tracer(comm.tracer());  // their messages are the world's, traced
@@ -160,7 +184,6 @@ void ShardedDataParallel::prepare(std::int64_t /*first_step*/) {
   if (!stage_) return;
   // Slots are made at the first step, each as large as the buckets it has held.
   slot_of_.assign(shard_.pieces.size(), -1);
-  launched_piece_.assign(shard_.pieces.size(), 0);
   slots_.clear();
   scratch_.clear();
   free_.clear();
@@ -220,7 +243,7 @@ float* ShardedDataParallel::at(std::size_t offset, std::size_t n) {
   const Shard::Piece& p = shard_.pieces[i];
   LC_CHECK(offset + n <= p.begin + p.size, "gradients [", offset, ", ", offset + n, ") cross a bucket's end (",
            p.begin + p.size, "): a model writes one tensor's gradient through ParamStore::grad(view)");
-  LC_CHECK(!launched_piece_[i], "gradients at ", offset, " written after backward reported them final (grads_ready)");
+  LC_CHECK(!launched(i), "gradients at ", offset, " written after backward reported them final (grads_ready)");
   if (slot_of_[i] < 0) {
     slot_of_[i] = acquire(p.size);
     fill_zero(store().device(), slots_[static_cast<std::size_t>(slot_of_[i])].data(), p.size * sizeof(float));
@@ -238,7 +261,6 @@ void ShardedDataParallel::release(std::size_t k) {
 void ShardedDataParallel::zero() {
   LC_CHECK(released_ == launched_ && free_.size() == slots_.size(), "ZeRO-2's staging zeroed with ",
            slots_.size() - free_.size(), " buckets still held");
-  std::fill(launched_piece_.begin(), launched_piece_.end(), 0);
   launched_ = released_ = 0;
   micro_ = 0;
 }
@@ -280,7 +302,6 @@ void ShardedDataParallel::launch() {
   const std::size_t i = shard_.pieces.size() - 1 - launched_;
   if (stage_) {
     if (slot_of_[i] < 0) at(shard_.pieces[i].begin, 0);  // no gradient written: a zeroed slot
-    launched_piece_[i] = 1;
     const Shard::Piece& p = shard_.pieces[i];
     if (micro_ > 0) grow(scratch_[static_cast<std::size_t>(slot_of_[i])], p.size - p.block * (comm().size() - 1));
   }
@@ -304,7 +325,6 @@ void ShardedDataParallel::wait_launched() {
   }
   if (stage_) {
     for (std::size_t k = released_; k < launched_; ++k) release(k);
-    std::fill(launched_piece_.begin(), launched_piece_.end(), 0);
     released_ = 0;
   }
   launched_ = 0;

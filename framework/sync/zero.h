@@ -77,6 +77,20 @@ struct Shard {
   void gather(Communicator& comm, ParamStore& whole) const;
 };
 
+// A described network's groups (Communicator::groups(): rank -> group) as rank lists, groups in
+// the order of their first rank, their leader. Hierarchical and ShardLevels read them so.
+struct GroupLayout {
+  std::vector<std::vector<int>> members;  // every group's ranks, ascending
+  std::size_t mine = 0;                   // this rank's group
+  int place = 0;                          // this rank's index in it
+  static GroupLayout of(const std::vector<int>& group_of, int rank);
+  std::vector<int> leaders() const;       // each group's first rank
+  // "" when every group has this rank's group's size, else which group differs.
+  std::string uneven() const;
+  // The rank at this rank's place in every group (groups of one size).
+  std::vector<int> peers() const;
+};
+
 // A world-wide shard across the groups of a described network (Communicator::groups(), G groups
 // of L ranks each): each bucket is reduce-scattered in two levels, inside each group into L
 // parts, then between the ranks holding the same part in the other groups, and gathered back the
@@ -145,15 +159,16 @@ class ShardedDataParallel final : public SyncStrategy, private TensorSums, priva
   void launch();                       // the next bucket in backward's order (the last first)
   void wait_launched();
   void release(std::size_t k);         // the k-th launched bucket's slot, its reduction done
+  // Whether bucket i was launched this micro-batch (launches go from the last bucket down).
+  bool launched(std::size_t i) const { return i + launched_ >= shard_.pieces.size(); }
 
   bool overlap_ = false;
   double bucket_mb_ = 25.0;
   bool stage_ = false;
-  // Staged: each bucket's slot (-1: none) and whether it was launched this micro-batch; the
-  // slots (each as large as the largest bucket it held) with a scratch block each for a later
-  // micro-batch's reduce-scatter (under gradient accumulation); the free ones; how many launched buckets gave theirs back.
+  // Staged: each bucket's slot (-1: none); the slots (each as large as the largest bucket it
+  // held) with a scratch block each for a later micro-batch's reduce-scatter (under gradient
+  // accumulation); the free ones; how many launched buckets gave theirs back.
   std::vector<int> slot_of_;
-  std::vector<char> launched_piece_;
   std::vector<DeviceArray<float>> slots_, scratch_;
   std::vector<int> free_;
   std::size_t released_ = 0;
