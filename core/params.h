@@ -77,8 +77,7 @@ class ParamStore {
   // The whole gradient buffer: never with a window (a check fails naming it).
   std::span<float> grads() { return whole_grads().span(); }
   std::span<const float> grads() const { return const_cast<ParamStore*>(this)->whole_grads().span(); }
-  // f(span) over the gradients of [lo, hi): one span, or one per window piece, last first when
-  // `backwards` (backward's order).
+  // f(span) over the gradients of [lo, hi): one span, or one per window piece, in order.
   template <class F>
   void for_grads(std::size_t lo, std::size_t hi, F&& f) {
     if (!window_) return lo < hi ? f(grads_.span().subspan(lo, hi - lo)) : void();

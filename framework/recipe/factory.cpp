@@ -89,7 +89,6 @@ std::unique_ptr<SyncStrategy> make_sync(const Recipe& r, bool overlap, Device de
   return s;
 }
 
-
 // ---- the built-ins, registered as a user's components are (registry.h) ----
 //
 // One register_* function per kind, one registration line per built-in: the name, the factory,

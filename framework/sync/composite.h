@@ -20,9 +20,9 @@ namespace laconic {
 // broadcasts what changed to its group. So only leaders cross the slow link, each with one
 // payload, and the other ranks' traffic stays inside their group.
 //
-// shards.inner (sync.shard = "optimizer" with a periodic `inter`): inside each group the gradients
-// are reduce-scattered and the optimizer steps this rank's shard (ZeRO-1 on the group,
-// ShardedDataParallel), and the group all-gathers the model after each step.
+// shards.inner (sync.shard = "optimizer" or "gradients" with a periodic `inter`): inside each
+// group the gradients are reduce-scattered and the optimizer steps this rank's shard (ZeRO-1 or
+// ZeRO-2 on the group, ShardedDataParallel), and the group all-gathers the model after each step.
 // shards.outer ("optimizer" or "outer"), when `inter` is PeriodicAveraging (local SGD, DiLoCo,
 // streaming DiLoCo, SparseLoCo): every rank runs it on its shard (ZeRO's, or one of its own taken
 // from the whole model before each step) with the ranks holding the same shard in the other
@@ -33,7 +33,7 @@ class PeriodicAveraging;
 
 // What Hierarchical shards (docs/sharding.md).
 struct HierarchicalShards {
-  bool inner = false;       // the inner optimizer's state, ZeRO-1 inside each group
+  bool inner = false;       // the inner optimizer's state, ZeRO inside each group
   bool outer = false;       // a periodic strategy's outer state across each group's ranks
   double bucket_mb = 25.0;  // the shards' buckets (zero.h)
   bool gradients = false;   // with inner: the gradients too, ZeRO-2
@@ -87,7 +87,7 @@ class Hierarchical final : public SyncStrategy {
   void bind_sharded(std::int64_t first_step);
   bool after_update_sharded(std::int64_t step);
 
-  std::unique_ptr<ShardedDataParallel> zero_;  // shard_inner: ZeRO-1 inside the group
+  std::unique_ptr<ShardedDataParallel> zero_;  // shards_.inner: ZeRO inside the group
   Shard outer_shard_;                          // shards_.outer without zero_: the shard inter_ runs on
   std::int64_t last_step_ = -1;                  // of after_update
   GroupLayout groups_;                         // the network's groups, as rank lists

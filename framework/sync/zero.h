@@ -54,7 +54,7 @@ inline ParamStore make_shard_store(const ParamStore& whole, ShardRange range, st
   return make_shard_store(whole, std::span<const ShardRange>(&range, 1), tensor_of);
 }
 
-// Rank `rank` of `n`'s shard of a flat store: its range of every bucket, its store (weights and
+// Position p of `n`'s shard of a flat store: its range of every bucket, its store (weights and
 // gradients of its own), and what the buckets' collectives need. Sized once; nothing allocated
 // per step.
 struct Shard {
